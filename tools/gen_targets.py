@@ -63,6 +63,7 @@ def main(csv_path: str) -> None:
                 "kfd": int(kfd) if kfd.isdigit() else None,
                 "products": row["example_products"].strip(),
                 "verified": "unverified" not in row["dgpu_or_apu"].lower(),
+                "first_llvm": row["first_llvm_major"].strip(),
             }
     for name, family in NVIDIA_TARGETS.items():
         table[name] = {"vendor": "nvidia", "family": family, "kind": "dgpu"}

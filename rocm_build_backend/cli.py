@@ -1,0 +1,299 @@
+"""`rocm-build-backend` and `python -m rocm_build_backend`: the only printer.
+
+    targets                      the known GPU targets
+    detect [--json]              this machine's GPUs and the targets a build would get
+    plan [PATH] [--json]         what a build of PATH would get, without building
+    build PATH [-o DIR] [-C ..]  build PATH's wheel through the shim, no build isolation
+    configure PATH               make PATH's pyproject.toml build through the shim
+    audit PATH... [--json]       the GPU code wheels, .so files and code objects really hold
+    check WHEEL... [--json]      will each wheel's GPU code load on this machine?
+    cache list|purge             wheels in pip's and uv's caches made for other GPUs
+    index WHEEL_DIR OUT_DIR      a static package index per GPU target
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .errors import RocmBuildBackendError
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False))
+
+
+def _detect_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("detection from recorded data instead of this machine")
+    g.add_argument("--root", metavar="DIR", help="folder that stands for / in every sysfs read")
+    g.add_argument("--rocminfo-output", metavar="FILE", help="use this recorded rocminfo output")
+    g.add_argument("--enumerator-output", metavar="FILE", help="use this recorded rocm_agent_enumerator output")
+    g.add_argument("--amdgpu-arch-output", metavar="FILE", help="use this recorded amdgpu-arch/offload-arch output")
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise RocmBuildBackendError(f"cannot read {what} {path}: {exc.strerror}",
+                                    hint="give the path of a file that exists") from None
+
+
+def _detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
+    from .detect import detect
+
+    recorded = {}
+    for key, attr in (("rocminfo", "rocminfo_output"), ("rocm_agent_enumerator", "enumerator_output"),
+                      ("amdgpu-arch", "amdgpu_arch_output")):
+        if getattr(args, attr, None):
+            recorded[key] = _read(getattr(args, attr), f"--{attr.replace('_', '-')}")
+    kw: dict[str, Any] = {"keep_features": keep_features}
+    if args.root:
+        if not Path(args.root).is_dir():
+            raise RocmBuildBackendError(f"--root {args.root} is not a folder", hint="give the folder that stands for /")
+        kw["root"] = Path(args.root)
+    if recorded:
+        kw["recorded"] = recorded
+    return detect(**kw)
+
+
+# ------------------------------------------------------------------------ commands
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from .targets import GpuTarget, sort_targets, table
+
+    rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == "amd")
+    if args.json:
+        _print_json({str(t): table()[t.processor] for t in rows})
+        return 0
+    for t in rows:
+        r = table()[t.processor]
+        print(f"{t.processor:<16} {r.get('kind', ''):<8} {r.get('family', '')}")
+    return 0
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    found = _detection(args, keep_features=args.features)
+    if args.json:
+        _print_json(found.to_json())
+    else:
+        print(found.to_text())
+    if found.targets:
+        return 0
+    if not args.json:
+        from .detect import require_targets
+
+        try:
+            require_targets(found)
+        except RocmBuildBackendError as exc:
+            for line in exc.lines():
+                print(line, file=sys.stderr)
+    return 2
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .build import load_project, prepare
+
+    project = load_project(_config_settings(args.config_setting), source_dir=Path(args.path))
+    prepared = prepare(project)
+    data = prepared.plan.to_json()
+    data["compiler"] = prepared.compiler.to_json() if prepared.compiler else None
+    if args.json:
+        _print_json(data)
+        return 0
+    for line in prepared.plan.summary():
+        print(line)
+    if prepared.compiler:
+        print(f"compiler {prepared.compiler.describe()} accepts {' '.join(data['targets'])}")
+    return 0
+
+
+def _config_settings(items: Sequence[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise RocmBuildBackendError(f"-C {item}: expected KEY=VALUE",
+                                        hint="e.g. -C rocm-build-backend.targets=gfx942")
+        if key in out:
+            out[key] = (out[key] if isinstance(out[key], list) else [out[key]]) + [value]
+        else:
+            out[key] = value
+    return out
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .project import build_project
+
+    wheel, stale = build_project(Path(args.path), Path(args.outdir) if args.outdir else None,
+                                 _config_settings(args.config_setting))
+    for path, targets in stale:
+        print(f"warning: {path} in the output folder was built for {' '.join(targets) or 'no GPU target'}",
+              file=sys.stderr)
+    print(wheel)
+    return 0
+
+
+def cmd_configure(args: argparse.Namespace) -> int:
+    from .project import configure
+
+    changed, message = configure(Path(args.path))
+    print(message)
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from .audit import audit_paths
+
+    for path in args.paths:
+        if not os.path.exists(path):
+            raise RocmBuildBackendError(f"no such file or folder: {path}", hint="give wheels, .so files, code objects or folders")
+    report = audit_paths([Path(p) for p in args.paths])
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        print(report.to_text())
+    return 0 if report.ok else 1
+
+
+def _devices(args: argparse.Namespace) -> list:
+    from .targets import parse_targets
+
+    if getattr(args, "targets", None):
+        return parse_targets(args.targets)
+    found = _detection(args, keep_features=True)
+    return [d.target for d in found.devices if d.included]
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .check import check_wheels
+
+    for path in args.wheels:
+        if not os.path.isfile(path):
+            raise RocmBuildBackendError(f"no such wheel: {path}", hint="give the paths of .whl files")
+    report = check_wheels([Path(p) for p in args.wheels], _devices(args))
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        print(report.to_text())
+    return report.exit_code
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from .cache import list_cache, purge_cache
+
+    devices = _devices(args)
+    if args.action == "list":
+        result = list_cache(devices, cache_dir=args.cache_dir, tool=args.tool)
+    else:
+        result = purge_cache(devices, cache_dir=args.cache_dir, tool=args.tool, yes=args.yes)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        print(result.to_text())
+    return result.exit_code
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .index import build_index
+    from .targets import parse_targets
+
+    result = build_index(Path(args.wheel_dir), Path(args.out_dir),
+                         targets=parse_targets(args.targets) if args.targets else None,
+                         family=args.family, base_url=args.base_url)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        print(result.to_text())
+    return 0
+
+
+# -------------------------------------------------------------------------- parser
+
+def parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
+    p = argparse.ArgumentParser(
+        prog="rocm-build-backend",
+        description="Build GPU Python packages for the right AMD GPU targets, and prove it.",
+    )
+    p.add_argument("--version", action="version", version=f"rocm-build-backend {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help, description=help)
+        sp.set_defaults(func=func)
+        return sp
+
+    sp = add("targets", cmd_targets, "list the known GPU targets")
+    sp.add_argument("--all", action="store_true", help="include NVIDIA targets")
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("detect", cmd_detect, "show this machine's GPUs and the targets a build would get")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--features", action="store_true", help="keep xnack/sramecc modes in the build targets")
+    _detect_args(sp)
+
+    sp = add("plan", cmd_plan, "show what a build would get, without building")
+    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+
+    sp = add("build", cmd_build, "build a project's wheel through the shim (no build isolation)")
+    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist)")
+    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+
+    sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")
+    sp.add_argument("path", nargs="?", default=".")
+
+    sp = add("audit", cmd_audit, "list the GPU code that wheels, .so files and code objects hold")
+    sp.add_argument("paths", nargs="+", metavar="PATH")
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("check", cmd_check, "will each wheel's GPU code load on this machine's GPUs?")
+    sp.add_argument("wheels", nargs="+", metavar="WHEEL")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    _detect_args(sp)
+
+    sp = add("cache", cmd_cache, "find (and purge) cached wheels made for other GPUs")
+    sp.add_argument("action", choices=["list", "purge"])
+    sp.add_argument("--tool", choices=["pip", "uv", "all"], default="all")
+    sp.add_argument("--cache-dir", metavar="DIR", help="the cache folder (default: pip's and uv's own)")
+    sp.add_argument("--targets", help="the targets that fit (default: this machine's GPUs)")
+    sp.add_argument("--yes", action="store_true", help="really remove (purge)")
+    sp.add_argument("--json", action="store_true")
+    _detect_args(sp)
+
+    sp = add("index", cmd_index, "write a static package index per GPU target")
+    sp.add_argument("wheel_dir")
+    sp.add_argument("out_dir")
+    sp.add_argument("--targets", help="only these targets")
+    sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
+    sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")
+    sp.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RocmBuildBackendError as exc:
+        for line in exc.lines():
+            print(line, file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""For projects you do not want to edit: build one through the shim, or configure it to use it."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import RocmBuildBackendError
+
+SHIM = "rocm_build_backend"
+LEGACY = "setuptools.build_meta:__legacy__"  # what pip uses for a project without pyproject.toml
+
+
+def _declared(path: Path) -> tuple[str | None, list[str]]:
+    from .build import read_pyproject
+
+    system = read_pyproject(path).get("build-system") or {}
+    backend = system.get("build-backend")
+    return (backend if isinstance(backend, str) else None), list(system.get("backend-path") or [])
+
+
+def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> tuple[Path, list]:
+    """Build PATH's wheel through the shim with its own declared backend, without isolation.
+
+    Returns the wheel and the other wheels in the output folder built for other targets.
+    """
+    import subprocess
+
+    from pyproject_hooks import BuildBackendHookCaller
+
+    path = path.resolve()
+    if not path.is_dir():
+        raise RocmBuildBackendError(f"{path} is not a folder", hint="give the project's folder")
+    if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
+        raise RocmBuildBackendError(f"{path} has no pyproject.toml or setup.py", hint="give a Python project's folder")
+    outdir = (outdir or path / "dist").resolve()
+    outdir.mkdir(parents=True, exist_ok=True)
+    settings = dict(config_settings)
+    backend, backend_path = _declared(path)
+    if backend != SHIM:
+        settings.setdefault("rocm-build-backend.backend", backend or LEGACY)
+        if backend_path:
+            settings.setdefault("rocm-build-backend.backend-path", ",".join(backend_path))
+    caller = BuildBackendHookCaller(str(path), SHIM, python_executable=sys.executable)
+    try:
+        name = caller.build_wheel(str(outdir), settings)
+    except subprocess.CalledProcessError:
+        raise RocmBuildBackendError(f"building {path.name} failed (see the lines above)",
+                                    hint="fix what the error lines say, then build again") from None
+    wheel = outdir / name
+    from .freshness import stale_wheels
+    from .stamp import read_stamp
+
+    stamp = read_stamp(wheel) or {}
+    targets = (stamp.get("requested") or {}).get("targets") or []
+    return wheel, [(p, t) for p, t in stale_wheels(outdir, targets) if p != wheel]
+
+
+_BS = re.compile(r"(?ms)^\[build-system\][^\n]*\n(.*?)(?=^\[|\Z)")
+
+
+def configure(path: Path) -> tuple[bool, str]:
+    """Rewrite PATH/pyproject.toml so it builds through the shim, wrapping its current backend.
+
+    Edits the text in place (comments and formatting stay); returns (changed, message).
+    """
+    path = path.resolve()
+    file = path / "pyproject.toml"
+    backend, backend_path = _declared(path) if file.is_file() else (None, [])
+    if backend == SHIM:
+        return False, f"{file} already builds through rocm-build-backend"
+    if not file.is_file():
+        if not (path / "setup.py").is_file():
+            raise RocmBuildBackendError(f"{path} has no pyproject.toml or setup.py", hint="give a Python project's folder")
+        file.write_text(
+            '[build-system]\nrequires = ["setuptools>=64", "rocm-build-backend"]\n'
+            f'build-backend = "{SHIM}"\n\n[tool.rocm-build-backend]\nbackend = "{LEGACY}"\n', encoding="utf-8")
+        return True, f"wrote {file}: builds through rocm-build-backend, wrapping {LEGACY}"
+    text = file.read_text(encoding="utf-8")
+    m = _BS.search(text)
+    if "[tool.rocm-build-backend]" in text:
+        raise RocmBuildBackendError(f"{file} already has a [tool.rocm-build-backend] table",
+                                    hint=f'set build-backend = "{SHIM}" in [build-system] by hand')
+    wrapped = backend or LEGACY
+    if m is None:
+        body = f'[build-system]\nrequires = ["setuptools>=64", "rocm-build-backend"]\nbuild-backend = "{SHIM}"\n\n'
+        text = body + text
+    else:
+        block = m.group(1)
+        new = re.sub(r'(?m)^(\s*build-backend\s*=\s*)(["\']).*?\2', rf'\g<1>"{SHIM}"', block, count=1)
+        if new == block:
+            new = block.rstrip("\n") + f'\nbuild-backend = "{SHIM}"\n' + ("\n" if block.endswith("\n\n") else "")
+        new = re.sub(r'(?ms)^\s*backend-path\s*=\s*\[.*?\]\s*\n', "", new, count=1)
+        new = re.sub(r'(?ms)^(\s*requires\s*=\s*\[)(.*?)(\])',
+                     lambda r: r.group(1) + _add_requirement(r.group(2)) + r.group(3), new, count=1)
+        text = text[:m.start(1)] + new + text[m.end(1):]
+    table = f'\n[tool.rocm-build-backend]\nbackend = "{wrapped}"\n'
+    if backend_path:
+        table += "backend-path = [" + ", ".join(f'"{p}"' for p in backend_path) + "]\n"
+    text = text.rstrip("\n") + "\n" + table
+    tmp = file.with_suffix(".toml.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(file)
+    return True, f"updated {file}: builds through rocm-build-backend, wrapping {wrapped}"
+
+
+def _add_requirement(items: str) -> str:
+    if re.search(r'["\']rocm-build-backend', items):
+        return items
+    stripped = items.rstrip()
+    if "\n" in items:  # a multi-line array: add a line in the same style
+        indent = re.search(r"\n([ \t]*)\S", items)
+        pad = indent.group(1) if indent else "    "
+        sep = "" if stripped.endswith(",") else ","
+        return stripped + f'{sep}\n{pad}"rocm-build-backend",\n'
+    sep = ", " if stripped and not stripped.endswith(",") else ""
+    return stripped + f'{sep}"rocm-build-backend"'

@@ -1,0 +1,207 @@
+"""One settings model, read from three channels with one precedence order.
+
+Every setting has one name, spelled mechanically in each channel:
+
+    field ``max_jobs``
+    -> ``[tool.rocm-build-backend] max-jobs = 8``
+    -> ``-C rocm-build-backend.max-jobs=8``
+    -> ``ROCM_BUILD_BACKEND_MAX_JOBS=8``
+
+Precedence, highest first: config settings (``-C``), then environment variables, then
+``pyproject.toml``, then the default. A config setting belongs to one command line, an
+environment variable to a shell session, the pyproject table to the project.
+Unknown keys and bad values are collected and reported together.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigError
+
+PREFIX = "rocm-build-backend."
+ENV_PREFIX = "ROCM_BUILD_BACKEND_"
+TABLE = "[tool.rocm-build-backend]"
+
+# Variables with our prefix that are not build settings (read at run time by the import guard).
+_RUNTIME_ENV: set[str] = set()
+
+
+def _choice(*allowed: str) -> Callable[[Any], Any]:
+    def parse(value: Any) -> str:
+        text = str(value).strip().lower()
+        if text not in allowed:
+            raise ValueError("expected " + " or ".join(f"'{a}'" for a in allowed))
+        return text
+
+    return parse
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _jobs(value: Any) -> int | str:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        jobs = int(value)
+    except (TypeError, ValueError):
+        raise ValueError("expected a whole number of jobs or 'auto'") from None
+    if jobs < 1:
+        raise ValueError("expected at least 1 job")
+    return jobs
+
+
+def _targets(value: Any) -> str | list[str]:
+    from .targets import parse_targets, split_targets
+
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if not isinstance(value, (str, list)) or not all(isinstance(v, str) for v in value):
+        raise ValueError("expected 'auto' or a list of GPU targets")
+    if not split_targets(value):
+        raise ValueError("expected 'auto' or at least one GPU target")
+    return [str(t) for t in parse_targets(value)]  # raises UnknownTargetError with suggestions
+
+
+def _paths(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [p for p in value.split(",") if p.strip()] if value.strip() else []
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ValueError("expected a list of paths")
+
+
+def _backend(value: Any) -> str:
+    text = str(value).strip()
+    module, _, obj = text.partition(":")
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        raise ValueError("expected 'module' or 'module:object', e.g. 'setuptools.build_meta'")
+    if obj and not all(part.isidentifier() for part in obj.split(".")):
+        raise ValueError("expected 'module' or 'module:object', e.g. 'setuptools.build_meta'")
+    return text
+
+
+def _text(value: Any) -> str:
+    return str(value).strip()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings of one build. ``origin`` says which channel each value came from."""
+
+    backend: str = field(default="setuptools.build_meta", metadata={"parse": _backend, "doc": "the wrapped build backend, `module:object`"})
+    backend_path: list[str] = field(default_factory=list, metadata={"parse": _paths, "doc": "folders (inside the project) to load an in-tree backend from"})
+    targets: str | list[str] = field(default="auto", metadata={"parse": _targets, "doc": "`auto` (detect this machine's GPUs) or a list: `gfx90a;gfx942`"})
+    features: bool = field(default=False, metadata={"parse": _bool, "doc": "keep detected xnack/sramecc modes in the build targets (`gfx90a:xnack-`)"})
+    max_jobs: int | str = field(default="auto", metadata={"parse": _jobs, "doc": "parallel compile jobs; `auto` sizes by cores and available memory"})
+    memory_per_job: int = field(default=4, metadata={"parse": lambda v: _jobs(v) if str(v) != "auto" else 4, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"})
+    compiler: str = field(default="auto", metadata={"parse": _text, "doc": "the HIP compiler to check targets with: `auto`, a name on PATH, or a path"})
+    compiler_check: bool = field(default=True, metadata={"parse": _bool, "doc": "check before the build that the compiler accepts every target"})
+    verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets"})
+    stale: str = field(default="error", metadata={"parse": _choice("error", "clean"), "doc": "what to do with build trees made for other targets"})
+    local_version: bool = field(default=False, metadata={"parse": _bool, "doc": "add the targets to the version as a local label: `1.0+gfx942`"})
+    guard: bool = field(default=False, metadata={"parse": _bool, "doc": "add an import guard that refuses to load on a GPU the wheel has no code for"})
+    pinned_tools: bool = field(default=True, metadata={"parse": _bool, "doc": "put rocminfo, rocm_agent_enumerator, amdgpu-arch and offload-arch that report the targets first on PATH"})
+    sysfs_root: str = field(default="/", metadata={"parse": _text, "doc": "the folder that stands for `/` when reading KFD sysfs (containers, tests)"})
+    origin: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @staticmethod
+    def keys() -> list[str]:
+        return [f.name.replace("_", "-") for f in fields(Settings) if f.name != "origin"]
+
+    def source_of(self, key: str) -> str:
+        return self.origin.get(key.replace("-", "_"), "default")
+
+
+def env_name(key: str) -> str:
+    return ENV_PREFIX + key.upper().replace("-", "_")
+
+
+def _near(key: str) -> str:
+    near = difflib.get_close_matches(key, Settings.keys(), n=1, cutoff=0.6)
+    return f" (did you mean '{near[0]}'?)" if near else ""
+
+
+def split_config_settings(config_settings: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split ``-C`` settings into ours (prefix removed) and the rest, forwarded unchanged."""
+    ours, rest = {}, {}
+    for key, value in (config_settings or {}).items():
+        if key.startswith(PREFIX):
+            ours[key[len(PREFIX):]] = value[-1] if isinstance(value, list) else value
+        else:
+            rest[key] = value
+    return ours, rest
+
+
+def load_settings(
+    pyproject: Mapping[str, Any] | None = None,
+    config_settings: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge the three channels into one Settings; raise ConfigError listing every problem.
+
+    ``pyproject`` is the parsed ``pyproject.toml`` (the whole document).
+    """
+    from .errors import RocmBuildBackendError
+
+    table = ((pyproject or {}).get("tool") or {}).get("rocm-build-backend") or {}
+    ours, _ = split_config_settings(config_settings)
+    channels: list[tuple[str, dict[str, Any], Callable[[str], str]]] = [
+        ("pyproject", dict(table), lambda k: f"{TABLE} {k}"),
+        ("env", {}, env_name),
+        ("-C", ours, lambda k: f"-C {PREFIX}{k}"),
+    ]
+    problems: list[str] = []
+    if not isinstance(table, Mapping):
+        problems.append(f"{TABLE} must be a table")
+        channels[0] = ("pyproject", {}, channels[0][2])
+    for name, value in (env or {}).items():
+        if name.startswith(ENV_PREFIX) and name not in _RUNTIME_ENV:
+            channels[1][1][name[len(ENV_PREFIX):].lower().replace("_", "-")] = value
+
+    known = {f.name: f for f in fields(Settings) if f.name != "origin"}
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for channel, data, spell in channels:  # lowest precedence first; later ones win
+        for key, raw in data.items():
+            attr = key.replace("-", "_")
+            if attr not in known or "_" in key:
+                problems.append(f"unknown setting {spell(key)}{_near(key.replace('_', '-'))}")
+                continue
+            try:
+                values[attr] = known[attr].metadata["parse"](raw)
+            except ValueError as exc:
+                problems.append(f"bad value {raw!r} for {spell(key)}: {exc}")
+                continue
+            except RocmBuildBackendError as exc:
+                problems.append(f"{exc.message} in {spell(key)}")
+                continue
+            origin[attr] = channel
+    if problems:
+        raise ConfigError(problems, hint="the settings are listed in the README; "
+                          "run `rocm-build-backend plan` to check them without building")
+    return Settings(**values, origin=origin)
+
+
+def settings_table() -> list[tuple[str, str, str, str]]:
+    """(key, env variable, default, description) for every setting: the README's table."""
+    rows = []
+    for f in fields(Settings):
+        if f.name == "origin":
+            continue
+        key = f.name.replace("_", "-")
+        default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+        shown = f'"{default}"' if isinstance(default, str) else str(default).lower()
+        rows.append((key, env_name(key), shown, f.metadata["doc"]))
+    return rows
