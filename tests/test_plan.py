@@ -1,0 +1,98 @@
+"""make_plan is pure: tables of inputs -> the variables and config settings a build gets."""
+
+import shlex
+
+import pytest
+
+from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.plan import Host, make_plan
+from rocm_build_backend.settings import load_settings
+from rocm_build_backend.targets import parse_targets
+
+GIB = 1 << 30
+T2 = parse_targets("gfx942;gfx90a")
+
+
+def plan(env=None, kind="setuptools", targets=T2, settings=None, cs=None, host=Host(cpus=16, mem_available=64 * GIB), dist=None):
+    s = load_settings(settings or {}, None, {})
+    return make_plan(targets, "from test", s, env or {}, backend_kind=kind, config_settings=cs, host=host, dist_name=dist)
+
+
+def test_generic_knobs_for_every_backend():
+    for kind in ("setuptools", "scikit-build-core", "hatchling", "other"):
+        p = plan(kind=kind)
+        assert p.env["PYTORCH_ROCM_ARCH"] == "gfx90a;gfx942"
+        assert p.env["GPU_TARGETS"] == p.env["AMDGPU_TARGETS"] == "gfx90a;gfx942"
+        assert p.env["HCC_AMDGPU_TARGET"] == "gfx90a,gfx942"
+        assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "--offload-arch=gfx90a --offload-arch=gfx942"
+        assert p.env["HIP_PLATFORM"] == "amd"
+        assert shlex.split(p.env["CMAKE_ARGS"]) == [
+            "-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942", "-DGPU_TARGETS=gfx90a;gfx942", "-DAMDGPU_TARGETS=gfx90a;gfx942"]
+
+
+@pytest.mark.parametrize("kind, defines", [
+    ("scikit-build-core", {"cmake.define.CMAKE_HIP_ARCHITECTURES", "cmake.define.GPU_TARGETS", "cmake.define.AMDGPU_TARGETS"}),
+    ("setuptools", set()),
+    ("hatchling", set()),
+])
+def test_config_settings_per_backend(kind, defines):
+    p = plan(kind=kind, cs={"other.key": "x"})
+    assert set(p.config_settings) == defines | {"other.key"}
+    for key in defines:
+        assert p.config_settings[key] == "gfx90a;gfx942"
+
+
+def test_skbuild_conflicting_define_is_an_error():
+    with pytest.raises(ConfigError) as exc:
+        plan(kind="scikit-build-core", cs={"cmake.define.GPU_TARGETS": "gfx1030"})
+    assert "cmake.define.GPU_TARGETS=gfx1030" in exc.value.message
+    p = plan(kind="scikit-build-core", cs={"cmake.define.GPU_TARGETS": "gfx942;gfx90a"})
+    assert p.config_settings["cmake.define.GPU_TARGETS"] == "gfx942;gfx90a"  # agrees: kept as given
+
+
+@pytest.mark.parametrize("env, kept, replaced", [
+    ({"GPU_TARGETS": "gfx942,gfx90a"}, {"GPU_TARGETS"}, set()),
+    ({"GPU_TARGETS": "gfx1030"}, set(), {"GPU_TARGETS"}),
+    ({"HCC_AMDGPU_TARGET": "gfx90a,gfx942"}, {"HCC_AMDGPU_TARGET"}, set()),
+    ({"HIP_PLATFORM": "nvidia"}, set(), {"HIP_PLATFORM"}),
+    ({"HIP_PLATFORM": "amd"}, {"HIP_PLATFORM"}, set()),
+])
+def test_user_values_kept_when_they_agree(env, kept, replaced):
+    p = plan(env=env)
+    assert set(p.kept) == kept and set(p.replaced) == replaced
+    for var in kept:
+        assert p.env[var] == env[var]
+
+
+def test_user_flags_and_cmake_args_survive():
+    p = plan(env={"HIPCC_COMPILE_FLAGS_APPEND": "-O3 --offload-arch=gfx1030", "CMAKE_ARGS": "-DGGML_HIP=on -DGPU_TARGETS=gfx1030"})
+    assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "-O3 --offload-arch=gfx90a --offload-arch=gfx942"
+    args = shlex.split(p.env["CMAKE_ARGS"])
+    assert "-DGGML_HIP=on" in args and "-DGPU_TARGETS=gfx1030" not in args and "-DGPU_TARGETS=gfx90a;gfx942" in args
+    assert {"HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_ARGS"} <= set(p.replaced)
+
+
+@pytest.mark.parametrize("settings, env, host, jobs", [
+    ({}, {}, Host(cpus=64, mem_available=32 * GIB), 8),          # memory-bound: 32 GiB / 4 GiB
+    ({}, {}, Host(cpus=2, mem_available=64 * GIB), 2),           # core-bound
+    ({}, {}, Host(cpus=8, mem_available=1 * GIB), 1),            # never zero
+    ({}, {}, Host(cpus=6, mem_available=None), 6),               # memory unknown
+    ({"memory-per-job": 8}, {}, Host(cpus=64, mem_available=32 * GIB), 4),
+    ({}, {"MAX_JOBS": "3"}, Host(cpus=64, mem_available=256 * GIB), 3),  # the user's value
+    ({"max-jobs": 5}, {"MAX_JOBS": "3"}, Host(cpus=64, mem_available=256 * GIB), 5),  # setting wins
+])
+def test_max_jobs(settings, env, host, jobs):
+    p = plan(settings={"tool": {"rocm-build-backend": settings}}, env=env, host=host)
+    assert p.max_jobs == jobs and p.env["MAX_JOBS"] == str(jobs)
+
+
+def test_plan_is_pure_and_json_shaped():
+    a, b = plan(), plan()
+    assert a == b
+    data = a.to_json()
+    assert data["targets"] == ["gfx90a", "gfx942"] and "env" in data and "config_settings" in data
+
+
+def test_nvidia_targets_not_built_yet():
+    with pytest.raises(ConfigError):
+        plan(targets=parse_targets("sm_90"))

@@ -1,0 +1,93 @@
+"""One settings model: precedence (-C > environment > pyproject > default), as a table."""
+
+import pytest
+
+from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.settings import Settings, env_name, load_settings, settings_table, split_config_settings
+
+
+def _pyproject(**table):
+    return {"tool": {"rocm-build-backend": table}}
+
+
+# (pyproject value, env value, -C value) -> (value, origin)
+PRECEDENCE = [
+    (None, None, None, "auto", "default"),
+    (3, None, None, 3, "pyproject"),
+    (3, "5", None, 5, "env"),
+    (3, "5", "7", 7, "-C"),
+    (None, None, "7", 7, "-C"),
+    (None, "5", None, 5, "env"),
+    (3, None, "7", 7, "-C"),
+]
+
+
+@pytest.mark.parametrize("pyproject, env, cs, value, origin", PRECEDENCE)
+def test_precedence_table(pyproject, env, cs, value, origin):
+    table = {} if pyproject is None else {"max-jobs": pyproject}
+    environ = {} if env is None else {"ROCM_BUILD_BACKEND_MAX_JOBS": env}
+    config = {} if cs is None else {"rocm-build-backend.max-jobs": cs}
+    s = load_settings(_pyproject(**table), config, environ)
+    assert s.max_jobs == value
+    assert s.source_of("max-jobs") == origin
+
+
+def test_every_setting_has_one_name_in_every_channel():
+    for key in Settings.keys():
+        assert env_name(key) == "ROCM_BUILD_BACKEND_" + key.upper().replace("-", "_")
+    keys = [row[0] for row in settings_table()]
+    assert {"backend", "backend-path", "targets", "max-jobs", "verify", "stale", "local-version", "guard"} <= set(keys)
+
+
+def test_split_config_settings_forwards_the_rest_unchanged():
+    ours, rest = split_config_settings({
+        "rocm-build-backend.targets": "gfx942", "cmake.define.FOO": "1", "--build-option": ["a", "b"],
+    })
+    assert ours == {"targets": "gfx942"}
+    assert rest == {"cmake.define.FOO": "1", "--build-option": ["a", "b"]}
+    assert split_config_settings(None) == ({}, {})
+
+
+def test_values_parsed_per_channel():
+    s = load_settings(_pyproject(targets=["gfx942", "gfx90a"], **{"local-version": True, "backend-path": ["_b"]}),
+                      {"rocm-build-backend.verify": "WARN"}, {"ROCM_BUILD_BACKEND_GUARD": "yes"})
+    assert s.targets == ["gfx90a", "gfx942"]
+    assert s.local_version is True and s.guard is True and s.verify == "warn"
+    assert s.backend_path == ["_b"]
+    s = load_settings(None, {"rocm-build-backend.targets": "gfx90a,gfx942"}, {})
+    assert s.targets == ["gfx90a", "gfx942"] and s.source_of("targets") == "-C"
+
+
+def test_all_problems_reported_together_with_did_you_mean():
+    with pytest.raises(ConfigError) as exc:
+        load_settings(
+            _pyproject(target="gfx942", verify="maybe"),
+            {"rocm-build-backend.max_jobs": "4", "rocm-build-backend.max-jobs": "zero"},
+            {"ROCM_BUILD_BACKEND_TARGETS": "gfx924", "ROCM_BUILD_BACKEND_STAEL": "clean"},
+        )
+    problems = exc.value.problems
+    text = "\n".join(problems)
+    assert len(problems) == 6, problems
+    assert "unknown setting [tool.rocm-build-backend] target (did you mean 'targets'?)" in text
+    assert "bad value 'maybe' for [tool.rocm-build-backend] verify" in text
+    assert "unknown setting -C rocm-build-backend.max_jobs (did you mean 'max-jobs'?)" in text
+    assert "bad value 'zero' for -C rocm-build-backend.max-jobs" in text
+    assert "unknown GPU target 'gfx924' (did you mean 'gfx942'" in text and "ROCM_BUILD_BACKEND_TARGETS" in text
+    assert "ROCM_BUILD_BACKEND_STAEL (did you mean 'stale'?)" in text
+    assert exc.value.hint
+
+
+@pytest.mark.parametrize("key, raw", [
+    ("backend", "not a module!"), ("max-jobs", "0"), ("max-jobs", "-3"), ("stale", "delete"),
+    ("guard", "perhaps"), ("targets", ""), ("targets", 5),
+])
+def test_bad_values(key, raw):
+    with pytest.raises(ConfigError) as exc:
+        load_settings(_pyproject(**{key: raw}), None, {})
+    assert key in exc.value.message
+
+
+def test_defaults():
+    s = load_settings(None, None, {})
+    assert s.backend == "setuptools.build_meta" and s.targets == "auto" and s.verify == "error"
+    assert s.stale == "error" and s.local_version is False and s.pinned_tools is True
