@@ -56,8 +56,8 @@ def _detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
         if not Path(args.root).is_dir():
             raise RocmBuildBackendError(f"--root {args.root} is not a folder", hint="give the folder that stands for /")
         kw["root"] = Path(args.root)
-    if recorded:
-        kw["recorded"] = recorded
+    if recorded or args.root:
+        kw["recorded"] = recorded  # recorded data only: no live program runs
     return detect(**kw)
 
 

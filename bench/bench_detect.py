@@ -1,0 +1,133 @@
+"""How long does host GPU detection take? The KFD sysfs path against a live-style rocminfo run.
+
+The machine is the same in every row: eight MI300X GPUs and two CPU nodes. The sysfs rows read
+a fake KFD topology built from the captured MI300X and CPU ``properties`` files; the rocminfo
+rows run a fake ``rocminfo`` program that prints the captured 8-GPU rocminfo output, so the
+cost is a real process spawn plus parsing, as on a real machine (where rocminfo also has to
+start the ROCm runtime, so real runs are slower still).
+
+    python bench/bench_detect.py [--repeat N]
+
+Prints one table; measures, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DATA = REPO / "tests" / "data" / "detect"
+sys.path.insert(0, str(REPO))
+
+from rocm_build_backend import detect as D  # noqa: E402
+
+
+def build_tree(root: Path) -> None:
+    nodes = root / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    cpu = (DATA / "cpu_node0.kfd-properties.txt").read_text()
+    gpu = (DATA / "mi300x_gfx942.kfd-properties.txt").read_text()
+    for node in range(10):
+        (nodes / str(node)).mkdir(parents=True)
+        (nodes / str(node) / "properties").write_text(cpu if node < 2 else gpu)
+
+
+def fake_rocminfo(bindir: Path) -> None:
+    bindir.mkdir()
+    script = bindir / "rocminfo"
+    cat = shutil.which("cat") or "cat"
+    script.write_text(f'#!/bin/sh\nexec {cat} "{DATA / "mi300x_8gpu_xeon.rocminfo.txt"}"\n')
+    script.chmod(0o755)
+
+
+def timed(fn, repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def cold_sysfs(root: Path, env: dict[str, str]) -> tuple[float, float]:
+    """In a fresh interpreter: (import of the module, first detect() incl. loading the table)."""
+    code = (
+        "import time; t0 = time.perf_counter()\n"
+        "from rocm_build_backend.detect import detect\n"
+        "t1 = time.perf_counter()\n"
+        f"d = detect(root={str(root)!r}, env={{}})\n"
+        "t2 = time.perf_counter()\n"
+        "assert len(d.devices) == 8, d\n"
+        "print(t1 - t0, t2 - t1)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    first, second = out.stdout.split()
+    return float(first), float(second)
+
+
+def cold_rows(sysfs: Path, pycache: Path) -> list[tuple[str, list[float]]]:
+    # bytecode cached in a private folder, as an installed package has it; the first run fills it
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    runs = [cold_sysfs(sysfs, env) for _ in range(6)][1:]
+    return [
+        ("sysfs, 8 GPUs, first call in a fresh process", [r[1] for r in runs]),
+        ("import rocm_build_backend.detect (fresh process)", [r[0] for r in runs]),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        sysfs, empty, bindir = tmp / "sysfs", tmp / "empty", tmp / "bin"
+        build_tree(sysfs)
+        (empty / "sys").mkdir(parents=True)
+        fake_rocminfo(bindir)
+        env = {"PATH": str(bindir)}
+        text = (DATA / "mi300x_8gpu_xeon.rocminfo.txt").read_text()
+
+        def sysfs_detect():
+            d = D.detect(root=sysfs, env={})
+            assert d.source == "kfd" and len(d.devices) == 8
+
+        def rocminfo_detect():
+            d = D.detect(root=empty, env=env)
+            assert d.source == "rocminfo" and len(d.devices) == 8
+
+        def rocminfo_parse():
+            assert len(D.parse_rocminfo(text).devices) == 8
+
+        runs = max(20, args.repeat // 10)
+        rows = [
+            ("sysfs, 8 GPUs, in-process (warm)", timed(sysfs_detect, args.repeat)),
+            *cold_rows(sysfs, tmp / "pycache"),
+            ("rocminfo text, parse only", timed(rocminfo_parse, args.repeat)),
+            ("fake rocminfo run + parse (live-style)", timed(rocminfo_detect, runs)),
+        ]
+        real = shutil.which("rocminfo")
+        if real:
+            def real_run():
+                subprocess.run([real], capture_output=True, timeout=30, check=False)
+            rows.append(("this machine's real rocminfo, run only", timed(real_run, 5)))
+
+    base = statistics.median(rows[0][1])
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; median of the runs shown")
+    print(f"{'path':50} {'runs':>5} {'median':>11} {'vs sysfs':>9}")
+    for name, times in rows:
+        med = statistics.median(times)
+        print(f"{name:50} {len(times):>5} {med * 1000:>8.3f} ms {med / base:>8.1f}x")
+
+
+if __name__ == "__main__":
+    main()

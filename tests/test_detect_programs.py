@@ -1,0 +1,184 @@
+"""Detection through real programs: fake rocminfo / rocm_agent_enumerator / amdgpu-arch on PATH.
+
+Each fake is a small shell script in tmp_path; ``env`` is always handed in explicitly, so the
+host's own PATH (and any real ROCm tools on it) never takes part.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rocm_build_backend import detect as D
+from rocm_build_backend.errors import NoGpuDetectedError
+
+DATA = Path(__file__).parent / "data" / "detect"
+pytestmark = pytest.mark.skipif(not Path("/bin/sh").exists(), reason="needs a POSIX shell")
+
+
+def program(bindir: Path, name: str, body: str, *, marker: Path | None = None) -> Path:
+    """A shell script ``name`` in ``bindir``; with ``marker``, it first touches that file."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    path = bindir / name
+    touch = f'echo run >> "{marker}"\n' if marker else ""
+    # the script's own helpers (cat, sleep) come from the test's PATH, not the one detect passes
+    path.write_text(f"#!/bin/sh\nPATH={os.environ.get('PATH', '/usr/bin:/bin')!r}\n{touch}{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def prints(fixture: str) -> str:
+    return f'cat "{DATA / fixture}"'
+
+
+def empty_root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "sys").mkdir(parents=True)
+    return root
+
+
+def run_detect(tmp_path: Path, **kw) -> D.Detection:
+    kw.setdefault("env", {"PATH": str(tmp_path / "bin")})
+    return D.detect(root=empty_root(tmp_path), **kw)
+
+
+def test_live_rocminfo_eight_gpus(tmp_path):
+    program(tmp_path / "bin", "rocminfo", prints("mi300x_8gpu_xeon.rocminfo.txt"))
+    got = run_detect(tmp_path)
+    assert got.source == "rocminfo"
+    assert [str(t) for t in got.targets] == ["gfx942"]
+    assert len(got.devices) == 8 and got.seen["kfd"].startswith("no KFD topology")
+    assert got.seen["rocminfo"] == "8 GPU agents (gfx942:sramecc+:xnack- x8), 2 CPU agents"
+
+
+def test_rocminfo_that_hangs_is_stopped(tmp_path):
+    marker = tmp_path / "enumerator-ran"
+    program(tmp_path / "bin", "rocminfo", "exec sleep 30")
+    program(tmp_path / "bin", "rocm_agent_enumerator", "echo gfx942", marker=marker)
+    got = run_detect(tmp_path, timeout=0.5)
+    assert got.targets == [] and got.source is None
+    assert got.seen["rocminfo"] == "no answer within 0.5 s; stopped"
+    # one time limit for all programs: the next one is not started
+    assert got.seen["rocm_agent_enumerator"].startswith("not run")
+    assert not marker.exists()
+    assert "timeout" in got.causes
+
+
+def test_rocminfo_that_crashes(tmp_path):
+    program(tmp_path / "bin", "rocminfo", 'echo "ROCk module is loaded"\nkill -SEGV $$')
+    got = run_detect(tmp_path)
+    assert got.targets == []
+    assert got.seen["rocminfo"].startswith("killed by signal 11")
+
+
+def test_rocminfo_exit_0_with_driver_not_loaded(tmp_path):
+    program(tmp_path / "bin", "rocminfo", prints("err_rock_not_loaded_secureboot.rocminfo.txt"))
+    got = run_detect(tmp_path)
+    assert got.targets == [] and got.source is None
+    assert got.seen["rocminfo"] == "'ROCk module is NOT loaded, possibly no GPU devices'"
+    assert got.seen["rocm_agent_enumerator"] == "not installed (not on PATH)"
+    with pytest.raises(NoGpuDetectedError) as info:
+        D.require_targets(got)
+    assert info.value.message == (
+        "no AMD GPU found (KFD: no KFD topology (amdgpu driver not loaded); "
+        "rocminfo: 'ROCk module is NOT loaded, possibly no GPU devices'; "
+        "rocm_agent_enumerator: not installed (not on PATH); amdgpu-arch: not installed (not on PATH))"
+    )
+    assert "amdgpu kernel driver is not loaded" in info.value.hint
+    assert info.value.hint.endswith("ROCM_BUILD_BACKEND_TARGETS=gfx942")
+
+
+def test_nonzero_exit_with_error_text(tmp_path):
+    text = DATA / "err_kfd_permission_denied_render_group.rocminfo.txt"
+    program(tmp_path / "bin", "rocminfo", f'cat "{text}" >&2\nexit 1')
+    got = run_detect(tmp_path)
+    assert got.seen["rocminfo"].startswith("exit status 1: 'Unable to open /dev/kfd read-write: Permission denied'")
+    assert got.causes[0] == "kfd_permission_denied"
+
+
+def test_falls_through_to_the_enumerator(tmp_path):
+    program(tmp_path / "bin", "rocminfo", prints("err_rock_not_loaded_wsl2.rocminfo.txt"))
+    program(tmp_path / "bin", "rocm_agent_enumerator", 'printf "gfx000\\ngfx1100\\ngfx1036\\n"')
+    got = run_detect(tmp_path)
+    assert got.source == "rocm_agent_enumerator"
+    assert [str(t) for t in got.targets] == ["gfx1100"]
+
+
+def test_amdgpu_arch_gets_the_override_applied(tmp_path):
+    program(tmp_path / "bin", "offload-arch", 'echo gfx1032')
+    got = run_detect(tmp_path, env={"PATH": str(tmp_path / "bin"), "HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
+    assert got.source == "amdgpu-arch"
+    (dev,) = got.devices
+    assert (str(dev.target), str(dev.physical)) == ("gfx1030", "gfx1032")
+
+
+def test_amdgpu_arch_failure(tmp_path):
+    program(tmp_path / "bin", "amdgpu-arch", prints("err_dlopen_hsa.amdgpu-arch.txt") + "\nexit 1")
+    got = run_detect(tmp_path)
+    assert got.seen["amdgpu-arch"] == "exit status 1: \"Failed to 'dlopen' libhsa-runtime64.so\""
+    assert "tool_failed" in got.causes
+
+
+def test_programs_found_under_rocm_path(tmp_path):
+    program(tmp_path / "rocm" / "bin", "rocminfo", prints("rx6900xt_gfx1030.rocminfo.txt"))
+    got = run_detect(tmp_path, env={"PATH": "", "ROCM_PATH": str(tmp_path / "rocm")})
+    assert [str(t) for t in got.targets] == ["gfx1030"]
+
+
+def test_programs_found_under_root_opt_rocm(tmp_path):
+    root = empty_root(tmp_path)
+    program(root / "opt" / "rocm" / "bin", "rocminfo", prints("rx6900xt_gfx1030.rocminfo.txt"))
+    got = D.detect(root=root, env={"PATH": ""})
+    assert got.source == "rocminfo"
+
+
+def test_no_program_when_kfd_answers(tmp_path):
+    marker = tmp_path / "ran"
+    program(tmp_path / "bin", "rocminfo", prints("rx6900xt_gfx1030.rocminfo.txt"), marker=marker)
+    root = empty_root(tmp_path)
+    node = root / "sys/class/kfd/kfd/topology/nodes/1"
+    node.mkdir(parents=True)
+    (node / "properties").write_text((DATA / "radeon_vii_gfx906.kfd-properties.txt").read_text())
+    got = D.detect(root=root, env={"PATH": str(tmp_path / "bin")})
+    assert got.source == "kfd" and not marker.exists()
+    assert set(got.seen) == {"kfd"}
+
+
+def test_no_program_when_output_is_recorded(tmp_path):
+    marker = tmp_path / "ran"
+    program(tmp_path / "bin", "rocminfo", prints("rx6900xt_gfx1030.rocminfo.txt"), marker=marker)
+    got = D.detect(env={"PATH": str(tmp_path / "bin")}, recorded={"amdgpu-arch": "gfx90a\n"})
+    assert [str(t) for t in got.targets] == ["gfx90a"] and not marker.exists()
+
+
+def test_program_gets_env_and_a_timeout(tmp_path):
+    program(tmp_path / "bin", "rocminfo", "true")
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        calls.append((argv, kwargs))
+        text = (DATA / "mi250x_1gcd_lumi.rocminfo.txt").read_bytes()
+        return subprocess.CompletedProcess(argv, 0, text, b"")
+
+    env = {"PATH": str(tmp_path / "bin"), "HSA_XNACK": "1"}
+    got = run_detect(tmp_path, env=env, run=fake_run, timeout=7)
+    assert [str(t) for t in got.targets] == ["gfx90a"]
+    ((argv, kwargs),) = calls
+    assert argv == [str(tmp_path / "bin" / "rocminfo")]
+    assert kwargs["env"] == env and 0 < kwargs["timeout"] <= 7 and kwargs["check"] is False
+
+
+def test_undecodable_output_is_not_a_crash(tmp_path):
+    program(tmp_path / "bin", "rocminfo", "printf '\\377\\376\\n  Name: gfx1030\\n'")
+    got = run_detect(tmp_path)
+    assert [str(t) for t in got.targets] == ["gfx1030"]
+
+
+def test_program_that_cannot_start(tmp_path):
+    path = program(tmp_path / "bin", "rocminfo", "")
+    path.write_text("#!/nonexistent/interpreter\n")
+    got = run_detect(tmp_path)
+    assert got.seen["rocminfo"].startswith("cannot run")

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install what building the samples and running the tests need, on Debian 12 (as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for tool in hipcc clang-19 ld.lld-19 llvm-objcopy-19 clang-offload-bundler-19 rocminfo cmake ninja; do
+    command -v "$tool" >/dev/null || need+=("$tool")
+done
+if ((${#need[@]})); then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends \
+        hipcc clang-19 lld-19 llvm-19 rocminfo cmake ninja-build >/dev/null
+fi
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --upgrade pip
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
