@@ -193,11 +193,11 @@ def applied(plan: Any) -> Iterator[None]:
     try:
         os.environ.update(plan.env)
         if plan.pinned_tools:
-            from .pinned import write_pinned_tools
+            from .pinned import pinned_env, write_pinned_tools
 
             tools = tempfile.mkdtemp(prefix="rocm-build-backend-tools-")
             write_pinned_tools(Path(tools), plan.targets)
-            os.environ["PATH"] = tools + os.pathsep + os.environ.get("PATH", "")
+            os.environ.update(pinned_env(Path(tools), os.environ))  # PATH and CMAKE_PROGRAM_PATH
         yield
     finally:
         os.environ.clear()

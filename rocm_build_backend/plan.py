@@ -173,10 +173,18 @@ def make_plan(
 
     profile_name = None
     notes: list[str] = []
-    if dist_name:
-        from .profiles import profile_for
+    wanted_profile = dist_name if settings.profile == "auto" else settings.profile
+    if wanted_profile and wanted_profile != "none":
+        from .profiles import all_profiles, profile_for, profile_names
 
-        profile = profile_for(dist_name)
+        profile = profile_for(wanted_profile) or next(
+            (p for p in all_profiles() if p.name == wanted_profile), None)
+        if profile is None and settings.profile != "auto":
+            import difflib
+
+            near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
+            problems.append(f"unknown profile '{settings.profile}'" + (f" (did you mean '{near[0]}'?)" if near else "")
+                            + "; known: " + ", ".join(profile_names()))
         if profile is not None:
             profile_name = profile.name
             for var, value in profile.env(targets).items():

@@ -96,3 +96,33 @@ def test_plan_is_pure_and_json_shaped():
 def test_nvidia_targets_not_built_yet():
     with pytest.raises(ConfigError):
         plan(targets=parse_targets("sm_90"))
+
+
+@pytest.mark.parametrize("dist, settings, expect", [
+    ("flash-attn", {}, {"GPU_ARCHS": "gfx90a;gfx942", "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}),
+    ("Flash_Attn", {}, {"GPU_ARCHS": "gfx90a;gfx942"}),
+    ("xformers", {}, {"HIP_ARCHITECTURES": "gfx90a gfx942"}),
+    ("torchvision", {}, {"FORCE_CUDA": "1"}),
+    ("my-fork", {"profile": "xformers"}, {"HIP_ARCHITECTURES": "gfx90a gfx942"}),
+    ("flash-attn", {"profile": "none"}, {}),
+])
+def test_profiles_add_project_knobs(dist, settings, expect):
+    p = plan(settings={"tool": {"rocm-build-backend": settings}}, dist=dist)
+    for var, value in expect.items():
+        assert p.env[var] == value
+    if not expect:
+        assert p.profile is None and "GPU_ARCHS" not in p.env
+    else:
+        assert p.profile
+    assert p.env["PYTORCH_ROCM_ARCH"] == "gfx90a;gfx942"  # the generic knobs stay
+
+
+def test_profile_cmake_defines_for_scikit_build_core():
+    p = plan(kind="scikit-build-core", dist="bitsandbytes")
+    assert any(k.startswith("cmake.define.BNB_ROCM_ARCH") for k in p.config_settings), p.config_settings
+
+
+def test_unknown_profile_setting():
+    with pytest.raises(ConfigError) as exc:
+        plan(settings={"tool": {"rocm-build-backend": {"profile": "xformer"}}})
+    assert "unknown profile 'xformer'" in exc.value.message and "did you mean 'xformers'" in exc.value.message

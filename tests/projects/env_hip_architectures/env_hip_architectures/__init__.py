@@ -1,0 +1,1 @@
+"""Built for the targets in HIP_ARCHITECTURES (space-separated), as xformers reads them."""

@@ -1,0 +1,199 @@
+"""Project profiles: the data file, name matching, and each project's knobs in its own syntax."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocm_build_backend import profiles
+from rocm_build_backend.profiles import load_profiles, normalize, profile_for
+from rocm_build_backend.targets import parse_targets
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "rocm_build_backend" / "data" / "profiles.json"
+GENERIC = {"PYTORCH_ROCM_ARCH", "GPU_TARGETS", "AMDGPU_TARGETS", "HCC_AMDGPU_TARGET",
+           "HIPCC_COMPILE_FLAGS_APPEND", "HIP_PLATFORM", "CMAKE_ARGS", "MAX_JOBS",
+           "CMAKE_HIP_ARCHITECTURES"}
+
+T = parse_targets
+
+
+def test_every_required_project_has_a_profile():
+    names = profiles.profile_names()
+    for name in ("flash-attn", "aiter", "xformers", "bitsandbytes", "llama-cpp-python", "cupy",
+                 "deepspeed", "apex", "torchvision", "vllm", "torch"):
+        assert name in names
+
+
+@pytest.mark.parametrize(("dist", "expected"), [
+    ("flash-attn", "flash-attn"),
+    ("flash_attn", "flash-attn"),
+    ("Flash.Attn", "flash-attn"),
+    ("amd-aiter", "aiter"),
+    ("amd_aiter", "aiter"),
+    ("llama_cpp_python", "llama-cpp-python"),
+    ("BitsAndBytes", "bitsandbytes"),
+    ("torch", "torch"),
+    ("torchvision", "torchvision"),
+    ("DeepSpeed", "deepspeed"),
+])
+def test_profile_for_matches_normalized_names(dist, expected):
+    assert profile_for(dist).name == expected
+
+
+@pytest.mark.parametrize("dist", [None, "", "numpy", "flash-attn-2", "torch-vision"])
+def test_profile_for_unknown(dist):
+    assert profile_for(dist) is None
+
+
+def test_normalize():
+    assert normalize("Llama__CPP.python") == "llama-cpp-python"
+
+
+@pytest.mark.parametrize(("dist", "spec", "env", "defines"), [
+    ("flash-attn", "gfx90a:xnack-;gfx942",
+     {"GPU_ARCHS": "gfx90a;gfx942", "BUILD_TARGET": "rocm", "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}, {}),
+    ("aiter", "gfx942;gfx950", {"GPU_ARCHS": "gfx942;gfx950"}, {}),
+    ("xformers", "gfx90a:sramecc+:xnack-;gfx942",
+     {"HIP_ARCHITECTURES": "gfx90a:sramecc+:xnack- gfx942"}, {}),
+    ("bitsandbytes", "gfx90a;gfx1100", {}, {"COMPUTE_BACKEND": "hip", "BNB_ROCM_ARCH": "gfx90a;gfx1100"}),
+    ("llama-cpp-python", "gfx1100", {}, {"GGML_HIP": "ON"}),
+    ("cupy", "gfx90a", {"CUPY_INSTALL_USE_HIP": "1"}, {}),
+    ("torchvision", "gfx942", {"FORCE_CUDA": "1"}, {}),
+    ("vllm", "gfx942", {"VLLM_TARGET_DEVICE": "rocm"}, {}),
+    ("deepspeed", "gfx942", {}, {}),
+    ("apex", "gfx942", {}, {}),
+    ("torch", "gfx942", {}, {}),
+])
+def test_knobs_in_each_projects_syntax(dist, spec, env, defines):
+    profile = profile_for(dist)
+    assert profile.env(T(spec)) == env
+    assert profile.cmake_defines(T(spec)) == defines
+
+
+def test_cmake_args_in_profile_order():
+    assert profile_for("bitsandbytes").cmake_args(T("gfx942;gfx90a")) == [
+        "-DCOMPUTE_BACKEND=hip", "-DBNB_ROCM_ARCH=gfx90a;gfx942"]
+
+
+def test_processor_form_drops_features_and_duplicates():
+    env = profile_for("flash-attn").env(T("gfx90a:xnack+;gfx90a:xnack-;gfx942"))
+    assert env["GPU_ARCHS"] == "gfx90a;gfx942"
+    full = profile_for("xformers").env(T("gfx90a:xnack+;gfx90a:xnack-"))
+    assert full["HIP_ARCHITECTURES"] == "gfx90a:xnack+ gfx90a:xnack-"
+
+
+def test_nvidia_only_build_gets_no_amd_knobs():
+    nv = T("sm_90")
+    assert profile_for("flash-attn").env(nv) == {"FLASH_ATTENTION_FORCE_BUILD": "TRUE"}
+    assert profile_for("torchvision").env(nv) == {"FORCE_CUDA": "1"}
+    assert profile_for("bitsandbytes").cmake_defines(nv) == {}
+    assert profile_for("xformers").env(nv) == {}
+
+
+def test_mixed_vendors_use_only_amd_targets_for_amd_knobs():
+    assert profile_for("xformers").env(T("gfx942;sm_90")) == {"HIP_ARCHITECTURES": "gfx942"}
+
+
+def test_no_profile_overrides_a_generic_knob():
+    for profile in profiles.all_profiles():
+        for var in profile.variables:
+            assert var.name not in GENERIC, f"{profile.name} sets generic {var.name}"
+
+
+def test_every_profile_names_its_sources_and_the_fix_for_a_cpu_only_wheel():
+    for profile in profiles.all_profiles():
+        assert profile.source
+        for var in profile.variables:
+            assert re.search(r"\.(py|txt|cmake|rst|md)\b|README", var.source), (profile.name, var.name)
+        hint = profile.no_device_code_hint
+        assert hint and re.search(r"\b[A-Z][A-Z0-9_]{2,}(=|\b)", hint), profile.name
+
+
+def test_hints_name_the_knob_that_fixes_it():
+    assert "FORCE_CUDA=1" in profile_for("torchvision").no_device_code_hint
+    assert "FLASH_ATTENTION_FORCE_BUILD=TRUE" in profile_for("flash-attn").no_device_code_hint
+    assert "DS_BUILD_OPS=1" in profile_for("deepspeed").no_device_code_hint
+    assert "COMPUTE_BACKEND=hip" in profile_for("bitsandbytes").no_device_code_hint
+    assert "GGML_HIP=ON" in profile_for("llama-cpp-python").no_device_code_hint
+
+
+def test_verified_by_names_existing_test_projects():
+    for profile in profiles.all_profiles():
+        assert profile.verified_by, profile.name
+        for entry in profile.verified_by:
+            for path in re.findall(r"(?:tests|sample_projects)/[\w/.]+", entry):
+                assert (ROOT / path.split(" ")[0]).exists(), (profile.name, path)
+
+
+def test_conflicts_present_in_the_environment():
+    xformers = profile_for("xformers")
+    found = xformers.conflicting({"FORCE_CUDA": "1", "TORCH_CUDA_ARCH_LIST": "", "PATH": "/bin"})
+    assert [c.name for c in found] == ["FORCE_CUDA"]
+    assert "CUDA" in found[0].why
+    assert xformers.conflicting(None) == []
+
+
+def test_describe_says_where_the_knowledge_comes_from():
+    line = profile_for("flash-attn").describe()
+    assert line.startswith("flash-attn ") and "Dao-AILab/flash-attention" in line
+
+
+def test_loaded_lazily():
+    code = (
+        "import rocm_build_backend.profiles as p\n"
+        "assert p.all_profiles.cache_info().currsize == 0\n"
+        "assert p.profile_for('torch') is not None\n"
+        "assert p.all_profiles.cache_info().currsize == 1\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def _data():
+    return json.loads(DATA.read_text())
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d.update(schema_version=2), "schema_version"),
+    (lambda d: d["profiles"][0].update(colour="blue"), "unknown keys"),
+    (lambda d: d["profiles"][2]["variables"][0].update(kind="meson"), "kind"),
+    (lambda d: d["profiles"][2]["variables"][0].update(vendor="intel"), "vendor"),
+    (lambda d: d["profiles"][2]["variables"][0].update(value="{arch}"), "placeholders"),
+    (lambda d: d["profiles"][2]["variables"][0].update(sep=";"), "unknown keys"),
+    (lambda d: d["profiles"][1]["distributions"].append("torch"), "claimed by"),
+])
+def test_malformed_data_is_refused(edit, message):
+    data = copy.deepcopy(_data())
+    edit(data)
+    with pytest.raises(ValueError, match=message):
+        load_profiles(data)
+
+
+def test_shipped_data_loads_and_names_are_unique():
+    loaded = load_profiles(_data())
+    assert len({p.name for p in loaded}) == len(loaded)
+
+
+@pytest.mark.integration
+def test_hcc_amdgpu_target_steers_hipcc_as_cupy_relies_on(tmp_path):
+    """CuPy leaves the targets to hipcc, which reads HCC_AMDGPU_TARGET (','-joined) when no
+    --offload-arch is given; the generic knob sets it."""
+    source = ROOT / "tests" / "projects" / "env_gpu_archs" / "csrc" / "kernels.hip"
+    lib = tmp_path / "k.so"
+    env = {k: v for k, v in os.environ.items() if k not in ("HIPCC_COMPILE_FLAGS_APPEND",)}
+    env.update(HIP_PLATFORM="amd", HCC_AMDGPU_TARGET="gfx90a,gfx940")
+    subprocess.run(["hipcc", "-O2", "-fPIC", "-shared", str(source), "-o", str(lib)],
+                   env=env, check=True, capture_output=True)
+    fatbin = tmp_path / "k.fatbin"
+    subprocess.run(["llvm-objcopy-19", f"--dump-section=.hip_fatbin={fatbin}", str(lib), os.devnull], check=True)
+    listing = subprocess.run(["clang-offload-bundler-19", "--list", "--type=o", f"--input={fatbin}"],
+                             check=True, capture_output=True, text=True).stdout.split()
+    assert sorted(x for x in listing if x.startswith("hipv4")) == [
+        "hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx940"]
