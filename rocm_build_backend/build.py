@@ -161,7 +161,8 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
     settings = project.settings
     targets, source, detection = resolve_targets(settings, env)
     compiler = None
-    if check_compiler and settings.compiler_check:
+    # a project that declares it has no GPU code (verify = "off") compiles nothing for the targets
+    if check_compiler and settings.compiler_check and settings.verify != "off":
         compiler = find_compiler(settings.compiler, env=env)
         if compiler is not None:
             require_supported(compiler, targets, env=env)
@@ -176,7 +177,7 @@ def show(prepared: Prepared) -> None:
         log(line)
     if prepared.compiler is not None:
         log(f"compiler {prepared.compiler.describe()} accepts {' '.join(str(t) for t in plan.targets)}")
-    elif prepared.project.settings.compiler_check:
+    elif prepared.project.settings.compiler_check and prepared.project.settings.verify != "off":
         log("compiler: no HIP compiler found to check the targets with (hipcc, amdclang++, clang)")
 
 

@@ -795,7 +795,12 @@ def _run_probe(probe: str, *, run, env: Mapping[str, str], root: Path, timeout: 
     if result.error not in (None, "tool_failed"):
         said = result.summary  # a known failure, already quoted
     else:
-        said = repr(_first_line(out + "\n" + err)) if (out + err).strip() else ""
+        text = out + "\n" + err
+        if "Traceback (most recent call last)" in text:  # a crashed Python tool: its last line says why
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            said = repr(lines[-1]) if lines else ""
+        else:
+            said = repr(_first_line(text)) if text.strip() else ""
     return replace(result, summary=f"{how}: {said}" if said else how, error=result.error or "tool_failed")
 
 

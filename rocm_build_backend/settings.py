@@ -107,7 +107,7 @@ class Settings:
     max_jobs: int | str = field(default="auto", metadata={"parse": _jobs, "doc": "parallel compile jobs; `auto` sizes by cores and available memory"})
     memory_per_job: int = field(default=4, metadata={"parse": lambda v: _jobs(v) if str(v) != "auto" else 4, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"})
     compiler: str = field(default="auto", metadata={"parse": _text, "doc": "the HIP compiler to check targets with: `auto`, a name on PATH, or a path"})
-    compiler_check: bool = field(default=True, metadata={"parse": _bool, "doc": "check before the build that the compiler accepts every target"})
+    compiler_check: bool = field(default=True, metadata={"parse": _bool, "doc": "check before the build that the compiler accepts every target (skipped with `verify = \"off\"`)"})
     verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets"})
     stale: str = field(default="error", metadata={"parse": _choice("error", "clean"), "doc": "what to do with build trees made for other targets"})
     local_version: bool = field(default=False, metadata={"parse": _bool, "doc": "add the targets to the version as a local label: `1.0+gfx942`"})

@@ -1,0 +1,179 @@
+"""Build the sample projects through the shim with real frontends and real compilers.
+
+Every build's proof is the binary: the wheel is opened and its device code read.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_sample, error_lines, only_wheel, pip_wheel, run
+from rocm_build_backend.audit import audit_file, audit_wheel
+from rocm_build_backend.stamp import read_stamp
+
+pytestmark = pytest.mark.integration
+
+
+def device_targets(wheel: Path) -> dict[str, list[str]]:
+    return {f.path: f.targets for f in audit_wheel(wheel).files if f.targets}
+
+
+def kfd_root(tmp_path: Path, *versions: int) -> Path:
+    """A fake sysfs tree: node 0 a CPU, then one GPU node per gfx_target_version."""
+    root = tmp_path / "sysroot"
+    nodes = root / "sys/class/kfd/kfd/topology/nodes"
+    for i, version in enumerate((0, *versions)):
+        (nodes / str(i)).mkdir(parents=True)
+        simd = 0 if version == 0 else 440
+        (nodes / str(i) / "properties").write_text(
+            f"cpu_cores_count {16 if version == 0 else 0}\nsimd_count {simd}\nvendor_id 4098\n"
+            f"gfx_target_version {version}\ndrm_render_minor {128 + i}\n")
+        (nodes / str(i) / "gpu_id").write_text("0\n" if version == 0 else f"{1000 + i}\n")
+        (nodes / str(i) / "name").write_text("\n" if version == 0 else "ip discovery\n")
+    return root
+
+
+# ------------------------------------------------------------------- real frontends
+
+@pytest.mark.parametrize("targets, expected", [
+    ("gfx90a", ["gfx90a"]),
+    ("gfx940;gfx90a", ["gfx90a", "gfx940"]),
+])
+def test_pip_wheel_setuptools_hip(tmp_path, build_env, targets, expected):
+    project = copy_sample("setuptools_hip", tmp_path)
+    proc = pip_wheel(project, tmp_path / "out", build_env, f"rocm-build-backend.targets={targets}")
+    assert proc.returncode == 0, proc.stderr
+    wheel = only_wheel(tmp_path / "out")
+    assert list(device_targets(wheel).values()) == [expected]
+    stamp = read_stamp(wheel)
+    assert stamp["requested"]["targets"] == expected
+    assert "-C rocm-build-backend.targets" in stamp["requested"]["source"]
+    assert stamp["toolchain"]["compiler"] == "hipcc"
+
+
+def test_pip_wheel_skbuild_targets_from_environment(tmp_path, build_env):
+    project = copy_sample("skbuild_hip", tmp_path)
+    build_env["ROCM_BUILD_BACKEND_TARGETS"] = "gfx90a"
+    proc = pip_wheel(project, tmp_path / "out", build_env)
+    assert proc.returncode == 0, proc.stderr
+    wheel = only_wheel(tmp_path / "out")
+    assert list(device_targets(wheel).values()) == [["gfx90a"]]
+    assert read_stamp(wheel)["requested"]["source"] == "from ROCM_BUILD_BACKEND_TARGETS"
+
+
+def test_python_build_sdist_then_wheel(tmp_path, build_env):
+    """python -m build makes the sdist first (no GPU content), then the wheel from it."""
+    project = copy_sample("setuptools_hip", tmp_path)
+    build_env["PYTORCH_ROCM_ARCH"] = "gfx90a"
+    proc = run([sys.executable, "-m", "build", "--no-isolation", "--outdir", tmp_path / "dist", project], env=build_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sdist = next((tmp_path / "dist").glob("*.tar.gz"))
+    with tarfile.open(sdist) as tf:
+        names = tf.getnames()
+    assert any(n.endswith("kernels.hip") for n in names)
+    assert not any(n.endswith((".so", "rocm_build.json", ".rocm-build-backend.json")) for n in names), names
+    wheel = only_wheel(tmp_path / "dist")
+    assert list(device_targets(wheel).values()) == [["gfx90a"]]
+    assert read_stamp(wheel)["requested"]["source"] == "from PYTORCH_ROCM_ARCH"
+
+
+def test_uv_build(tmp_path, build_env):
+    uv = shutil.which("uv")
+    assert uv, "uv is installed by the test extras"
+    project = copy_sample("setuptools_hip", tmp_path)
+    build_env["ROCM_BUILD_BACKEND_TARGETS"] = "gfx940"
+    build_env["UV_CACHE_DIR"] = str(tmp_path / "uv-cache")
+    proc = run([uv, "build", "--wheel", "--no-build-isolation", "--python", sys.executable,
+                "--out-dir", tmp_path / "dist", project], env=build_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheel = only_wheel(tmp_path / "dist")
+    assert list(device_targets(wheel).values()) == [["gfx940"]]
+
+
+def test_pip_install_editable(tmp_path, build_env):
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+    py = venv / "bin" / "python"
+    project = copy_sample("setuptools_hip", tmp_path)
+    proc = run([py, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-e", project,
+                "-C", "rocm-build-backend.targets=gfx90a"], env=build_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    built = list(project.rglob("_kernels*.so"))
+    assert len(built) == 1 and audit_file(built[0]).targets == ["gfx90a"]
+    imported = run([py, "-c", "import rocm_sample_hip, sys; print(rocm_sample_hip.__file__)"], cwd=tmp_path, env=build_env)
+    assert imported.returncode == 0 and str(project) in imported.stdout, imported.stderr
+
+
+def test_pure_python_through_the_shim(tmp_path, build_env):
+    for name in ("pure_python", "hatch_pure"):
+        project = copy_sample(name, tmp_path)
+        proc = pip_wheel(project, tmp_path / name / "out", build_env, "rocm-build-backend.targets=gfx942")
+        assert proc.returncode == 0, proc.stderr
+        wheel = only_wheel(tmp_path / name / "out")
+        stamp = read_stamp(wheel)
+        assert stamp["requested"]["targets"] == ["gfx942"] and stamp["audit"]["files"] == {}
+
+
+# -------------------------------------------------------------------- where targets come from
+
+def test_auto_detects_from_a_fake_sysfs_root(tmp_path, build_env):
+    project = copy_sample("setuptools_hip", tmp_path)
+    build_env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(kfd_root(tmp_path, 90010))
+    proc = pip_wheel(project, tmp_path / "out", build_env)
+    assert proc.returncode == 0, proc.stderr
+    wheel = only_wheel(tmp_path / "out")
+    assert list(device_targets(wheel).values()) == [["gfx90a"]]
+    stamp = read_stamp(wheel)
+    assert stamp["requested"]["source"] == "detected by kfd" and stamp["host"]["gpus"] == ["gfx90a"]
+
+
+# ------------------------------------------------------------------------ verification
+
+def test_hardcoded_gfx908_fails_when_built_for_gfx90a(tmp_path, build_env):
+    project = copy_sample("hardcoded_gfx908", tmp_path)
+    proc = pip_wheel(project, tmp_path / "out", build_env, "rocm-build-backend.targets=gfx90a")
+    assert proc.returncode != 0
+    lines = error_lines(proc)
+    assert lines and "_kernels" in lines[0] and "gfx908" in lines[0] and "gfx90a" in lines[0], lines
+    assert any("hint:" in line and "offload-arch" in line for line in lines)
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not list((tmp_path / "out").glob("*.whl")) if (tmp_path / "out").exists() else True
+
+
+# ------------------------------------------------------------------------- bad input
+
+BAD = [
+    ("unknown target", {}, ["rocm-build-backend.targets=gfx924"], "unknown GPU target 'gfx924'", "did you mean 'gfx942'"),
+    ("compiler rejects", {}, ["rocm-build-backend.targets=gfx942"], "hipcc (HIP 5.2", "cannot emit code for gfx942"),
+    ("backend missing", {}, ["rocm-build-backend.targets=gfx90a", "rocm-build-backend.backend=no_such_backend.build"],
+     "cannot import the wrapped build backend 'no_such_backend.build'", "no-such-backend"),
+    ("conflict", {"PYTORCH_ROCM_ARCH": "gfx1030"}, ["rocm-build-backend.targets=gfx90a"], "PYTORCH_ROCM_ARCH=gfx1030", "gfx90a"),
+    ("unknown setting", {"ROCM_BUILD_BACKEND_TARGET": "gfx90a"}, [], "unknown setting ROCM_BUILD_BACKEND_TARGET", "did you mean 'targets'"),
+    ("bad value", {}, ["rocm-build-backend.verify=sometimes"], "bad value 'sometimes'", "verify"),
+    ("auto, no GPU", {"ROCM_BUILD_BACKEND_SYSFS_ROOT": "EMPTY"}, [], "no AMD GPU found", "ROCM_BUILD_BACKEND_TARGETS="),
+]
+
+
+@pytest.mark.parametrize("case, env, settings, first, second", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_one_clear_error(tmp_path, build_env, case, env, settings, first, second):
+    project = copy_sample("setuptools_hip", tmp_path)
+    if env.get("ROCM_BUILD_BACKEND_SYSFS_ROOT") == "EMPTY":
+        env = {**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(kfd_root(tmp_path)),
+               "PATH": "/usr/local/bin:/usr/bin:/bin"}  # no rocminfo answers either
+    build_env.update(env)
+    proc = pip_wheel(project, tmp_path / "out", build_env, *settings)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "Traceback" not in out, out
+    lines = error_lines(proc)
+    assert lines and lines[0].startswith("rocm-build-backend: error:"), out
+    text = "\n".join(lines)
+    assert first in text and second in text, text
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
+    assert not list(project.rglob("*.so")), "nothing compiled before the error"
