@@ -117,7 +117,7 @@ def _prepare_metadata(hook):  # type: ignore[no-untyped-def]
 
                 version = name.rsplit("-", 1)[1].removesuffix(".dist-info")
                 new = local_version(version, prepared.plan.targets)
-                name = rewrite_metadata_dir(Path(metadata_directory) / name, new).name
+                name = rewrite_metadata_dir(Path(metadata_directory) / name, new)
             targets = [str(t) for t in prepared.plan.targets]
             (Path(metadata_directory) / PLAN_FILE).write_text(json.dumps({"targets": targets}), encoding="utf-8")
             return name

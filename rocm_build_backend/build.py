@@ -287,9 +287,14 @@ def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, 
         new_version = local_version(str(parse_wheel_filename(wheel.name)[1]), plan.targets)
     extra_files, patch_files = {}, {}
     if settings.guard and not editable:
-        from .guard import guard_patch
+        import zipfile
 
-        extra_files, patch_files = guard_patch(wheel, [str(t) for t in plan.targets], project.dist_name)
+        from .guard import guard_files
+
+        with zipfile.ZipFile(wheel) as zf:
+            names = zf.namelist()
+        dist = project.dist_name or wheel.name.split("-")[0]
+        extra_files, patch_files = guard_files(names, [str(t) for t in plan.targets], dist)
     out = rewrite_wheel(wheel, stamp=stamp, new_version=new_version,
                         extra_files=extra_files or None, patch_files=patch_files or None)
     log(f"stamped {out.name}")

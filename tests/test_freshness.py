@@ -1,0 +1,304 @@
+"""Build trees and output folders made for other GPU targets are found, refused or cleaned."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocm_build_backend.errors import ConfigError, StaleBuildTreeError
+from rocm_build_backend.freshness import (
+    FRESH_NAME,
+    check_fresh,
+    cmake_arch,
+    find_build_trees,
+    mark_fresh,
+    read_fresh,
+    stale_wheels,
+)
+from rocm_build_backend.stamp import make_stamp, rewrite_wheel
+
+CMAKE_CACHE = """\
+# This is the CMakeCache file.
+//Semicolon separated list of architectures
+CMAKE_HIP_ARCHITECTURES:STRING={hip}
+//GPU targets
+GPU_TARGETS:STRING={gpu}
+AMDGPU_TARGETS:STRING=
+CMAKE_BUILD_TYPE:STRING=Release
+"""
+
+
+def touch(path: Path, text: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def cmake_tree(folder: Path, hip: str, gpu: str = "") -> Path:
+    touch(folder / "CMakeFiles" / "x.o")
+    return touch(folder / "CMakeCache.txt", CMAKE_CACHE.format(hip=hip, gpu=gpu))
+
+
+@pytest.fixture
+def src(tmp_path) -> Path:
+    root = tmp_path / "proj"
+    touch(root / "pyproject.toml")
+    touch(root / "pkg" / "__init__.py")
+    return root
+
+
+# ---------------------------------------------------------------- finding trees
+
+
+def test_find_build_trees(src, tmp_path):
+    touch(src / "build" / "lib" / "pkg" / "__init__.py")
+    cache = cmake_tree(src / "build" / "temp.linux-x86_64-cpython-311" / "kernels", "gfx90a")
+    touch(src / "build" / "other" / "CMakeCache.txt", "CMAKE_BUILD_TYPE:STRING=Release\n")  # no arch: not listed
+    sk = src / "_skbuild" / "linux-x86_64-3.11" / "cmake-build"
+    sk_cache = cmake_tree(sk, "", gpu="gfx942")
+    (src / "pkg.egg-info").mkdir()
+    (src / "src" / "other.egg-info").mkdir(parents=True)
+    outside = tmp_path / "skbuild-dir"
+    outside_cache = cmake_tree(outside, "gfx1100")
+    trees = find_build_trees(src, extra=[outside, ".", src.parent, "does-not-exist"])
+    assert trees == [
+        src / "build", cache,
+        src / "_skbuild", sk_cache,
+        outside, outside_cache,
+        src / "pkg.egg-info",
+        src / "src" / "other.egg-info",
+    ]
+
+
+def test_nothing_to_find(src):
+    assert find_build_trees(src) == []
+    assert check_fresh(src, ["gfx942"]) == []
+    assert mark_fresh(src, ["gfx942"]) == []
+
+
+def test_cmake_arch_reads_only_set_variables(tmp_path):
+    cache = touch(tmp_path / "CMakeCache.txt", CMAKE_CACHE.format(hip="gfx942;gfx90a:xnack-", gpu=""))
+    assert cmake_arch(cache) == {"CMAKE_HIP_ARCHITECTURES": ["gfx90a:xnack-", "gfx942"]}
+    assert cmake_arch(tmp_path / "missing.txt") == {}
+
+
+# ---------------------------------------------------------------- check / clean / mark
+
+
+def test_stamped_tree_for_other_targets_is_refused_with_both_lists(src):
+    touch(src / "build" / "lib" / "pkg" / "_k.so")
+    mark_fresh(src, ["gfx90a"])
+    assert read_fresh(src / "build") == ["gfx90a"]
+    assert check_fresh(src, ["gfx90a"]) == []
+    with pytest.raises(StaleBuildTreeError) as exc:
+        check_fresh(src, ["gfx942"])
+    err = exc.value
+    assert "build/ (built for gfx90a)" in err.message
+    assert "this build is for gfx942" in err.message
+    assert 'stale = "clean"' in err.hint and "ROCM_BUILD_BACKEND_STALE=clean" in err.hint
+    assert "rm -rf build/" in err.hint
+    assert (src / "build" / "lib" / "pkg" / "_k.so").exists()  # "error" removes nothing
+
+
+def test_clean_removes_exactly_the_stale_trees(src, tmp_path):
+    touch(src / "build" / "temp" / "k.o")
+    (src / "pkg.egg-info").mkdir()
+    skb = tmp_path / "skb"
+    cmake_tree(skb, "gfx942")
+    mark_fresh(src, ["gfx90a"])  # build/ and pkg.egg-info now say gfx90a
+    removed = check_fresh(src, ["gfx942"], stale="clean", extra=[skb])
+    assert removed == [src / "build", src / "pkg.egg-info"]
+    assert not (src / "build").exists() and not (src / "pkg.egg-info").exists()
+    assert skb.exists()  # unstamped, its CMake cache says gfx942: fresh
+    assert (src / "pkg" / "__init__.py").exists() and (src / "pyproject.toml").exists()
+    assert check_fresh(src, ["gfx942"], extra=[skb]) == []
+
+
+@pytest.mark.parametrize("hip,gpu,stale", [
+    ("gfx90a", "", True),
+    ("gfx942", "", False),
+    ("gfx942;gfx90a", "", True),
+    ("", "gfx90a", True),
+    ("", "", True),  # no arch info, but compiled objects from an unknown build
+])
+def test_unstamped_cmake_trees(src, hip, gpu, stale):
+    cmake_tree(src / "build" / "cp311", hip, gpu)
+    if stale:
+        with pytest.raises(StaleBuildTreeError, match="build/"):
+            check_fresh(src, ["gfx942"])
+    else:
+        assert check_fresh(src, ["gfx942"]) == []
+
+
+def test_unstamped_trees_without_objects_are_fresh(src):
+    touch(src / "build" / "lib" / "pkg" / "__init__.py")
+    touch(src / "build" / "bdist.linux-x86_64" / "wheel" / "pkg" / "__init__.py")
+    (src / "pkg.egg-info").mkdir()
+    touch(src / "pkg.egg-info" / "SOURCES.txt")
+    assert check_fresh(src, ["gfx942"]) == []
+
+
+def test_unstamped_tree_with_objects_is_stale(src):
+    touch(src / "build" / "temp.linux-x86_64-cpython-311" / "pkg" / "kernels.o")
+    with pytest.raises(StaleBuildTreeError, match="unknown targets"):
+        check_fresh(src, ["gfx942"])
+    assert check_fresh(src, ["gfx942"], stale="clean") == [src / "build"]
+
+
+def test_stamp_is_trusted_over_a_cmake_default(src):
+    # hip-config fills AMDGPU_TARGETS with its default list when a project does not use it.
+    cmake_tree(src / "build" / "cp311", "gfx942", gpu="gfx900;gfx906;gfx908;gfx90a")
+    mark_fresh(src, ["gfx942"])
+    assert check_fresh(src, ["gfx942"]) == []
+
+
+def test_target_order_and_spelling_do_not_matter(src):
+    touch(src / "build" / "x.o")
+    mark_fresh(src, ["gfx942", "GFX90A"])
+    assert check_fresh(src, ["gfx90a;gfx942"]) == []
+    assert check_fresh(src, ["gfx942", "gfx90a", "gfx942"]) == []
+    with pytest.raises(StaleBuildTreeError):
+        check_fresh(src, ["gfx90a:xnack-", "gfx942"])
+
+
+def test_a_symlinked_build_dir_is_unlinked_not_followed(src, tmp_path):
+    real = tmp_path / "elsewhere"
+    touch(real / "k.o")
+    (src / "build").symlink_to(real, target_is_directory=True)
+    assert check_fresh(src, ["gfx942"], stale="clean") == [src / "build"]
+    assert not (src / "build").exists() and (real / "k.o").exists()
+
+
+def test_the_source_folder_is_never_a_tree(src):
+    touch(src / "k.o")
+    assert check_fresh(src, ["gfx942"], stale="clean", extra=[".", src, src.parent]) == []
+    assert (src / "pyproject.toml").exists()
+
+
+def test_bad_stale_value(src):
+    with pytest.raises(ConfigError, match="'error' or 'clean'"):
+        check_fresh(src, ["gfx942"], stale="yes")
+
+
+def test_mark_fresh_writes_valid_json_atomically(src, tmp_path):
+    (src / "build").mkdir()
+    extra = tmp_path / "bdir"
+    extra.mkdir()
+    written = mark_fresh(src, ["gfx942"], extra=[extra])
+    assert written == [src / "build" / FRESH_NAME, extra / FRESH_NAME]
+    for path in written:
+        assert json.loads(path.read_text())["targets"] == ["gfx942"]
+    assert sorted(p.name for p in (src / "build").iterdir()) == [FRESH_NAME]
+
+
+def test_mark_fresh_skips_trees_it_cannot_write(src, monkeypatch):
+    import rocm_build_backend.freshness as freshness
+
+    (src / "build").mkdir()
+
+    def refuse(a, b):
+        raise PermissionError(13, "Permission denied", str(b))
+
+    monkeypatch.setattr(freshness.os, "replace", refuse)
+    assert mark_fresh(src, ["gfx942"]) == []
+    assert list((src / "build").iterdir()) == []  # no temporary file left behind
+
+
+def test_unreadable_or_damaged_tree_stamp_counts_as_no_stamp(src):
+    touch(src / "build" / FRESH_NAME, "{damaged")
+    touch(src / "build" / "k.o")
+    with pytest.raises(StaleBuildTreeError):
+        check_fresh(src, ["gfx942"])
+
+
+# ---------------------------------------------------------------- a real setuptools build
+
+
+SETUP = """\
+from setuptools import Extension, setup
+setup(name="tinyext", version="1.0", ext_modules=[Extension("tinyext", ["tinyext.c"])])
+"""
+C_SOURCE = """\
+#include <Python.h>
+static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "tinyext", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_tinyext(void) { return PyModule_Create(&m); }
+"""
+
+
+def test_real_setuptools_build_tree(tmp_path):
+    proj = tmp_path / "tinyext"
+    touch(proj / "setup.py", SETUP)
+    touch(proj / "tinyext.c", C_SOURCE)
+    touch(proj / "pyproject.toml", textwrap.dedent("""\
+        [build-system]
+        requires = ["setuptools"]
+        build-backend = "setuptools.build_meta"
+        """))
+
+    def build():
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                        "--no-cache-dir", "-q", "-w", str(tmp_path / "dist"), str(proj)],
+                       check=True, capture_output=True)
+
+    build()
+    assert any(p.suffix == ".o" for p in (proj / "build").rglob("*"))
+    # A tree from a build without the shim: unknown targets, compiled objects.
+    with pytest.raises(StaleBuildTreeError, match="unknown targets"):
+        check_fresh(proj, ["gfx90a"])
+    assert check_fresh(proj, ["gfx90a"], stale="clean") == [proj / "build"]
+    build()
+    mark_fresh(proj, ["gfx90a"])
+    assert check_fresh(proj, ["gfx90a"]) == []
+    with pytest.raises(StaleBuildTreeError, match="built for gfx90a"):
+        check_fresh(proj, ["gfx942"])
+
+
+# ---------------------------------------------------------------- wheels in an output folder
+
+
+def make_wheel(folder: Path, name: str, version: str) -> Path:
+    """A minimal valid wheel, written by hand."""
+    import base64
+    import hashlib
+
+    dist_info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": b"",
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    rows = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{path},sha256={digest},{len(data)}")
+    rows.append(f"{dist_info}/RECORD,,")
+    files[f"{dist_info}/RECORD"] = ("\n".join(rows) + "\n").encode()
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, data in files.items():
+            zf.writestr(member, data)
+    return path
+
+
+def stamp_for(targets):
+    return make_stamp(requested=targets, source="settings", audit_files={}, host_gpus=[],
+                      toolchain={}, version="0.1.0")
+
+
+def test_stale_wheels_in_the_output_folder(tmp_path):
+    out = tmp_path / "dist"
+    out.mkdir()
+    old = rewrite_wheel(make_wheel(out, "a", "1.0"), stamp=stamp_for(["gfx90a"]))
+    same = rewrite_wheel(make_wheel(out, "b", "1.0"), stamp=stamp_for(["gfx942"]))
+    make_wheel(out, "c", "1.0")  # not stamped: not ours, not reported
+    (out / "d-1.0-py3-none-any.whl").write_bytes(b"garbage")
+    assert same.exists()
+    assert stale_wheels(out, ["gfx942"]) == [(old, ["gfx90a"])]
+    assert stale_wheels(out, ["gfx90a"]) == [(same, ["gfx942"])]
+    assert stale_wheels(tmp_path / "missing", ["gfx942"]) == []

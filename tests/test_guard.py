@@ -1,0 +1,284 @@
+"""The import guard: a generated module that refuses to import on a GPU the wheel has no code for."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocm_build_backend.errors import WheelError
+from rocm_build_backend.guard import (
+    GUARD_LINE,
+    GUARD_MODULE,
+    guard_files,
+    guard_patch,
+    guard_source,
+    insert_guard_import,
+    top_level_packages,
+)
+from rocm_build_backend.stamp import make_stamp, rewrite_wheel
+
+CPU_NODE = "cpu_cores_count 24\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\n"
+
+
+def gpu_node(version: int) -> str:
+    return f"cpu_cores_count 0\nsimd_count 1216\ngfx_target_version {version}\nvendor_id 4098\ndevice_id 29857\n"
+
+
+def fake_root(base: Path, *versions: int, unreadable: int = 0) -> Path:
+    """A folder holding sys/class/kfd/kfd/topology/nodes/<n>/properties: a CPU node, then GPUs."""
+    nodes = base / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    nodes.mkdir(parents=True)
+    (nodes / "0").mkdir()
+    (nodes / "0" / "properties").write_text(CPU_NODE)
+    for i, version in enumerate(versions, start=1):
+        (nodes / str(i)).mkdir()
+        (nodes / str(i) / "properties").write_text(gpu_node(version))
+    for j in range(unreadable):  # a node whose properties cannot be read (cgroup EPERM, gone)
+        (nodes / str(100 + j)).mkdir()
+    return base
+
+
+def load_guard(targets, dist="tiny-gpu-pkg") -> dict:
+    """The generated module's namespace, without running its import-time check."""
+    source = guard_source(targets, dist)
+    tree = ast.parse(source)
+    assert isinstance(tree.body[-1], ast.Expr)  # the final check() call
+    tree.body = tree.body[:-1]
+    ns = {"__name__": "pkg." + GUARD_MODULE}
+    exec(compile(tree, "<guard>", "exec"), ns)
+    return ns
+
+
+# ---------------------------------------------------------------- the generated module
+
+
+def test_generated_module_is_self_contained():
+    source = guard_source(["gfx90a", "gfx11-generic"], "tiny-gpu-pkg")
+    tree = ast.parse(source)
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module or ".")
+    assert imported == {"os"}
+    assert "rocm_build_backend" not in source.replace("rocm-build-backend", "")
+    assert ast.get_docstring(tree)
+
+
+def test_hostile_dist_name_is_a_literal():
+    ns = load_guard(["gfx90a"], dist="x'); import shutil; ('")
+    assert ns["DIST"] == "x'); import shutil; ('"
+
+
+@pytest.mark.parametrize("targets,nodes,env,raises", [
+    (["gfx90a"], [90010], {}, False),
+    (["gfx90a"], [90400], {}, True),  # gfx940
+    (["gfx90a:sramecc+:xnack-"], [90010], {}, False),  # features are not compared
+    (["gfx90a"], [90400, 90010], {}, False),  # one GPU of the machine is enough
+    (["gfx90a", "gfx942"], [90402] * 8, {}, False),
+    (["gfx942"], [], {}, False),  # KFD lists only the CPU: cannot tell
+    (["gfx1030"], [100301], {}, True),  # an RX 6700 XT without the override ...
+    (["gfx1030"], [100301], {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}, False),  # ... and with it
+    (["gfx90a"], [90010], {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}, True),  # a stale override
+    (["gfx90a"], [90010], {"HSA_OVERRIDE_GFX_VERSION": "bogus"}, False),  # ignored
+    (["gfx1030"], [110000], {"HSA_OVERRIDE_GFX_VERSION_1": "10.3.0"}, False),  # per-node
+    (["gfx11-generic"], [110001], {}, False),  # generic target covers gfx1101
+    (["gfx11-generic"], [90402], {}, True),
+    (["sm_90"], [90402], {}, False),  # no AMD code: nothing to say
+    (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD": "0"}, False),
+    (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD": "off"}, False),
+])
+def test_check(tmp_path, targets, nodes, env, raises):
+    ns = load_guard(targets)
+    root = fake_root(tmp_path, *nodes)
+    if raises:
+        with pytest.raises(ImportError):
+            ns["check"](str(root), env)
+    else:
+        ns["check"](str(root), env)
+
+
+def test_message_names_the_gpu_the_targets_and_the_fix(tmp_path):
+    ns = load_guard(["gfx90a"], dist="tiny-gpu-pkg")
+    with pytest.raises(ImportError) as exc:
+        ns["check"](str(fake_root(tmp_path, 90400)), {})
+    text = str(exc.value)
+    assert "gfx90a" in text and "gfx940 (KFD node 1)" in text
+    assert "pip install --no-cache-dir --force-reinstall --no-deps --no-binary tiny-gpu-pkg tiny-gpu-pkg" in text
+    assert "ROCM_BUILD_BACKEND_GUARD=0" in text
+    assert exc.value.name == "pkg"
+
+
+def test_message_shows_an_override(tmp_path):
+    ns = load_guard(["gfx90a"])
+    with pytest.raises(ImportError) as exc:
+        ns["check"](str(fake_root(tmp_path, 90010)), {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
+    assert "gfx1030 (KFD node 1, HSA_OVERRIDE_GFX_VERSION; the chip is gfx90a)" in str(exc.value)
+
+
+def test_no_kfd_and_unreadable_nodes_pass(tmp_path):
+    ns = load_guard(["gfx90a"])
+    ns["check"](str(tmp_path / "nothing-here"), {})
+    ns["check"](str(fake_root(tmp_path / "r", unreadable=3)), {})
+    assert ns["gpus"](str(fake_root(tmp_path / "m", 90402, unreadable=1)), {}) == [("gfx942", "KFD node 1")]
+
+
+def test_sysfs_root_from_the_environment(tmp_path):
+    ns = load_guard(["gfx90a"])
+    root = fake_root(tmp_path, 90400)
+    with pytest.raises(ImportError):
+        ns["check"](None, {"ROCM_BUILD_BACKEND_SYSFS_ROOT": str(root)})
+
+
+def test_damaged_properties_are_skipped(tmp_path):
+    root = fake_root(tmp_path, 90400)
+    nodes = root / "sys/class/kfd/kfd/topology/nodes"
+    (nodes / "1" / "properties").write_bytes(b"gfx_target_version \xff\xff\nsimd_count 4\n")
+    (nodes / "2").mkdir()
+    (nodes / "2" / "properties").write_bytes(b"\x00" * 100)
+    load_guard(["gfx90a"])["check"](str(root), {})  # nothing readable: pass
+
+
+# ---------------------------------------------------------------- patching __init__.py
+
+
+IMPORT = GUARD_LINE
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("", f"{IMPORT}\n"),
+    ("import os\n", f"{IMPORT}\nimport os\n"),
+    ('"""Doc."""\nimport os\n', f'"""Doc."""\n{IMPORT}\nimport os\n'),
+    ('"""Doc\nmore."""\nfrom __future__ import annotations\nfrom __future__ import division\nX = 1\n',
+     f'"""Doc\nmore."""\nfrom __future__ import annotations\nfrom __future__ import division\n{IMPORT}\nX = 1\n'),
+    ("#!/usr/bin/env python\n# -*- coding: utf-8 -*-\nX = 1\n",
+     f"#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n{IMPORT}\nX = 1\n"),
+    ("# Copyright\nX = 1\n", f"{IMPORT}\n# Copyright\nX = 1\n"),
+    ('"""Doc."""', f'"""Doc."""\n{IMPORT}\n'),
+    ("import os\r\nX = 1\r\n", f"{IMPORT}\r\nimport os\r\nX = 1\r\n"),
+    ("def broken(:\n", f"{IMPORT}\ndef broken(:\n"),
+])
+def test_insert_guard_import(source, expected):
+    out = insert_guard_import(source.encode()).decode()
+    assert out == expected
+    assert insert_guard_import(out.encode()).decode() == out  # only once
+    if "broken" not in source:
+        ast.parse(out)
+
+
+def test_insert_keeps_a_declared_encoding():
+    source = "# -*- coding: latin-1 -*-\nNAME = 'caf\xe9'\n".encode("latin-1")
+    out = insert_guard_import(source)
+    assert out.decode("latin-1").splitlines()[1] == IMPORT
+    assert "café" in out.decode("latin-1")
+
+
+def test_guard_patch_and_files():
+    names = ["pkg/__init__.py", "pkg/sub/__init__.py", "other/__init__.py", "mod.py",
+             "pkg-1.0.dist-info/METADATA", "pkg-1.0.data/purelib/x/__init__.py"]
+    assert top_level_packages(names) == ["other", "pkg"]
+    member, patch = guard_patch(names, "pkg")
+    assert member == f"pkg/{GUARD_MODULE}.py" and patch is insert_guard_import
+    with pytest.raises(WheelError, match="no mod/__init__.py"):
+        guard_patch(names, "mod")
+    with pytest.raises(WheelError, match="not a package name"):
+        guard_patch(names, "../pkg")
+    extra, patches = guard_files(names, ["gfx90a"], "pkg", top_level=["pkg"])
+    assert list(extra) == [f"pkg/{GUARD_MODULE}.py"] and list(patches) == ["pkg/__init__.py"]
+    extra, _ = guard_files(names, ["gfx90a"], "pkg")
+    assert sorted(extra) == [f"other/{GUARD_MODULE}.py", f"pkg/{GUARD_MODULE}.py"]
+    with pytest.raises(WheelError, match="no top-level package") as exc:
+        guard_files(["mod.py"], ["gfx90a"], "mod")
+    assert exc.value.hint == "set guard = false"
+
+
+# ---------------------------------------------------------------- a real installed wheel
+
+
+@pytest.fixture(scope="module")
+def guarded_wheel(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("guarded")
+    proj = base / "proj"
+    (proj / "tiny_gpu_pkg").mkdir(parents=True)
+    (proj / "pyproject.toml").write_text(textwrap.dedent("""\
+        [build-system]
+        requires = ["setuptools>=64"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "tiny-gpu-pkg"
+        version = "1.0"
+
+        [tool.setuptools]
+        packages = ["tiny_gpu_pkg"]
+        """))
+    (proj / "tiny_gpu_pkg" / "__init__.py").write_text('"""Tiny."""\nfrom __future__ import annotations\nVALUE = 42\n')
+    out = base / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir",
+                    "-q", "-w", str(out), str(proj)], check=True, capture_output=True)
+    (wheel,) = out.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    extra, patches = guard_files(names, ["gfx90a"], "tiny-gpu-pkg")
+    stamp = make_stamp(requested=["gfx90a"], source="settings", audit_files={}, host_gpus=["gfx90a"],
+                       toolchain={}, version="0.1.0")
+    return rewrite_wheel(wheel, stamp=stamp, new_version="1.0+gfx90a", extra_files=extra, patch_files=patches)
+
+
+def try_import(python, env_extra, **kw):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HSA_OVERRIDE", "ROCM_BUILD_BACKEND"))}
+    env.update(env_extra)
+    return subprocess.run([str(python), "-c", "import tiny_gpu_pkg; print(tiny_gpu_pkg.VALUE)"],
+                          env=env, capture_output=True, text=True, **kw)
+
+
+def test_guarded_wheel_installed_with_pip(guarded_wheel, tmp_path):
+    subprocess.run([sys.executable, "-m", "installer", "--validate-record", "all", "--no-compile-bytecode",
+                    "--destdir", str(tmp_path / "root"), str(guarded_wheel)], check=True, capture_output=True)
+    target = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-cache-dir", "-q",
+                    "--disable-pip-version-check", "--target", str(target), str(guarded_wheel)],
+                   check=True, capture_output=True)
+    path = {"PYTHONPATH": str(target)}
+    gfx90a, gfx940 = fake_root(tmp_path / "a", 90010), fake_root(tmp_path / "b", 90400)
+
+    ok = try_import(sys.executable, {**path, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx90a)})
+    assert ok.returncode == 0 and ok.stdout.strip() == "42", ok.stderr
+    bad = try_import(sys.executable, {**path, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940)})
+    assert bad.returncode != 0
+    last = bad.stderr.strip().splitlines()
+    assert any(line.startswith("ImportError: tiny-gpu-pkg was built for the GPU targets gfx90a") for line in last)
+    assert "gfx940" in bad.stderr
+    assert "pip install --no-cache-dir --force-reinstall --no-deps --no-binary tiny-gpu-pkg tiny-gpu-pkg" in bad.stderr
+    off = try_import(sys.executable, {**path, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940),
+                                      "ROCM_BUILD_BACKEND_GUARD": "0"})
+    assert off.returncode == 0, off.stderr
+    override = try_import(sys.executable, {**path, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940),
+                                           "HSA_OVERRIDE_GFX_VERSION": "9.0.10"})
+    assert override.returncode == 0, override.stderr
+    none = try_import(sys.executable, {**path, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(tmp_path / "no-kfd")})
+    assert none.returncode == 0, none.stderr
+
+
+def test_guarded_wheel_installed_with_uv(guarded_wheel, tmp_path):
+    if shutil.which("uv") is None:
+        pytest.skip("uv is not installed")
+    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_NO_CONFIG": "1"}
+    venv = tmp_path / "venv"
+    subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(venv)], check=True, env=env,
+                   capture_output=True)
+    python = venv / "bin" / "python"
+    subprocess.run(["uv", "pip", "install", "-q", "--offline", "--no-deps", "--python", str(python),
+                    str(guarded_wheel)], check=True, env=env, capture_output=True)
+    bad = try_import(python, {"ROCM_BUILD_BACKEND_SYSFS_ROOT": str(fake_root(tmp_path / "b", 90400))})
+    assert bad.returncode != 0 and "ImportError" in bad.stderr and "gfx940" in bad.stderr
+    ok = try_import(python, {"ROCM_BUILD_BACKEND_SYSFS_ROOT": str(fake_root(tmp_path / "a", 90010))})
+    assert ok.returncode == 0, ok.stderr
