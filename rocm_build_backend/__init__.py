@@ -115,7 +115,7 @@ def _prepare_metadata(hook):  # type: ignore[no-untyped-def]
             if project.settings.local_version:
                 from .stamp import local_version, rewrite_metadata_dir
 
-                version = name.rsplit("-", 1)[1].removesuffix(".dist-info")
+                version = name.removesuffix(".dist-info").rsplit("-", 1)[1]
                 new = local_version(version, prepared.plan.targets)
                 name = rewrite_metadata_dir(Path(metadata_directory) / name, new)
             targets = [str(t) for t in prepared.plan.targets]

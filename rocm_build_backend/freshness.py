@@ -246,7 +246,9 @@ def check_fresh(
 def mark_fresh(source_dir: str | os.PathLike, targets: list[str], extra: Iterable = ()) -> list[Path]:
     """Write the stamp into every build tree that exists after a build; return the stamps.
 
-    A tree that cannot be written (a read-only source folder) is skipped.
+    A tree that cannot be written (a read-only source folder) is skipped. ``*.egg-info`` folders
+    are not stamped: setuptools rewrites them on every build and packs them into sdists, which
+    must carry nothing GPU-specific.
     """
     import json
 
@@ -254,6 +256,8 @@ def mark_fresh(source_dir: str | os.PathLike, targets: list[str], extra: Iterabl
                         "targets": _norm(targets)}, indent=2) + "\n").encode("utf-8")
     written = []
     for root in _roots(Path(source_dir), extra):
+        if root.name.endswith(".egg-info"):
+            continue
         path = root / FRESH_NAME
         tmp = root / f"{FRESH_NAME}.{os.getpid()}.tmp"
         try:

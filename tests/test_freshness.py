@@ -111,10 +111,11 @@ def test_clean_removes_exactly_the_stale_trees(src, tmp_path):
     (src / "pkg.egg-info").mkdir()
     skb = tmp_path / "skb"
     cmake_tree(skb, "gfx942")
-    mark_fresh(src, ["gfx90a"])  # build/ and pkg.egg-info now say gfx90a
+    mark_fresh(src, ["gfx90a"])  # build/ now says gfx90a; egg-info is never stamped (sdists pack it)
+    assert not list((src / "pkg.egg-info").iterdir())
     removed = check_fresh(src, ["gfx942"], stale="clean", extra=[skb])
-    assert removed == [src / "build", src / "pkg.egg-info"]
-    assert not (src / "build").exists() and not (src / "pkg.egg-info").exists()
+    assert removed == [src / "build"]
+    assert not (src / "build").exists() and (src / "pkg.egg-info").exists()
     assert skb.exists()  # unstamped, its CMake cache says gfx942: fresh
     assert (src / "pkg" / "__init__.py").exists() and (src / "pyproject.toml").exists()
     assert check_fresh(src, ["gfx942"], extra=[skb]) == []

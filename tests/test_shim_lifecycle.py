@@ -1,0 +1,117 @@
+"""What happens around a build: version labels, stale build trees, the import guard, `build`."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_sample, error_lines, only_wheel, pip_wheel, run
+from rocm_build_backend.audit import audit_wheel
+from rocm_build_backend.stamp import read_stamp
+from test_shim_builds import kfd_root
+
+pytestmark = pytest.mark.integration
+
+
+def test_local_version_same_in_prepared_metadata_and_wheel(tmp_path, build_env):
+    """pip install runs prepare_metadata first, then build_wheel: both must say 0.1.0+gfx90a."""
+    project = copy_sample("setuptools_hip", tmp_path)
+    target = tmp_path / "site"
+    proc = run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", target,
+                project, "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.local-version=true"],
+               env=build_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [p.name for p in target.glob("*.dist-info")] == ["rocm_sample_hip-0.1.0+gfx90a.dist-info"]
+    meta = (target / "rocm_sample_hip-0.1.0+gfx90a.dist-info" / "METADATA").read_text()
+    assert "Version: 0.1.0+gfx90a" in meta
+    # and the wheel itself, built by environment variable (from a fresh copy: build/ now says gfx90a)
+    project = copy_sample("setuptools_hip", tmp_path / "again")
+    build_env["ROCM_BUILD_BACKEND_LOCAL_VERSION"] = "true"
+    proc = pip_wheel(project, tmp_path / "out", build_env, "rocm-build-backend.targets=gfx90a;gfx940")
+    assert proc.returncode == 0, proc.stderr
+    wheel = only_wheel(tmp_path / "out")
+    assert wheel.name.startswith("rocm_sample_hip-0.1.0+gfx90a.gfx940-")
+    with zipfile.ZipFile(wheel) as zf:
+        assert "rocm_sample_hip-0.1.0+gfx90a.gfx940.dist-info/rocm_build.json" in zf.namelist()
+
+
+def test_stale_build_tree_stops_the_next_build_or_is_cleaned(tmp_path, build_env):
+    project = copy_sample("setuptools_hip", tmp_path)
+    first = pip_wheel(project, tmp_path / "one", build_env, "rocm-build-backend.targets=gfx90a")
+    assert first.returncode == 0, first.stderr
+    assert (project / "build").is_dir()  # pip builds a local folder in place
+    second = pip_wheel(project, tmp_path / "two", build_env, "rocm-build-backend.targets=gfx940")
+    assert second.returncode != 0
+    text = "\n".join(error_lines(second))
+    assert "build" in text and "gfx90a" in text and "gfx940" in text, text
+    assert "stale" in text
+    third = pip_wheel(project, tmp_path / "three", build_env, "rocm-build-backend.targets=gfx940",
+                      "rocm-build-backend.stale=clean")
+    assert third.returncode == 0, third.stderr
+    wheel = only_wheel(tmp_path / "three")
+    assert [f.targets for f in audit_wheel(wheel).files if f.targets] == [["gfx940"]]
+
+
+def test_import_guard(tmp_path, build_env):
+    project = copy_sample("setuptools_hip", tmp_path)
+    proc = pip_wheel(project, tmp_path / "out", build_env, "rocm-build-backend.targets=gfx90a",
+                     "rocm-build-backend.guard=true")
+    assert proc.returncode == 0, proc.stderr
+    wheel = only_wheel(tmp_path / "out")
+    site = tmp_path / "site"
+    run([sys.executable, "-m", "pip", "install", "--no-deps", "--target", site, wheel], env=build_env, check=True)
+    code = "import rocm_sample_hip; print('imported')"
+    env = {**build_env, "PYTHONPATH": str(site)}
+
+    ok = run([sys.executable, "-c", code], cwd=tmp_path, env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(kfd_root(tmp_path / "a", 90010))})
+    assert ok.returncode == 0 and "imported" in ok.stdout, ok.stderr
+
+    moved = run([sys.executable, "-c", code], cwd=tmp_path, env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(kfd_root(tmp_path / "b", 90400))})
+    assert moved.returncode != 0
+    assert "ImportError" in moved.stderr and "gfx940" in moved.stderr and "gfx90a" in moved.stderr
+    assert "--no-binary" in moved.stderr  # says how to rebuild
+
+    off = run([sys.executable, "-c", code], cwd=tmp_path,
+              env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(tmp_path / "b" / "sysroot"), "ROCM_BUILD_BACKEND_GUARD": "0"})
+    assert off.returncode == 0, off.stderr
+
+
+def test_build_command_with_the_projects_own_backend(tmp_path, build_env):
+    """`rocm-build-backend build` on a project that knows nothing of the shim (setup.py only)."""
+    project = tmp_path / "legacy"
+    (project / "legacy_pkg").mkdir(parents=True)
+    (project / "legacy_pkg" / "__init__.py").write_text("")
+    (project / "setup.py").write_text("from setuptools import setup\nsetup(name='legacy-pkg', version='2.0', packages=['legacy_pkg'])\n")
+    proc = run([sys.executable, "-m", "rocm_build_backend", "build", project, "-o", tmp_path / "out",
+                "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.verify=off",
+                "-C", "rocm-build-backend.local-version=true"], env=build_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheel = only_wheel(tmp_path / "out")
+    assert wheel.name.startswith("legacy_pkg-2.0+gfx90a-")
+    assert read_stamp(wheel)["requested"]["targets"] == ["gfx90a"]
+    # a second build for another target reports the first wheel as built for other targets
+    again = run([sys.executable, "-m", "rocm_build_backend", "build", project, "-o", tmp_path / "out",
+                 "-C", "rocm-build-backend.targets=gfx940", "-C", "rocm-build-backend.verify=off",
+                 "-C", "rocm-build-backend.stale=clean",
+                 "-C", "rocm-build-backend.local-version=true"], env=build_env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "was built for gfx90a" in again.stderr
+
+
+def test_plan_command_json(tmp_path, build_env):
+    project = copy_sample("skbuild_hip", tmp_path)
+    proc = run([sys.executable, "-m", "rocm_build_backend", "plan", "--json", project,
+                "-C", "rocm-build-backend.targets=gfx90a"], env=build_env)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    data = json.loads(proc.stdout)
+    assert data["targets"] == ["gfx90a"]
+    assert data["env"]["PYTORCH_ROCM_ARCH"] == "gfx90a"
+    assert data["config_settings"]["cmake.define.GPU_TARGETS"] == "gfx90a"
+    assert data["compiler"]["compiler"] == "hipcc"
+    bad = run([sys.executable, "-m", "rocm_build_backend", "plan", project, "-C", "rocm-build-backend.targets=gfx9422"], env=build_env)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: unknown GPU target 'gfx9422'") and "Traceback" not in bad.stderr
