@@ -1,0 +1,134 @@
+"""What the shim costs, and what it saves. Prints a table; asserts nothing.
+
+    python bench/bench_shim.py [--runs N]
+
+1. Building the pure-Python sample through the shim vs its wrapped backend alone: same
+   frontend (pip wheel --no-build-isolation), runs alternated, medians compared.
+2. `import rocm_build_backend`, from `python -X importtime`, median of many fresh interpreters.
+3. The HIP sample for one target vs the eight-target list PyTorch used to default to (those
+   the installed compiler accepts): wall time of the build through the shim and .so size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_projects"
+OLD_DEFAULT = "gfx900;gfx906;gfx908;gfx90a;gfx1030;gfx1100;gfx1101;gfx940"
+
+
+def env() -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")}
+    for k in ("PYTORCH_ROCM_ARCH", "MAX_JOBS", "CMAKE_ARGS", "HIPCC_COMPILE_FLAGS_APPEND"):
+        e.pop(k, None)
+    e["PIP_NO_CACHE_DIR"] = "1"
+    e["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return e
+
+
+def pip_wheel(project: Path, out: Path, *settings: str) -> float:
+    shutil.rmtree(project / "build", ignore_errors=True)
+    for p in project.glob("*.egg-info"):
+        shutil.rmtree(p)
+    argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(out), str(project)]
+    for s in settings:
+        argv += ["-C", s]
+    t = time.perf_counter()
+    subprocess.run(argv, check=True, env=env(), capture_output=True)
+    return time.perf_counter() - t
+
+
+def overhead(runs: int, work: Path) -> tuple[float, float]:
+    shim = work / "shim"
+    plain = work / "plain"
+    shutil.copytree(SAMPLES / "pure_python", shim)
+    shutil.copytree(SAMPLES / "pure_python", plain)
+    text = (plain / "pyproject.toml").read_text()
+    (plain / "pyproject.toml").write_text(text.replace('build-backend = "rocm_build_backend"',
+                                                      'build-backend = "setuptools.build_meta"'))
+    a, b = [], []
+    pip_wheel(shim, work / "o", "rocm-build-backend.targets=gfx90a")  # warm both once
+    pip_wheel(plain, work / "o")
+    for i in range(runs):
+        if i % 2:
+            a.append(pip_wheel(shim, work / "o", "rocm-build-backend.targets=gfx90a"))
+            b.append(pip_wheel(plain, work / "o"))
+        else:
+            b.append(pip_wheel(plain, work / "o"))
+            a.append(pip_wheel(shim, work / "o", "rocm-build-backend.targets=gfx90a"))
+    return statistics.median(a), statistics.median(b)
+
+
+def import_time(runs: int) -> tuple[float, float]:
+    def one(module: str) -> float:
+        out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
+                             capture_output=True, text=True, check=True).stderr
+        for line in out.splitlines():
+            m = re.match(r"import time:\s+\d+ \|\s+(\d+) \| (\S+)$", line)
+            if m and m.group(2) == module:
+                return int(m.group(1)) / 1000
+        raise RuntimeError(out)
+
+    return (statistics.median(one("rocm_build_backend") for _ in range(runs)),
+            statistics.median(one("setuptools.build_meta") for _ in range(max(3, runs // 4))))
+
+
+def accepted(targets: str) -> list[str]:
+    from rocm_build_backend.targets import parse_targets
+    from rocm_build_backend.toolchain import check_targets, find_compiler
+
+    compiler = find_compiler("auto")
+    verdict = check_targets(compiler, parse_targets(targets))
+    return [t for t, why in verdict.items() if why is None]
+
+
+def hip_build(work: Path, targets: list[str], runs: int) -> tuple[float, int]:
+    project = work / f"hip-{len(targets)}"
+    shutil.copytree(SAMPLES / "setuptools_hip", project)
+    times = []
+    for _ in range(runs):
+        out = work / f"out-{len(targets)}"
+        shutil.rmtree(out, ignore_errors=True)
+        times.append(pip_wheel(project, out, "rocm-build-backend.targets=" + ";".join(targets),
+                               "rocm-build-backend.stale=clean"))
+    wheel = next(out.glob("*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        size = sum(i.file_size for i in zf.infolist() if i.filename.endswith(".so"))
+    return statistics.median(times), size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=10)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        shim, plain = overhead(args.runs, work)
+        imp, setuptools_imp = import_time(args.runs * 3)
+        eight = accepted(OLD_DEFAULT)
+        one_t, one_size = hip_build(work, ["gfx90a"], max(3, args.runs // 3))
+        all_t, all_size = hip_build(work, eight, max(3, args.runs // 3))
+    print(f"pure-Python sample, pip wheel --no-build-isolation, median of {args.runs} alternated runs")
+    print(f"  through the shim     {shim * 1000:8.0f} ms")
+    print(f"  setuptools alone     {plain * 1000:8.0f} ms")
+    print(f"  ratio                {shim / plain:8.3f}  (+{(shim / plain - 1) * 100:.1f}%)")
+    print(f"import rocm_build_backend      {imp:6.2f} ms  (setuptools.build_meta: {setuptools_imp:.1f} ms)")
+    print(f"HIP sample, one target vs the old eight-target default ({len(eight)} the compiler accepts: {' '.join(eight)})")
+    print(f"  gfx90a only          {one_t * 1000:8.0f} ms   .so {one_size:7d} bytes")
+    print(f"  {len(eight)} targets            {all_t * 1000:8.0f} ms   .so {all_size:7d} bytes")
+    print(f"  one target saves     {(1 - one_t / all_t) * 100:5.1f}% of the build time, {(1 - one_size / all_size) * 100:.1f}% of the .so")
+
+
+if __name__ == "__main__":
+    main()

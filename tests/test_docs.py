@@ -1,0 +1,27 @@
+"""The README's settings table is the settings model's own, and CHANGELOG has an Unreleased section."""
+
+from pathlib import Path
+
+from rocm_build_backend.settings import settings_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_settings_table_matches_the_model():
+    readme = (ROOT / "README.md").read_text()
+    for key, env, default, doc in settings_table():
+        row = f"| `{key}` | `{env}` | `{default}` | {doc} |"
+        assert row in readme, row
+
+
+def test_readme_opens_with_the_two_setup_commands():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    block = lines[lines.index("```sh") + 1: lines.index("```sh") + 3]
+    assert block[0].startswith("bash tools/setup.sh && bash tools/demo.sh")
+    assert block[1].startswith("bash tools/setup.sh && python3 -m pytest")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "bash tools/setup.sh" in ci and "python3 -m pytest" in ci
+
+
+def test_changelog_has_unreleased():
+    assert "## Unreleased" in (ROOT / "CHANGELOG.md").read_text()
