@@ -30,7 +30,7 @@ def why_not(code: GpuTarget | str, device: GpuTarget | str, *, generic_ok: bool 
         return f"{code} is {code.vendor} code, the device is {device.vendor}"
     if code.vendor == "nvidia":
         return _nvidia_why_not(code.processor, device.processor)
-    if code.is_generic:
+    if code.is_generic and code.processor != device.processor:
         if device.info.get("generic") != code.processor:
             return f"{code} does not cover {device.processor}"
         if not generic_ok:

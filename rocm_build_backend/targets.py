@@ -168,7 +168,7 @@ def _sort_key(t: GpuTarget) -> tuple:
     if g:
         return (0, int(g.group(1)), int(g.group(2) or 0), 99, 1, str(t))
     digits = p[3:]
-    if len(digits) >= 3 and digits[:-2].isdigit():
+    if len(digits) >= 3 and digits[:-2].isdigit() and all(c in "0123456789abcdef" for c in digits[-2:]):
         return (0, int(digits[:-2]), int(digits[-2], 16), int(digits[-1], 16), 0, str(t))
     return (2, 0, 0, 0, 0, str(t))
 
