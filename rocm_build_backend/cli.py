@@ -24,7 +24,7 @@ from .errors import RocmBuildBackendError
 
 
 def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=False))
+    print(data if isinstance(data, str) else json.dumps(data, indent=2, sort_keys=False))
 
 
 def _detect_args(p: argparse.ArgumentParser) -> None:
@@ -160,22 +160,27 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _devices(args: argparse.Namespace) -> list:
+def _check_devices(args: argparse.Namespace) -> tuple[list, list[str], bool | None]:
+    """(devices, notes, generic_ok) for check: --targets, else this machine's GPUs."""
+    from .check import devices_from_detection, generic_ok_for, host_rocm_version
     from .targets import parse_targets
 
     if getattr(args, "targets", None):
-        return parse_targets(args.targets)
+        return parse_targets(args.targets), [], True
     found = _detection(args, keep_features=True)
-    return [d.target for d in found.devices if d.included]
+    devices, notes = devices_from_detection(found)
+    root = Path(args.root) if args.root else Path("/")
+    return devices, list(notes), generic_ok_for(host_rocm_version(root=root))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .check import check_wheels
 
     for path in args.wheels:
-        if not os.path.isfile(path):
+        if not os.path.exists(path):
             raise RocmBuildBackendError(f"no such wheel: {path}", hint="give the paths of .whl files")
-    report = check_wheels([Path(p) for p in args.wheels], _devices(args))
+    devices, notes, generic_ok = _check_devices(args)
+    report = check_wheels([Path(p) for p in args.wheels], devices, notes=notes, generic_ok=generic_ok)
     if args.json:
         _print_json(report.to_json())
     else:
@@ -185,12 +190,22 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_cache(args: argparse.Namespace) -> int:
     from .cache import list_cache, purge_cache
+    from .targets import parse_targets
 
-    devices = _devices(args)
-    if args.action == "list":
-        result = list_cache(devices, cache_dir=args.cache_dir, tool=args.tool)
+    if args.targets:
+        targets = parse_targets(args.targets)
     else:
-        result = purge_cache(devices, cache_dir=args.cache_dir, tool=args.tool, yes=args.yes)
+        from .detect import require_targets
+
+        targets = [d.target for d in _detection(args, keep_features=True).devices if d.included]
+        if not targets:
+            require_targets(_detection(args))
+    kw: dict[str, Any] = {"cache_dirs": [Path(d) for d in args.cache_dir] if args.cache_dir else None,
+                          "tools": ("pip", "uv") if args.tool == "all" else (args.tool,)}
+    if args.action == "list":
+        result = list_cache(targets, **kw)
+    else:
+        result = purge_cache(targets, yes=args.yes, **kw)
     if args.json:
         _print_json(result.to_json())
     else:
@@ -209,7 +224,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         _print_json(result.to_json())
     else:
         print(result.to_text())
-    return 0
+    return result.exit_code
 
 
 # -------------------------------------------------------------------------- parser
@@ -264,7 +279,7 @@ def parser() -> argparse.ArgumentParser:
     sp = add("cache", cmd_cache, "find (and purge) cached wheels made for other GPUs")
     sp.add_argument("action", choices=["list", "purge"])
     sp.add_argument("--tool", choices=["pip", "uv", "all"], default="all")
-    sp.add_argument("--cache-dir", metavar="DIR", help="the cache folder (default: pip's and uv's own)")
+    sp.add_argument("--cache-dir", metavar="DIR", action="append", help="a cache folder (default: pip's and uv's own)")
     sp.add_argument("--targets", help="the targets that fit (default: this machine's GPUs)")
     sp.add_argument("--yes", action="store_true", help="really remove (purge)")
     sp.add_argument("--json", action="store_true")

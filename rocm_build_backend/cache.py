@@ -1,0 +1,461 @@
+"""Wheels in pip's and uv's caches whose device code does not fit these GPUs: list and purge.
+
+Neither frontend puts the GPU into its cache key (pip keys built wheels by the source's URL and
+the interpreter, uv by the source and its revision), and no build hook runs on a cache hit, so
+a wheel built for one GPU is handed back on another.
+This module finds such wheels and removes exactly those.
+
+Where the caches are (``--cache-dir`` on the command line wins, then the variables):
+
+- pip: ``PIP_CACHE_DIR``, else ``$XDG_CACHE_HOME/pip``, else ``~/.cache/pip`` (macOS
+  ``~/Library/Caches/pip``, Windows ``%LOCALAPPDATA%\\pip\\Cache``). Built wheels are kept as
+  ``wheels/<h0:2>/<h2:4>/<h4:6>/<h6:>/<name>-<ver>-<tags>.whl`` beside an ``origin.json``.
+  Its ``http-v2/`` (older: ``http/``) holds downloads as cached HTTP responses, keyed by URL:
+  they are not wheel files and are handed back only for the same URL, so a per-target index
+  already keeps them apart; this module counts them and leaves them alone.
+- uv: ``UV_CACHE_DIR``, else ``$XDG_CACHE_HOME/uv``, else ``~/.cache/uv`` (Windows
+  ``%LOCALAPPDATA%\\uv\\cache``). Every wheel uv installs is unzipped once under
+  ``archive-v0/<id>/`` (a ``.dist-info`` inside); ``wheels-v*/`` (downloads) and ``sdists-v*/``
+  (older: ``built-wheels-v*/``; built from source, with the built ``.whl`` beside) point at
+  those archives with symlinks named after the wheel and with small pointer files (``.rev``,
+  ``.http``) that hold the archive's id.
+
+An entry *misfits* when its device code does not load on every given target (the rules of
+``check``: stamp, cross-checked with the binaries). Purging removes, for pip, the wheel file
+(and its ``origin.json`` when no other wheel shares the folder); for uv, every symlink and
+pointer that leads to the archive, the built ``.whl`` beside such a link, then the archive
+itself, so uv never follows a pointer into a half-removed folder. Entries that cannot be read
+are reported and kept. A path that cannot be removed (read-only cache) is reported, not raised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from .errors import RocmBuildBackendError
+from .targets import GpuTarget
+
+_TOKEN = re.compile(rb"[A-Za-z0-9_-]{8,64}")
+_POINTER_SUFFIXES = (".rev", ".http", ".msgpack")
+_MAX_POINTER = 1 << 20
+
+
+@dataclass
+class CacheEntry:
+    """One cached wheel: where it is, what it holds, what purging it removes."""
+
+    tool: str  # "pip" | "uv"
+    cache_dir: Path
+    path: Path  # the .whl file, or the unpacked wheel folder (uv's archive-v0/<id>)
+    label: str  # the wheel's file name, or name-version for an unpacked wheel
+    status: str = "unknown"  # ok | fails | unknown (check's verdicts over every target)
+    targets: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    remove: list[Path] = field(default_factory=list)  # in the order purging removes them
+    action: str | None = None  # None, "would remove", "removed", "not removed"
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def misfits(self) -> bool:
+        return self.status == "fails"
+
+    def to_dict(self) -> dict:
+        return {
+            "tool": self.tool,
+            "cache_dir": str(self.cache_dir),
+            "path": str(self.path),
+            "wheel": self.label,
+            "status": self.status,
+            "targets": list(self.targets),
+            "reasons": list(self.reasons),
+            "remove": [str(p) for p in self.remove],
+            "action": self.action,
+            "errors": list(self.errors),
+        }
+
+
+@dataclass
+class CacheReport:
+    targets: list[str]
+    caches: list[tuple[str, Path, str]] = field(default_factory=list)  # (tool, dir, summary)
+    entries: list[CacheEntry] = field(default_factory=list)
+    purge: bool = False
+    yes: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def misfits(self) -> list[CacheEntry]:
+        return [e for e in self.entries if e.misfits]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when no misfit is left in the caches, 1 when some is (found, kept, or not removable)."""
+        return 1 if any(e.misfits and e.action != "removed" for e in self.entries) else 0
+
+    def to_dict(self) -> dict:
+        return {
+            "targets": list(self.targets),
+            "caches": [{"tool": t, "path": str(p), "summary": s} for t, p, s in self.caches],
+            "mode": ("purge" if self.yes else "purge (dry run)") if self.purge else "list",
+            "entries": [e.to_dict() for e in self.entries],
+            "notes": list(self.notes),
+            "exit_code": self.exit_code,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_text(self) -> str:
+        lines = [f"targets: {', '.join(self.targets) or 'none'}"]
+        for tool, path, summary in self.caches:
+            lines.append(f"{tool} cache: {path} ({summary})")
+        shown = [e for e in self.entries if e.status != "ok" or e.targets]
+        pure = len(self.entries) - len(shown)
+        for e in shown:
+            what = ", ".join(e.targets) if e.targets else "no device code"
+            line = f"{e.status:<8}{e.tool:<4}{e.label}  ({what})"
+            if e.action:
+                line += f"  [{e.action}]"
+            lines.append(line)
+            lines += [f"        {r}" for r in e.reasons]
+            if e.action == "would remove":
+                lines += [f"        - {p}" for p in e.remove]
+            lines += [f"        error: {err}" for err in e.errors]
+        if pure:
+            lines.append(f"{pure} cached wheel{'s' if pure != 1 else ''} without device code (kept)")
+        lines += [f"note: {n}" for n in self.notes]
+        bad = self.misfits
+        if not bad:
+            lines.append("no cached wheel misfits these targets")
+        elif not self.purge:
+            lines.append(f"{len(bad)} cached wheel{'s' if len(bad) != 1 else ''} misfit these targets; "
+                         "remove them with: rocm-build-backend cache purge --yes")
+        elif not self.yes:
+            lines.append(f"{len(bad)} would be removed; run again with --yes to remove them")
+        else:
+            done = sum(e.action == "removed" for e in bad)
+            lines.append(f"{done} of {len(bad)} removed")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# where the caches are
+
+
+def default_cache_dirs(
+    env: Mapping[str, str] | None = None, *, home: Path | None = None, platform: str | None = None
+) -> dict[str, Path]:
+    """pip's and uv's cache folders as each tool would pick them (variables, then defaults)."""
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    home = Path(env.get("HOME") or Path.home()) if home is None else Path(home)
+    xdg = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
+    local = Path(env.get("LOCALAPPDATA") or home / "AppData" / "Local")
+    if env.get("PIP_CACHE_DIR"):
+        pip = Path(os.path.expanduser(env["PIP_CACHE_DIR"]))
+    elif platform.startswith("win"):
+        pip = local / "pip" / "Cache"
+    elif platform == "darwin":
+        pip = home / "Library" / "Caches" / "pip"
+    else:
+        pip = xdg / "pip"
+    if env.get("UV_CACHE_DIR"):
+        uv = Path(os.path.expanduser(env["UV_CACHE_DIR"]))
+    elif platform.startswith("win"):
+        uv = local / "uv" / "cache"
+    else:
+        uv = xdg / "uv"
+    return {"pip": pip, "uv": uv}
+
+
+def classify_cache(path: Path) -> str | None:
+    """``"pip"`` or ``"uv"`` from a cache folder's layout; None when it looks like neither."""
+    path = Path(path)
+    try:
+        names = {p.name for p in path.iterdir()}
+    except OSError:
+        return None
+    if any(re.fullmatch(r"(archive|wheels|sdists|built-wheels|simple|interpreter)-v\d+", n) for n in names):
+        return "uv"
+    if names & {"wheels", "http", "http-v2", "selfcheck"}:
+        return "pip"
+    return None
+
+
+def _caches(
+    cache_dirs: Sequence[str | Path] | None, tools: Sequence[str], env, home
+) -> list[tuple[str, Path]]:
+    if cache_dirs:
+        out = []
+        for d in cache_dirs:
+            d = Path(d)
+            if not d.is_dir():
+                raise RocmBuildBackendError(f"no cache folder at {d}", hint="check the --cache-dir path")
+            kind = classify_cache(d)
+            if kind is None:
+                raise RocmBuildBackendError(
+                    f"{d} does not look like a pip or uv cache (no wheels/, http-v2/, archive-v0/, ...)",
+                    hint="pass the folder pip or uv was given as --cache-dir",
+                )
+            if kind in tools:
+                out.append((kind, d))
+        return out
+    found = default_cache_dirs(env, home=home)
+    return [(tool, found[tool]) for tool in tools if tool in found]
+
+
+# --------------------------------------------------------------------------------------------
+# reading entries
+
+
+def _judge(entry: CacheEntry, read, targets: Sequence[GpuTarget], generic_ok) -> None:
+    from .check import FAILS, OK, UNKNOWN
+
+    try:
+        facts = read()
+    except RocmBuildBackendError as exc:
+        entry.status, entry.reasons = UNKNOWN, [exc.message]
+        return
+    entry.targets = facts.targets
+    if facts.name and facts.version and entry.tool == "uv":
+        entry.label = f"{facts.name}-{facts.version}"
+    statuses, reasons = [], []
+    for t in targets:
+        status, reason = facts.verdict(t, generic_ok=generic_ok)
+        statuses.append(status)
+        if status != OK and reason:
+            reasons.append(f"{t}: {reason}")
+    if not targets:
+        statuses = [OK if facts.known and not facts.has_device_code else UNKNOWN]
+    entry.status = FAILS if FAILS in statuses else UNKNOWN if UNKNOWN in statuses else OK
+    entry.reasons = reasons
+    if facts.mismatch:
+        entry.reasons.append("the stamp disagrees with the binaries: " + "; ".join(facts.mismatch))
+
+
+def _scan_pip(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheEntry], str]:
+    from .check import wheel_targets
+
+    entries = []
+    wheels_dir = cache / "wheels"
+    found = sorted(wheels_dir.rglob("*.whl")) if wheels_dir.is_dir() else []
+    for whl in found:
+        if not whl.is_file():
+            continue
+        e = CacheEntry("pip", cache, whl, whl.name, remove=[whl])
+        origin = whl.parent / "origin.json"
+        if origin.is_file() and not [w for w in whl.parent.glob("*.whl") if w != whl]:
+            e.remove.append(origin)
+        _judge(e, lambda whl=whl: wheel_targets(whl, audit=audit), targets, generic_ok)
+        entries.append(e)
+    http = 0
+    for name in ("http-v2", "http"):
+        if (cache / name).is_dir():
+            http += sum(1 for p in (cache / name).rglob("*") if p.is_file() and not p.name.endswith(".body"))
+    summary = f"{len(entries)} built wheel{'s' if len(entries) != 1 else ''}"
+    if http:
+        summary += f"; {http} cached HTTP response{'s' if http != 1 else ''} (keyed by URL, left alone)"
+    return entries, summary
+
+
+def _walk_refs(bucket: Path):
+    """Every symlink, small pointer file and built wheel under a uv bucket (sources skipped)."""
+    for dirpath, dirnames, filenames in os.walk(bucket):
+        here = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            if os.path.islink(here / name):
+                yield "link", here / name
+        dirnames[:] = sorted(d for d in dirnames if d != "src" and not os.path.islink(here / d))
+        for name in sorted(filenames):
+            p = here / name
+            if os.path.islink(p):
+                continue
+            if name.endswith(_POINTER_SUFFIXES):
+                yield "pointer", p
+            elif name.endswith(".whl"):
+                yield "wheel", p
+
+
+def _scan_uv(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheEntry], str]:
+    from .check import wheel_targets
+
+    archives: dict[str, Path] = {}
+    for bucket in sorted(cache.glob("archive-v*")):
+        if bucket.is_dir():
+            for a in sorted(bucket.iterdir()):
+                if a.is_dir() and not a.is_symlink():
+                    archives[a.name] = a
+    refs: dict[str, list[Path]] = {k: [] for k in archives}
+    built: list[Path] = []
+    real_archives = {}
+    for k, a in archives.items():
+        try:
+            real_archives[os.path.realpath(a)] = k
+        except OSError:
+            pass
+    for bucket in sorted(cache.iterdir()) if cache.is_dir() else []:
+        if not re.fullmatch(r"(wheels|sdists|built-wheels)-v\d+", bucket.name) or not bucket.is_dir():
+            continue
+        for kind, p in _walk_refs(bucket):
+            if kind == "link":
+                key = real_archives.get(os.path.realpath(p))
+                if key is not None:
+                    refs[key].append(p)
+                    sibling = p.with_name(p.name + ".whl")
+                    if sibling.is_file():
+                        refs[key].append(sibling)
+            elif kind == "pointer":
+                try:
+                    if p.stat().st_size > _MAX_POINTER:
+                        continue
+                    data = p.read_bytes()
+                except OSError:
+                    continue
+                for tok in set(_TOKEN.findall(data)):
+                    key = tok.decode("ascii")
+                    if key in refs:
+                        refs[key].append(p)
+                        lock = p.with_suffix(".lock")
+                        if lock.is_file():
+                            refs[key].append(lock)
+            else:
+                built.append(p)
+    entries = []
+    claimed = {p for ps in refs.values() for p in ps}
+    for key, a in archives.items():
+        if not any(c.name.endswith(".dist-info") for c in a.iterdir() if c.is_dir()):
+            continue
+        e = CacheEntry("uv", cache, a, a.name, remove=sorted(set(refs[key])) + [a])
+        _judge(e, lambda a=a: wheel_targets(a, audit=audit), targets, generic_ok)
+        entries.append(e)
+    for whl in built:
+        if whl in claimed:
+            continue
+        e = CacheEntry("uv", cache, whl, whl.name, remove=[whl])
+        _judge(e, lambda whl=whl: wheel_targets(whl, audit=audit), targets, generic_ok)
+        entries.append(e)
+    n_built = sum(1 for e in entries if e.path.suffix == ".whl")
+    summary = f"{len(entries) - n_built} unpacked wheel{'s' if len(entries) - n_built != 1 else ''}"
+    if n_built:
+        summary += f", {n_built} built wheel file{'s' if n_built != 1 else ''} without an unpacked copy"
+    return entries, summary
+
+
+def _as_targets(targets) -> list[GpuTarget]:
+    from .targets import parse_targets
+
+    if isinstance(targets, str):
+        return parse_targets(targets)
+    out = []
+    for t in targets:
+        out.append(t if isinstance(t, GpuTarget) else None)
+    if None in out:
+        from .targets import parse_target
+
+        out = [t if isinstance(t, GpuTarget) else parse_target(str(t)) for t in targets]
+    return out
+
+
+def list_cache(
+    targets: Sequence[GpuTarget | str] | str,
+    *,
+    cache_dirs: Sequence[str | Path] | None = None,
+    tools: Sequence[str] = ("pip", "uv"),
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+    generic_ok: bool | None = True,
+    audit: bool = True,
+    notes: Sequence[str] = (),
+) -> CacheReport:
+    """Every wheel in the caches, judged against ``targets`` (all must load for an entry to fit).
+
+    ``cache_dirs``: folders given on the command line (each recognised as pip's or uv's by its
+    layout); default: where pip and uv keep theirs (``PIP_CACHE_DIR``/``UV_CACHE_DIR``,
+    ``XDG_CACHE_HOME``, ``~/.cache``). ``tools`` limits which caches are read.
+    """
+    devices = _as_targets(targets)
+    report = CacheReport([str(t) for t in devices], notes=list(notes))
+    for tool, path in _caches(cache_dirs, tools, env, home):
+        if not path.is_dir():
+            report.caches.append((tool, path, "not found"))
+            continue
+        scan = _scan_pip if tool == "pip" else _scan_uv
+        try:
+            entries, summary = scan(path, devices, generic_ok, audit)
+        except OSError as exc:
+            report.caches.append((tool, path, f"cannot be read: {exc.strerror or exc}"))
+            continue
+        report.caches.append((tool, path, summary))
+        report.entries.extend(entries)
+    return report
+
+
+def _remove_path(p: Path) -> None:
+    if p.is_symlink() or not p.is_dir():
+        p.unlink()
+        return
+    import shutil
+
+    def fail(func, path, exc_info):
+        raise exc_info[1] if isinstance(exc_info, tuple) else exc_info
+
+    shutil.rmtree(p, onerror=fail) if sys.version_info < (3, 12) else shutil.rmtree(p, onexc=fail)
+
+
+def _prune_empty(start: Path, stop: Path) -> None:
+    parent = start
+    while parent != stop and stop in parent.parents:
+        try:
+            parent.rmdir()
+        except OSError:
+            return
+        parent = parent.parent
+
+
+def purge_cache(
+    targets: Sequence[GpuTarget | str] | str,
+    *,
+    yes: bool,
+    cache_dirs: Sequence[str | Path] | None = None,
+    tools: Sequence[str] = ("pip", "uv"),
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+    generic_ok: bool | None = True,
+    audit: bool = True,
+    notes: Sequence[str] = (),
+) -> CacheReport:
+    """Remove the cached wheels that misfit ``targets``; without ``yes`` only say what would go."""
+    report = list_cache(
+        targets, cache_dirs=cache_dirs, tools=tools, env=env, home=home,
+        generic_ok=generic_ok, audit=audit, notes=notes,
+    )
+    report.purge, report.yes = True, yes
+    for e in report.entries:
+        if not e.misfits:
+            continue
+        if not yes:
+            e.action = "would remove"
+            continue
+        for p in e.remove:
+            try:
+                if p.exists() or p.is_symlink():
+                    _remove_path(p)
+            except OSError as exc:
+                e.errors.append(f"cannot remove {p}: {exc.strerror or exc}")
+                if p == e.path:
+                    break
+        e.action = "not removed" if e.errors else "removed"
+        if not e.errors:  # drop the folders left empty, never a bucket itself
+            for p in sorted({q.parent for q in e.remove}):
+                try:
+                    bucket = e.cache_dir / p.relative_to(e.cache_dir).parts[0]
+                except (ValueError, IndexError):
+                    continue
+                _prune_empty(p, bucket)
+    return report

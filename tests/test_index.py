@@ -1,0 +1,514 @@
+"""The per-target static index: page contents, incremental runs, and real pip/uv installs.
+
+The client tests install from the index three ways per target: pip over ``file://``, pip over
+HTTP from a server started here on 127.0.0.1 (one plain ``http.server`` serving HTML, one that
+negotiates PEP 691 JSON), and uv over ``file://`` and HTTP. Three targets, fat and
+single-target wheels, two versions, pure wheels, and local-version wheels side by side.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html.parser
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import zipfile
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from rocm_build_backend import index as I
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
+
+BIN = Path(__file__).parent / "data" / "index"
+
+
+# --------------------------------------------------------------------------- wheels by hand
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def stamp_for(device: dict[str, list[str]]) -> dict:
+    files = {m: {"targets": list(t), "complete": list(t)} for m, t in device.items()}
+    union = sorted({t for f in files.values() for t in f["targets"]})
+    common = set.intersection(*(set(f["complete"]) for f in files.values())) if files else set()
+    return {
+        "schema_version": 1,
+        "generator": {"name": "rocm-build-backend", "version": "0.1.0"},
+        "requested": {"targets": union, "source": "settings"},
+        "audit": {"targets": union, "complete": sorted(common), "files": files},
+        "host": {"gpus": []},
+        "toolchain": {"compiler": "hipcc", "version": "5.2.21153", "hip_version": None, "rocm_version": None},
+    }
+
+
+def make_wheel(folder: Path, name: str, version: str, *, device=None, members=None, stamp=True,
+               requires_python=None, dist=None) -> Path:
+    """A small valid wheel with a real RECORD; ``device`` member -> targets goes in the stamp."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = dist or name.replace("-", "_").replace(".", "_")
+    dist_info = f"{dist}-{version}.dist-info"
+    files = {f"{dist}/__init__.py": f"VERSION = {version!r}\n".encode()}
+    for member in device or {}:
+        files[member] = b"placeholder for a library"
+    files.update(members or {})
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    if requires_python:
+        meta += f"Requires-Python: {requires_python}\n"
+    files[f"{dist_info}/METADATA"] = (meta + "\nA test package.\n").encode()
+    files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n\n"
+    if stamp is True and device is not None:
+        stamp = stamp_for(device)
+    if isinstance(stamp, dict):
+        files[f"{dist_info}/rocm_build.json"] = json.dumps(stamp, indent=2).encode()
+    record = [_record_line(n, d) for n, d in files.items()] + [f"{dist_info}/RECORD,,"]
+    files[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    path = folder / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for n, d in files.items():
+            zf.writestr(n, d)
+    return path
+
+
+def have_audit() -> bool:
+    try:
+        from rocm_build_backend import audit  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+TARGETS = ["gfx90a", "gfx942", "gfx1100"]
+
+
+def fleet(folder: Path) -> dict[str, set[str]]:
+    """The wheel folder the client tests serve, and what each target's index must install."""
+    make_wheel(folder, "fat-pkg", "1.0", device={"fat_pkg/_k.so": ["gfx90a", "gfx942", "gfx1100"]})
+    make_wheel(folder, "fat-pkg", "2.0", device={"fat_pkg/_k.so": ["gfx90a", "gfx942"]})
+    for t in TARGETS:  # built with local-version = true, side by side
+        make_wheel(folder, "single", f"1.0+{t}", device={"single/_k.so": [t]})
+    make_wheel(folder, "pure", "1.0")
+    make_wheel(folder, "pure", "2.0", requires_python=">=3.8")
+    make_wheel(folder, "pure", "3.0", requires_python=">=4")  # never for this Python
+    want = {
+        "gfx90a": {"fat_pkg-2.0", "single-1.0+gfx90a", "pure-2.0"},
+        "gfx942": {"fat_pkg-2.0", "single-1.0+gfx942", "pure-2.0"},
+        "gfx1100": {"fat_pkg-1.0", "single-1.0+gfx1100", "pure-2.0"},
+    }
+    if have_audit():  # real device code, no stamp: the audit decides
+        so = (BIN / "hip_gfx90a_gfx942_cov5.so").read_bytes()
+        make_wheel(folder, "real-dev", "1.0", members={"real_dev/_k.so": so}, stamp=False)
+        want["gfx90a"].add("real_dev-1.0")
+        want["gfx942"].add("real_dev-1.0")
+    return want
+
+
+def requested(want: set[str]) -> list[str]:
+    return sorted({w.split("-")[0].replace("_", "-") for w in want})
+
+
+# --------------------------------------------------------------------------- pages
+
+
+class Anchors(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.anchors: list[tuple[dict, str]] = []
+        self._attrs = None
+        self.meta = {}
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._attrs, self._text = dict(attrs), ""
+        if tag == "meta":
+            d = dict(attrs)
+            self.meta[d.get("name")] = d.get("content")
+
+    def handle_data(self, data):
+        if self._attrs is not None:
+            self._text += data
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._attrs is not None:
+            self.anchors.append((self._attrs, self._text))
+            self._attrs = None
+
+
+def anchors(page: Path) -> Anchors:
+    p = Anchors()
+    p.feed(page.read_text("utf-8"))
+    return p
+
+
+def test_pages(tmp_path):
+    wheels = tmp_path / "wheels"
+    fleet(wheels)
+    out = tmp_path / "out"
+    result = I.build_index(wheels, out)
+    assert set(TARGETS) <= set(result.indexes)
+    assert result.exit_code == 0
+    root = anchors(out / "gfx90a/simple/index.html")
+    assert root.meta["pypi:repository-version"] == "1.1"
+    hrefs = [a["href"] for a, _ in root.anchors]
+    assert hrefs == sorted(hrefs) and {"fat-pkg/", "pure/", "single/"} <= set(hrefs)
+    page = anchors(out / "gfx90a/simple/pure/index.html")
+    got = {text: attrs for attrs, text in page.anchors}
+    assert set(got) == {"pure-1.0-py3-none-any.whl", "pure-2.0-py3-none-any.whl", "pure-3.0-py3-none-any.whl"}
+    attrs = got["pure-2.0-py3-none-any.whl"]
+    wheel_bytes = (wheels / "pure-2.0-py3-none-any.whl").read_bytes()
+    href, frag = attrs["href"].split("#")
+    assert frag == "sha256=" + hashlib.sha256(wheel_bytes).hexdigest()
+    assert attrs["data-requires-python"] == ">=3.8"
+    assert "data-requires-python=\"&gt;=3.8\"" in (out / "gfx90a/simple/pure/index.html").read_text()
+    assert "data-requires-python=\"&gt;=4\"" in (out / "gfx90a/simple/pure/index.html").read_text()
+    # the link resolves to the wheel, and its .metadata sidecar is the wheel's METADATA
+    target = (out / "gfx90a/simple/pure" / href).resolve()
+    assert target.read_bytes() == wheel_bytes
+    sidecar = Path(str(target) + ".metadata").read_bytes()
+    with zipfile.ZipFile(target) as zf:
+        assert sidecar == zf.read("pure-2.0.dist-info/METADATA")
+    assert attrs["data-core-metadata"] == attrs["data-dist-info-metadata"] == "sha256=" + hashlib.sha256(sidecar).hexdigest()
+    # local versions: + is %2B in the link, as written in the text
+    single = anchors(out / "gfx942/simple/single/index.html").anchors
+    assert [t for _, t in single] == ["single-1.0+gfx942-py3-none-any.whl"]
+    assert "single-1.0%2Bgfx942-py3-none-any.whl" in single[0][0]["href"]
+    # PEP 691 JSON beside the HTML
+    doc = json.loads((out / "gfx942/simple/fat-pkg/index.json").read_text())
+    assert doc["meta"]["api-version"] == "1.1" and doc["name"] == "fat-pkg"
+    assert doc["versions"] == ["1.0", "2.0"]
+    f = doc["files"][0]
+    assert f["hashes"]["sha256"] and f["size"] == (wheels / f["filename"]).stat().st_size
+    assert f["core-metadata"] == f["dist-info-metadata"]
+    rootdoc = json.loads((out / "gfx942/simple/index.json").read_text())
+    assert {p["name"] for p in rootdoc["projects"]} >= {"fat-pkg", "pure", "single"}
+    # gfx1100 gets fat-pkg 1.0 only
+    fat = [t for _, t in anchors(out / "gfx1100/simple/fat-pkg/index.html").anchors]
+    assert fat == ["fat_pkg-1.0-py3-none-any.whl"]
+
+
+def test_names_are_normalized_and_everything_escaped(tmp_path):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "Odd.Name_Pkg", "1.0", dist="Odd_Name_Pkg", requires_python='>=3.8,!=3.9.*,<4"&\'')
+    out = tmp_path / "out"
+    I.build_index(wheels, out, targets=["gfx90a"])
+    page = out / "gfx90a/simple/odd-name-pkg/index.html"
+    assert page.is_file()
+    text = page.read_text()
+    assert '<4"&' not in text and "&lt;4&quot;&amp;&#x27;" in text
+    (attrs, _), = anchors(page).anchors
+    assert attrs["data-requires-python"] == '>=3.8,!=3.9.*,<4"&\''
+    doc = json.loads((out / "gfx90a/simple/odd-name-pkg/index.json").read_text())
+    assert doc["files"][0]["requires-python"] == '>=3.8,!=3.9.*,<4"&\''
+    assert json.loads((out / "gfx90a/simple/index.json").read_text())["projects"] == [{"name": "Odd.Name_Pkg"}]
+    assert I.normalize("Foo.Bar__baz") == "foo-bar-baz"
+
+
+def test_incremental(tmp_path):
+    wheels = tmp_path / "wheels"
+    fleet(wheels)
+    out = tmp_path / "out"
+    first = I.build_index(wheels, out)
+    assert first.read == len(list(wheels.glob("*.whl")))
+    again = I.build_index(wheels, out)
+    assert again.pages_written == [] and again.files_written == [] and again.read == 0
+    assert again.reused == first.read
+    # a new version of one project: only that project's pages, in the indexes it loads on
+    make_wheel(wheels, "fat-pkg", "3.0", device={"fat_pkg/_k.so": ["gfx942"]})
+    third = I.build_index(wheels, out)
+    assert third.read == 1
+    assert sorted(third.pages_written) == ["gfx942/simple/fat-pkg/index.html", "gfx942/simple/fat-pkg/index.json"]
+    assert sorted(third.files_written) == ["files/fat_pkg-3.0-py3-none-any.whl",
+                                           "files/fat_pkg-3.0-py3-none-any.whl.metadata"]
+    # a new project also changes the root pages
+    make_wheel(wheels, "newcomer", "0.1", device={"newcomer/_k.so": ["gfx1100"]})
+    fourth = I.build_index(wheels, out)
+    assert sorted(fourth.pages_written) == [
+        "gfx1100/simple/index.html", "gfx1100/simple/index.json",
+        "gfx1100/simple/newcomer/index.html", "gfx1100/simple/newcomer/index.json",
+    ]
+    # a rebuilt wheel (same name, new bytes) is read again
+    make_wheel(wheels, "newcomer", "0.1", device={"newcomer/_k.so": ["gfx1100"], "newcomer/_j.so": ["gfx1100"]})
+    os.utime(wheels / "newcomer-0.1-py3-none-any.whl", ns=(1, 1))
+    fifth = I.build_index(wheels, out)
+    assert fifth.read == 1 and fifth.pages_written == ["gfx1100/simple/newcomer/index.html",
+                                                        "gfx1100/simple/newcomer/index.json"]
+    # a removed wheel leaves the pages and its copy; a project left empty loses its pages
+    (wheels / "newcomer-0.1-py3-none-any.whl").unlink()
+    sixth = I.build_index(wheels, out)
+    assert "gfx1100/simple/newcomer/index.html" in sixth.removed
+    assert "files/newcomer-0.1-py3-none-any.whl" in sixth.removed
+    assert not (out / "gfx1100/simple/newcomer").exists()
+    assert not (out / "files/newcomer-0.1-py3-none-any.whl").exists()
+    assert "newcomer" not in (out / "gfx1100/simple/index.html").read_text()
+    # no temporary files anywhere
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp") or p.name.endswith(".lnk")]
+
+
+def test_pages_replaced_atomically(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
+    out = tmp_path / "out"
+    I.build_index(wheels, out)
+    page = out / "gfx90a/simple/pkg/index.html"
+    before = page.read_bytes()
+    make_wheel(wheels, "pkg", "2.0", device={"pkg/_k.so": ["gfx90a"]})
+
+    real_replace = os.replace
+
+    def failing_replace(src, dst):
+        if str(dst).endswith("index.html"):
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(I.os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        I.build_index(wheels, out)
+    monkeypatch.undo()
+    assert page.read_bytes() == before  # the old page, whole
+    assert not [p for p in out.rglob("*.tmp")]
+    after = I.build_index(wheels, out)
+    assert "gfx90a/simple/pkg/index.html" in after.pages_written
+    assert "pkg-2.0" in page.read_text()
+
+
+def test_state_file_damaged_is_rebuilt(tmp_path):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
+    out = tmp_path / "out"
+    I.build_index(wheels, out)
+    (out / I.STATE_NAME).write_text("{ not json")
+    result = I.build_index(wheels, out)
+    assert result.read == 1 and result.pages_written == []
+
+
+def test_targets_family_and_base_url(tmp_path):
+    wheels = tmp_path / "wheels"
+    fleet(wheels)
+    make_wheel(wheels, "navi", "1.0", device={"navi/_k.so": ["gfx1100", "gfx1101", "gfx1102", "gfx1103"]})
+    out = tmp_path / "limited"
+    result = I.build_index(wheels, out, targets="gfx942")
+    assert list(result.indexes) == ["gfx942"]
+    assert not (out / "gfx90a").exists()
+
+    fam = I.build_index(wheels, tmp_path / "fam", family=True)
+    assert "gfx94X-dcgpu" in fam.indexes and "gfx110X-all" in fam.indexes
+    assert "single-1.0+gfx942-py3-none-any.whl" in fam.indexes["gfx94X-dcgpu"]
+    # a family index lists only wheels that load on every member
+    assert "navi-1.0-py3-none-any.whl" in fam.indexes["gfx110X-all"]
+    assert "fat_pkg-1.0-py3-none-any.whl" not in fam.indexes["gfx110X-all"]
+    assert "pure-2.0-py3-none-any.whl" in fam.indexes["gfx110X-all"]
+    assert (tmp_path / "fam/gfx110X-all/simple/navi/index.html").is_file()
+    named = I.build_index(wheels, tmp_path / "fam2", family=True, targets=["gfx110X-all", "gfx942"])
+    assert list(named.indexes) == ["gfx94X-dcgpu", "gfx110X-all"]
+    assert I.family_of("gfx1031") == "gfx1031"
+
+    cdn = I.build_index(wheels, tmp_path / "cdn", targets=["gfx90a"], base_url="https://cdn.example.com/whl/")
+    (attrs, _), = anchors(tmp_path / "cdn/gfx90a/simple/single/index.html").anchors
+    assert attrs["href"].startswith("https://cdn.example.com/whl/single-1.0%2Bgfx90a-py3-none-any.whl#sha256=")
+    assert not (tmp_path / "cdn/files/single-1.0+gfx90a-py3-none-any.whl").exists()
+    assert (tmp_path / "cdn/files/single-1.0+gfx90a-py3-none-any.whl.metadata").is_file()
+    assert cdn.metadata_upload == tmp_path / "cdn/files"
+
+    with pytest.raises(RocmBuildBackendError) as err:
+        I.build_index(wheels, tmp_path / "bad", targets=["gfx9422"])
+    assert "gfx942" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        I.build_index(wheels, tmp_path / "bad", targets=["gfx94Y-dcgpu"], family=True)
+    assert "gfx94X-dcgpu" in err.value.hint
+    with pytest.raises(RocmBuildBackendError):
+        I.build_index(wheels, tmp_path / "bad", base_url='https://x/"><script>')
+    with pytest.raises(RocmBuildBackendError):
+        I.build_index(tmp_path / "missing", tmp_path / "bad")
+
+
+def test_wheels_inside_the_output_are_linked_in_place(tmp_path):
+    out = tmp_path / "out"
+    wheels = out / "packages"
+    make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
+    I.build_index(wheels, out)
+    (attrs, _), = anchors(out / "gfx90a/simple/pkg/index.html").anchors
+    assert attrs["href"].startswith("../../../packages/pkg-1.0-py3-none-any.whl#")
+    assert (wheels / "pkg-1.0-py3-none-any.whl.metadata").is_file()
+    assert not (out / "files").exists()
+
+
+def test_generic_code_and_pure_only(tmp_path):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "gen", "1.0", device={"gen/_k.so": ["gfx11-generic"]})
+    result = I.build_index(wheels, tmp_path / "out")
+    assert {"gfx1100", "gfx1151"} <= set(result.indexes)
+    assert "gfx90a" not in result.indexes
+    old = I.build_index(wheels, tmp_path / "old", targets=["gfx1100"], generic_ok=False)
+    assert old.indexes["gfx1100"] == [] and old.warnings
+    pure = tmp_path / "pure"
+    make_wheel(pure, "pure", "1.0")
+    with pytest.raises(ConfigError) as err:
+        I.build_index(pure, tmp_path / "out2")
+    assert "--targets" in err.value.hint
+    assert I.build_index(pure, tmp_path / "out2", targets="gfx90a,gfx942").indexes == {
+        "gfx90a": ["pure-1.0-py3-none-any.whl"], "gfx942": ["pure-1.0-py3-none-any.whl"]}
+
+
+def test_bad_wheels_are_skipped_not_fatal(tmp_path):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
+    (wheels / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+    (wheels / "not_a_wheel_name.whl").write_bytes(b"x")
+    liar = make_wheel(tmp_path / "x", "other", "1.0")
+    shutil.copy(liar, wheels / "claims-1.0-py3-none-any.whl")
+    result = I.build_index(wheels, tmp_path / "out")
+    assert set(result.skipped) == {"broken-1.0-py3-none-any.whl", "not_a_wheel_name.whl",
+                                   "claims-1.0-py3-none-any.whl"}
+    assert result.exit_code == 1
+    assert result.indexes == {"gfx90a": ["good-1.0-py3-none-any.whl"]}
+    assert not (tmp_path / "out/files/broken-1.0-py3-none-any.whl").exists()
+    assert not (tmp_path / "out/files/claims-1.0-py3-none-any.whl").exists()
+    text = result.to_text()
+    assert "skipped broken-1.0-py3-none-any.whl" in text
+    assert json.loads(result.to_json())["skipped"]
+
+
+# --------------------------------------------------------------------------- real clients
+
+
+def clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PIP_", "UV_")) and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", PIP_CONFIG_FILE=os.devnull,
+               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", UV_NO_CONFIG="1", UV_PYTHON_DOWNLOADS="never")
+    env.update(extra)
+    return env
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+    assert proc.returncode == 0, f"{cmd}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def installed(site: Path) -> set[str]:
+    return {p.name[: -len(".dist-info")] for p in site.glob("*.dist-info")}
+
+
+class Negotiating(SimpleHTTPRequestHandler):
+    """Serves index.json as PEP 691 JSON when the client ranks that type first."""
+
+    json_hits = 0
+
+    def send_head(self):
+        accept = self.headers.get("Accept", "")
+        if self.path.split("?")[0].endswith("/") and accept.startswith("application/vnd.pypi.simple.v1+json"):
+            page = Path(self.translate_path(self.path)) / "index.json"
+            if page.is_file():
+                data = page.read_bytes()
+                type(self).json_hits += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                import io
+
+                return io.BytesIO(data)
+        return super().send_head()
+
+    def log_message(self, *args):
+        pass
+
+
+class Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    base = tmp_path_factory.mktemp("served")
+    want = fleet(base / "wheels")
+    result = I.build_index(base / "wheels", base / "out")
+    assert set(TARGETS) <= set(result.indexes)
+    servers = {}
+    for kind, handler in (("html", Quiet), ("json", Negotiating)):
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(base / "out")))
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers[kind] = f"http://127.0.0.1:{srv.server_address[1]}"
+        servers[kind + "_srv"] = srv
+    yield base, want, servers
+    for kind in ("html", "json"):
+        servers[kind + "_srv"].shutdown()
+        servers[kind + "_srv"].server_close()
+
+
+def pip_install(index_url: str, dest: Path, names: list[str]) -> set[str]:
+    run([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--disable-pip-version-check",
+         "--no-input", "--target", str(dest), "--index-url", index_url, *names], env=clean_env())
+    return installed(dest)
+
+
+def uv_install(index_url: str, venv: Path, cache: Path, names: list[str]) -> set[str]:
+    uv = shutil.which("uv")
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    run([uv, "pip", "install", "--no-config", "--cache-dir", str(cache), "--python", str(py),
+         "--index-url", index_url, *names], env=clean_env())
+    sites = list(venv.glob("lib/python*/site-packages")) + list(venv.glob("Lib/site-packages"))
+    return installed(sites[0])
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("target", TARGETS)
+def test_pip_file_url(served, tmp_path, target):
+    base, want, _ = served
+    url = (base / "out" / target / "simple").as_uri()
+    assert pip_install(url, tmp_path / "t", requested(want[target])) == want[target]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("target", TARGETS)
+def test_pip_http(served, tmp_path, target):
+    base, want, servers = served
+    url = f"{servers['html']}/{target}/simple/"
+    assert pip_install(url, tmp_path / "t", requested(want[target])) == want[target]
+
+
+@pytest.mark.integration
+def test_pip_http_json(served, tmp_path):
+    base, want, servers = served
+    before = Negotiating.json_hits
+    for target in TARGETS:
+        url = f"{servers['json']}/{target}/simple/"
+        assert pip_install(url, tmp_path / target, requested(want[target])) == want[target]
+    assert Negotiating.json_hits > before  # pip read the PEP 691 pages
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+@pytest.mark.parametrize("target", TARGETS)
+def test_uv(served, tmp_path, target):
+    base, want, servers = served
+    url = (base / "out" / target / "simple").as_uri()
+    assert uv_install(url, tmp_path / "v1", tmp_path / "c1", requested(want[target])) == want[target]
+    url = f"{servers['json']}/{target}/simple/"
+    assert uv_install(url, tmp_path / "v2", tmp_path / "c2", requested(want[target])) == want[target]
+
+
+def test_copies_when_hard_links_are_refused(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    src = make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
+    monkeypatch.setattr(I, "_link", lambda a, b: False)  # another filesystem
+    I.build_index(wheels, tmp_path / "out")
+    hosted = tmp_path / "out/files/pkg-1.0-py3-none-any.whl"
+    assert hosted.read_bytes() == src.read_bytes() and not os.path.samefile(hosted, src)
+    (attrs, _), = anchors(tmp_path / "out/gfx90a/simple/pkg/index.html").anchors
+    assert attrs["href"].endswith("#sha256=" + hashlib.sha256(src.read_bytes()).hexdigest())
+    again = I.build_index(wheels, tmp_path / "out")
+    assert again.read == 0 and again.files_written == []
