@@ -188,7 +188,7 @@ def uv_install(cache: Path, venv: Path, what: Path, build: str, *extra) -> str:
     return init.read_text() if init.exists() else ""
 
 
-needs_uv = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+needs_uv = pytest.mark.integration  # uv comes with the test extras: a missing uv fails, it is not skipped
 
 
 # --------------------------------------------------------------------------- where the caches are
@@ -301,22 +301,6 @@ def test_read_only_cache_is_reported_not_raised(tmp_path, monkeypatch):
     assert report.exit_code == 1
     assert "error: cannot remove" in report.to_text()
     assert (entry / "gpu_demo-1.0-py3-none-any.whl").exists()
-
-
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores permission bits")
-def test_read_only_folder(tmp_path, monkeypatch):
-    cache = tmp_path / "pip"
-    entry = cache / "wheels/11/22/33/44"
-    entry.mkdir(parents=True)
-    proj, backend = project(tmp_path)
-    monkeypatch.setenv("FAKE_GPU_BUILD", "gfx90a")
-    backend.build_wheel(str(entry))
-    entry.chmod(0o555)
-    try:
-        report = K.purge_cache(["gfx942"], yes=True, cache_dirs=[cache])
-        assert report.misfits[0].action == "not removed" and report.exit_code == 1
-    finally:
-        entry.chmod(0o755)
 
 
 # --------------------------------------------------------------------------- real pip and uv caches

@@ -491,7 +491,7 @@ def test_pip_http_json(served, tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+@pytest.mark.integration
 @pytest.mark.parametrize("target", TARGETS)
 def test_uv(served, tmp_path, target):
     base, want, servers = served
