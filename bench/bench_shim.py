@@ -29,7 +29,9 @@ OLD_DEFAULT = "gfx900;gfx906;gfx908;gfx90a;gfx1030;gfx1100;gfx1101;gfx940"
 
 
 def env() -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")}
+    # as installed by pip: bytecode compiled (setuptools' is; a PYTHONDONTWRITEBYTECODE shell
+    # would otherwise make only our modules compile from source on every hook call)
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_") and k != "PYTHONDONTWRITEBYTECODE"}
     for k in ("PYTORCH_ROCM_ARCH", "MAX_JOBS", "CMAKE_ARGS", "HIPCC_COMPILE_FLAGS_APPEND"):
         e.pop(k, None)
     e["PIP_NO_CACHE_DIR"] = "1"
@@ -73,7 +75,7 @@ def overhead(runs: int, work: Path) -> tuple[float, float]:
 def import_time(runs: int) -> tuple[float, float]:
     def one(module: str) -> float:
         out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
-                             capture_output=True, text=True, check=True).stderr
+                             capture_output=True, text=True, check=True, env=env()).stderr
         for line in out.splitlines():
             m = re.match(r"import time:\s+\d+ \|\s+(\d+) \| (\S+)$", line)
             if m and m.group(2) == module:
@@ -112,6 +114,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
     args = ap.parse_args()
+    import compileall
+
+    import rocm_build_backend
+
+    compileall.compile_dir(os.path.dirname(rocm_build_backend.__file__), quiet=1)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         shim, plain = overhead(args.runs, work)

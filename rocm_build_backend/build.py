@@ -155,7 +155,6 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
     """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing."""
     from .backend import backend_kind
     from .plan import make_plan
-    from .toolchain import find_compiler, require_supported
 
     env = os.environ if env is None else env
     settings = project.settings
@@ -163,6 +162,8 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
     compiler = None
     # a project that declares it has no GPU code (verify = "off") compiles nothing for the targets
     if check_compiler and settings.compiler_check and settings.verify != "off":
+        from .toolchain import find_compiler, require_supported
+
         compiler = find_compiler(settings.compiler, env=env)
         if compiler is not None:
             require_supported(compiler, targets, env=env)

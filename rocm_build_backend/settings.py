@@ -15,7 +15,6 @@ Unknown keys and bad values are collected and reported together.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
@@ -130,6 +129,8 @@ def env_name(key: str) -> str:
 
 
 def _near(key: str) -> str:
+    import difflib
+
     near = difflib.get_close_matches(key, Settings.keys(), n=1, cutoff=0.6)
     return f" (did you mean '{near[0]}'?)" if near else ""
 
