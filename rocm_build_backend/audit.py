@@ -153,8 +153,17 @@ class FileReport:
                 msg = p if p.startswith(c.where) or c.where == "file" else f"{c.where}: {p}"
                 if msg not in self.problems:
                     self.problems.append(msg)
-        self.targets = sorted_targets(t for c in self.containers for t in c.targets)
-        units = _units(self.containers)
+        # In a linked library, __nv_relfatbin keeps the relocatable cubins for later device
+        # linking; the runtime loads .nv_fatbin (cuobjdump lists only that). Count what loads.
+        linked = any(c.where == ".nv_fatbin" for c in self.containers)
+        counted = []
+        for c in self.containers:
+            if linked and c.where == "__nv_relfatbin":
+                c.note = c.note or "relocatable code for device linking; not loaded at run time"
+            else:
+                counted.append(c)
+        self.targets = sorted_targets(t for c in counted for t in c.targets)
+        units = _units(counted)
         common = set.intersection(*units) if units else set()
         self.complete = sorted_targets(common)
         self.readable = not self.problems

@@ -289,3 +289,27 @@ def test_file_report_complete_ignores_unread():
     f = FileReport("x", containers=[audit.Container("ccob", "file", 0, read=False, note="n"),
                                     audit.Container("bundle", "file", 9, ["gfx90a"])]).finish()
     assert f.complete == ["gfx90a"] and f.readable and not f.fully_read
+
+
+def test_relocatable_fatbin_of_a_linked_library_is_not_counted():
+    """A linked .so keeps __nv_relfatbin for later device linking; the runtime loads .nv_fatbin
+    (cuobjdump lists only that). Seen on a real libtorch_nvshmem.so, whose relocatable code had
+    sm_89 and compute_120 that its loadable fatbin did not. Here: a real -rdc library with its
+    relocatable entry's arch field patched to 89."""
+    import struct
+
+    from rocm_build_backend import _elf as elf
+
+    data = bytearray((DATA / "cuda_rdc_sm80_sm90.so").read_bytes())
+    src = elf.BytesSource(bytes(data))
+    table = elf.read_sections(src, elf.read_header(src), lambda name, _type: name == "__nv_relfatbin")
+    (sec,) = [s for s in table.sections if s.name == "__nv_relfatbin"]
+    _magic, _ver, header_size, _size = struct.unpack_from("<IHHQ", data, sec.offset)
+    struct.pack_into("<I", data, sec.offset + header_size + 28, 89)
+    report = audit.audit_bytes(bytes(data), "patched.so")
+    rel = [c for c in report.containers if c.where == "__nv_relfatbin"]
+    assert rel and "sm_89" in rel[0].targets and "not loaded at run time" in rel[0].note
+    assert report.targets == ["sm_80", "sm_90"] and report.complete == ["sm_80", "sm_90"]
+    # an object file has only relocatable code: there it is what counts
+    obj = audit_file(DATA / "cuda_rdc_sm80_sm90.o")
+    assert obj.targets == ["sm_80", "sm_90"]
