@@ -98,7 +98,8 @@ def test_uv_build(tmp_path, build_env):
 
 def test_pip_install_editable(tmp_path, build_env):
     venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+    # without a pip of its own, the venv uses the (current) pip of the outer site-packages
+    run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
     py = venv / "bin" / "python"
     project = copy_sample("setuptools_hip", tmp_path)
     proc = run([py, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-e", project,
