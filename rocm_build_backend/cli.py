@@ -89,9 +89,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
         try:
             require_targets(found)
-        except RocmBuildBackendError as exc:
-            for line in exc.lines():
-                print(line, file=sys.stderr)
+        except RocmBuildBackendError as exc:  # the table above already says what each probe saw
+            if exc.hint:
+                print(f"hint: {exc.hint}", file=sys.stderr)
     return 2
 
 
