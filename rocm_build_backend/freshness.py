@@ -222,6 +222,9 @@ def check_fresh(
             found.append((root, had))
     if not found:
         return []
+    # a tree inside another stale tree (scikit-build-core's build/cmake in build/) goes with it
+    found = [(root, had) for root, had in found
+             if not any(other != root and other in root.parents for other, _ in found)]
     if stale == "clean":
         removed = []
         for root, _ in found:

@@ -303,3 +303,14 @@ def test_stale_wheels_in_the_output_folder(tmp_path):
     assert stale_wheels(out, ["gfx942"]) == [(old, ["gfx90a"])]
     assert stale_wheels(out, ["gfx90a"]) == [(same, ["gfx942"])]
     assert stale_wheels(tmp_path / "missing", ["gfx942"]) == []
+
+
+def test_nested_stale_trees_are_named_and_removed_once(src):
+    """scikit-build-core's build-dir inside setuptools' build/: both stale, one removal."""
+    touch(src / "build" / "cmake" / "k.o")
+    mark_fresh(src, ["gfx90a"], extra=[src / "build" / "cmake"])
+    with pytest.raises(StaleBuildTreeError) as exc:
+        check_fresh(src, ["gfx940"], extra=[src / "build" / "cmake"])
+    assert "build/ (built for gfx90a)" in exc.value.message and "build/cmake" not in exc.value.message
+    assert check_fresh(src, ["gfx940"], stale="clean", extra=[src / "build" / "cmake"]) == [src / "build"]
+    assert not (src / "build").exists()

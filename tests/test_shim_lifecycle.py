@@ -115,3 +115,21 @@ def test_plan_command_json(tmp_path, build_env):
     assert data["compiler"]["compiler"] == "hipcc"
     bad = run([sys.executable, "-m", "rocm_build_backend", "plan", project, "-C", "rocm-build-backend.targets=gfx9422"], env=build_env)
     assert bad.returncode == 1 and bad.stderr.startswith("error: unknown GPU target 'gfx9422'") and "Traceback" not in bad.stderr
+
+
+def test_scikit_build_core_persistent_build_dir_is_refused_for_other_targets(tmp_path, build_env):
+    """scikit-build-core's build-dir keeps CMakeCache.txt (GPU_TARGETS cached): a build for other
+    targets must not reuse it."""
+    project = copy_sample("skbuild_hip", tmp_path)
+    first = pip_wheel(project, tmp_path / "one", build_env, "rocm-build-backend.targets=gfx90a", "build-dir=build/cmake")
+    assert first.returncode == 0, first.stderr
+    cache = project / "build" / "cmake" / "CMakeCache.txt"
+    assert "GPU_TARGETS:STRING=gfx90a" in cache.read_text() or "GPU_TARGETS:UNINITIALIZED=gfx90a" in cache.read_text()
+    second = pip_wheel(project, tmp_path / "two", build_env, "rocm-build-backend.targets=gfx940", "build-dir=build/cmake")
+    assert second.returncode != 0
+    text = "\n".join(error_lines(second))
+    assert "build" in text and "gfx90a" in text and "gfx940" in text, text
+    third = pip_wheel(project, tmp_path / "three", build_env, "rocm-build-backend.targets=gfx940", "build-dir=build/cmake",
+                      "rocm-build-backend.stale=clean")
+    assert third.returncode == 0, third.stderr
+    assert [f.targets for f in audit_wheel(only_wheel(tmp_path / "three")).files if f.targets] == [["gfx940"]]
