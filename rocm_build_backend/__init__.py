@@ -90,10 +90,17 @@ def _build_editable(wheel_directory, config_settings=None, metadata_directory=No
 def _get_requires(hook):  # type: ignore[no-untyped-def]
     def get_requires(config_settings=None):  # type: ignore[no-untyped-def]
         from .build import reported, wrapped_backend
+        from .errors import BackendUnavailableError
 
         with reported():
             project = _project(config_settings)
-            return list(getattr(wrapped_backend(project), hook)(project.forward))
+            try:
+                backend = wrapped_backend(project)
+            except BackendUnavailableError as exc:
+                if getattr(exc, "distribution", None):  # not installed yet: ask the frontend for it
+                    return [exc.distribution]
+                raise
+            return list(getattr(backend, hook)(project.forward))
 
     get_requires.__name__ = hook
     return get_requires
@@ -145,8 +152,10 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
 
     try:
         has = hasattr(wrapped_backend(_project(None)), name)
-    except RocmBuildBackendError:
-        has = False  # build_wheel reports the problem properly
+    except RocmBuildBackendError as exc:
+        # a wrapped backend that is not installed yet: get_requires_* asks the frontend for it;
+        # anything else, build_wheel reports properly
+        has = name.startswith("get_requires_") and bool(getattr(exc, "distribution", None))
     if not has:
         raise AttributeError(f"the wrapped build backend has no {name}")
     return _OPTIONAL[name]()

@@ -58,11 +58,13 @@ def load_backend(spec: str, backend_path: Sequence[str] = (), source_dir: Path |
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         dist = _DISTRIBUTIONS.get(top, top.replace("_", "-"))
-        raise BackendUnavailableError(
+        err = BackendUnavailableError(
             f"cannot import the wrapped build backend '{spec}' ({exc})",
             hint=f"add \"{dist}\" to [build-system] requires, and with --no-build-isolation "
             f"install it first: pip install {dist}",
-        ) from None
+        )
+        err.distribution = dist if not folders else None  # what would bring it, for get_requires
+        raise err from None
     for attr in filter(None, obj_path.split(".")):
         try:
             obj = getattr(obj, attr)

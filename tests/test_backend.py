@@ -77,3 +77,18 @@ def test_optional_hooks_mirror_the_wrapped_backend(tmp_path, wrapped, env):
         assert not any(r[1] for r in rows)
     if wrapped == "setuptools.build_meta":
         assert all(r[1] for r in rows)
+
+
+def test_get_requires_asks_for_a_wrapped_backend_not_installed_yet(tmp_path):
+    """With build isolation, [build-system] requires may name only the shim: get_requires_*
+    then returns the wrapped backend's distribution, so the frontend installs it."""
+    import json
+    import os
+
+    (tmp_path / "pyproject.toml").write_text('[tool.rocm-build-backend]\nbackend = "mesonpy_not_here.build"\n')
+    code = ("import json, rocm_build_backend as s; "
+            "print(json.dumps([hasattr(s, 'get_requires_for_build_wheel'), s.get_requires_for_build_wheel(None), "
+            "hasattr(s, 'build_editable')]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ), check=True)
+    assert json.loads(out.stdout) == [True, ["mesonpy-not-here"], False]
