@@ -178,3 +178,17 @@ def test_bad_input_is_one_clear_error(tmp_path, build_env, case, env, settings, 
     assert first in text and second in text, text
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
     assert not list(project.rglob("*.so")), "nothing compiled before the error"
+
+
+def test_cpu_only_build_of_a_known_project_names_the_knob(tmp_path, build_env):
+    """A project with a profile whose wheel comes out without device code (torchvision without
+    FORCE_CUDA, here played by a pure project under that name): the error names the fix."""
+    project = copy_sample("pure_python", tmp_path)
+    text = (project / "pyproject.toml").read_text()
+    text = text.replace('name = "rocm-sample-pure"', 'name = "torchvision"').replace('verify = "off"', 'verify = "error"')
+    (project / "pyproject.toml").write_text(text)
+    proc = pip_wheel(project, tmp_path / "out", build_env, "rocm-build-backend.targets=gfx90a")
+    assert proc.returncode != 0
+    lines = error_lines(proc)
+    assert "no GPU device code" in lines[0] and "gfx90a" in lines[0], lines
+    assert any(line.startswith("rocm-build-backend: hint: set FORCE_CUDA=1") for line in lines), lines
