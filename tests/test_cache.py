@@ -9,8 +9,6 @@ which both tools build again.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import importlib.util
 import json
 import os
@@ -26,6 +24,7 @@ from rocm_build_backend import cache as K
 from rocm_build_backend.check import devices_from_detection
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.targets import GpuTarget
+from wheelmaker import record_line
 
 BIN = Path(__file__).parent / "data" / "index"
 
@@ -127,11 +126,6 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
-def _record_line(name: str, data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{name},sha256={digest},{len(data)}"
-
-
 def pure_wheel(folder: Path, name: str = "plain", version: str = "1.0") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     di = f"{name}-{version}.dist-info"
@@ -140,7 +134,7 @@ def pure_wheel(folder: Path, name: str = "plain", version: str = "1.0") -> Path:
         f"{di}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n".encode(),
         f"{di}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n\n",
     }
-    files[f"{di}/RECORD"] = ("\n".join([_record_line(n, d) for n, d in files.items()] + [f"{di}/RECORD,,"]) + "\n").encode()
+    files[f"{di}/RECORD"] = ("\n".join([record_line(n, d) for n, d in files.items()] + [f"{di}/RECORD,,"]) + "\n").encode()
     path = folder / f"{name}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
         for n, d in files.items():

@@ -7,7 +7,6 @@ Programs on PATH are covered in test_detect_programs.py.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

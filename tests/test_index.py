@@ -8,9 +8,8 @@ single-target wheels, two versions, pure wheels, and local-version wheels side b
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import html.parser
+import hashlib
 import json
 import os
 import shutil
@@ -26,66 +25,9 @@ import pytest
 
 from rocm_build_backend import index as I
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
+from wheelmaker import make_wheel
 
 BIN = Path(__file__).parent / "data" / "index"
-
-
-# --------------------------------------------------------------------------- wheels by hand
-
-
-def _record_line(name: str, data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{name},sha256={digest},{len(data)}"
-
-
-def stamp_for(device: dict[str, list[str]]) -> dict:
-    files = {m: {"targets": list(t), "complete": list(t)} for m, t in device.items()}
-    union = sorted({t for f in files.values() for t in f["targets"]})
-    common = set.intersection(*(set(f["complete"]) for f in files.values())) if files else set()
-    return {
-        "schema_version": 1,
-        "generator": {"name": "rocm-build-backend", "version": "0.1.0"},
-        "requested": {"targets": union, "source": "settings"},
-        "audit": {"targets": union, "complete": sorted(common), "files": files},
-        "host": {"gpus": []},
-        "toolchain": {"compiler": "hipcc", "version": "5.2.21153", "hip_version": None, "rocm_version": None},
-    }
-
-
-def make_wheel(folder: Path, name: str, version: str, *, device=None, members=None, stamp=True,
-               requires_python=None, dist=None) -> Path:
-    """A small valid wheel with a real RECORD; ``device`` member -> targets goes in the stamp."""
-    folder.mkdir(parents=True, exist_ok=True)
-    dist = dist or name.replace("-", "_").replace(".", "_")
-    dist_info = f"{dist}-{version}.dist-info"
-    files = {f"{dist}/__init__.py": f"VERSION = {version!r}\n".encode()}
-    for member in device or {}:
-        files[member] = b"placeholder for a library"
-    files.update(members or {})
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    if requires_python:
-        meta += f"Requires-Python: {requires_python}\n"
-    files[f"{dist_info}/METADATA"] = (meta + "\nA test package.\n").encode()
-    files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n\n"
-    if stamp is True and device is not None:
-        stamp = stamp_for(device)
-    if isinstance(stamp, dict):
-        files[f"{dist_info}/rocm_build.json"] = json.dumps(stamp, indent=2).encode()
-    record = [_record_line(n, d) for n, d in files.items()] + [f"{dist_info}/RECORD,,"]
-    files[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    path = folder / f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for n, d in files.items():
-            zf.writestr(n, d)
-    return path
-
-
-def have_audit() -> bool:
-    try:
-        from rocm_build_backend import audit  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 TARGETS = ["gfx90a", "gfx942", "gfx1100"]
@@ -105,11 +47,11 @@ def fleet(folder: Path) -> dict[str, set[str]]:
         "gfx942": {"fat_pkg-2.0", "single-1.0+gfx942", "pure-2.0"},
         "gfx1100": {"fat_pkg-1.0", "single-1.0+gfx1100", "pure-2.0"},
     }
-    if have_audit():  # real device code, no stamp: the audit decides
-        so = (BIN / "hip_gfx90a_gfx942_cov5.so").read_bytes()
-        make_wheel(folder, "real-dev", "1.0", members={"real_dev/_k.so": so}, stamp=False)
-        want["gfx90a"].add("real_dev-1.0")
-        want["gfx942"].add("real_dev-1.0")
+    # real device code, no stamp: the audit decides
+    so = (BIN / "hip_gfx90a_gfx942_cov5.so").read_bytes()
+    make_wheel(folder, "real-dev", "1.0", members={"real_dev/_k.so": so}, stamp=False)
+    want["gfx90a"].add("real_dev-1.0")
+    want["gfx942"].add("real_dev-1.0")
     return want
 
 

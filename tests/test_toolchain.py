@@ -1,7 +1,6 @@
 """The toolchain check asks the real compilers installed here (hipcc 5.2, clang-19)."""
 
 import os
-import shutil
 import subprocess
 
 import pytest
