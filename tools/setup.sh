@@ -10,8 +10,8 @@ done
 if ((${#need[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends \
-        hipcc clang-19 lld-19 llvm-19 rocminfo cmake ninja-build >/dev/null
+    apt-get install -y -qq \
+        hipcc clang-19 clang-tools-19 lld-19 llvm-19 rocminfo cmake ninja-build >/dev/null
 fi
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --upgrade pip
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
