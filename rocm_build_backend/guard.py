@@ -11,7 +11,7 @@ passes when it cannot tell (no KFD, unreadable nodes, no AMD targets in the whee
 GPU of the machine is among the targets (features such as xnack are not compared; a generic
 target counts for every processor it covers), and it honours ``HSA_OVERRIDE_GFX_VERSION``
 (and the per-node ``HSA_OVERRIDE_GFX_VERSION_<n>`` values, each counted as a GPU).
-``ROCM_BUILD_BACKEND_GUARD=0`` turns it off; ``ROCM_BUILD_BACKEND_SYSFS_ROOT`` points it at
+``ROCM_BUILD_BACKEND_GUARD_OFF=1`` turns it off; ``ROCM_BUILD_BACKEND_SYSFS_ROOT`` points it at
 another root holding ``sys/class/kfd/...`` (tests, containers).
 """
 
@@ -22,14 +22,14 @@ from collections.abc import Callable, Iterable
 from .errors import WheelError
 
 GUARD_MODULE = "_rocm_build_guard"
-GUARD_ENV = "ROCM_BUILD_BACKEND_GUARD"
+GUARD_ENV = "ROCM_BUILD_BACKEND_GUARD_OFF"
 SYSFS_ENV = "ROCM_BUILD_BACKEND_SYSFS_ROOT"
 GUARD_MARK = "# rocm-build-backend import guard"
-GUARD_LINE = f"from . import {GUARD_MODULE}  {GUARD_MARK} ({GUARD_ENV}=0 turns it off)"
+GUARD_LINE = f"from . import {GUARD_MODULE}  {GUARD_MARK} ({GUARD_ENV}=1 turns it off)"
 
 _TEMPLATE = '''\
 """Import guard written by rocm-build-backend: stops this package from importing on a machine
-whose AMD GPUs it has no device code for. {guard_env}=0 turns it off."""
+whose AMD GPUs it has no device code for. {guard_env}=1 turns it off."""
 
 DIST = {dist!r}
 TARGETS = {targets!r}
@@ -95,7 +95,7 @@ def check(root=None, env=None):
     import os
 
     env = os.environ if env is None else env
-    if env.get({guard_env!r}, "").strip().lower() in ("0", "false", "no", "off"):
+    if env.get({guard_env!r}, "").strip().lower() in ("1", "true", "yes", "on"):
         return
     if not LOADS_ON:
         return
@@ -109,7 +109,7 @@ def check(root=None, env=None):
         "Rebuild it for this machine's GPU:\\n"
         "    pip install --no-cache-dir --force-reinstall --no-deps --no-binary %s %s\\n"
         "or: uv pip install --reinstall --no-cache --no-deps --no-binary-package %s %s\\n"
-        "To import anyway, set {guard_env}=0."
+        "To import anyway, set {guard_env}=1."
         % (DIST, ", ".join(TARGETS), seen, DIST, DIST, DIST, DIST),
         name=__name__.rpartition(".")[0] or None,
     )

@@ -25,7 +25,7 @@ ENV_PREFIX = "ROCM_BUILD_BACKEND_"
 TABLE = "[tool.rocm-build-backend]"
 
 # Variables with our prefix that are not build settings (read at run time by the import guard).
-_RUNTIME_ENV: set[str] = set()
+_RUNTIME_ENV = {"ROCM_BUILD_BACKEND_GUARD_OFF"}
 
 
 def _choice(*allowed: str) -> Callable[[Any], Any]:

@@ -94,8 +94,8 @@ def test_hostile_dist_name_is_a_literal():
     (["gfx11-generic"], [110001], {}, False),  # generic target covers gfx1101
     (["gfx11-generic"], [90402], {}, True),
     (["sm_90"], [90402], {}, False),  # no AMD code: nothing to say
-    (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD": "0"}, False),
-    (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD": "off"}, False),
+    (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD_OFF": "1"}, False),
+    (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD_OFF": "yes"}, False),
 ])
 def test_check(tmp_path, targets, nodes, env, raises):
     ns = load_guard(targets)
@@ -114,7 +114,7 @@ def test_message_names_the_gpu_the_targets_and_the_fix(tmp_path):
     text = str(exc.value)
     assert "gfx90a" in text and "gfx940 (KFD node 1)" in text
     assert "pip install --no-cache-dir --force-reinstall --no-deps --no-binary tiny-gpu-pkg tiny-gpu-pkg" in text
-    assert "ROCM_BUILD_BACKEND_GUARD=0" in text
+    assert "ROCM_BUILD_BACKEND_GUARD_OFF=1" in text
     assert exc.value.name == "pkg"
 
 
@@ -259,7 +259,7 @@ def test_guarded_wheel_installed_with_pip(guarded_wheel, tmp_path):
     assert "gfx940" in bad.stderr
     assert "pip install --no-cache-dir --force-reinstall --no-deps --no-binary tiny-gpu-pkg tiny-gpu-pkg" in bad.stderr
     off = try_import(sys.executable, {**path, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940),
-                                      "ROCM_BUILD_BACKEND_GUARD": "0"})
+                                      "ROCM_BUILD_BACKEND_GUARD_OFF": "1"})
     assert off.returncode == 0, off.stderr
     override = try_import(sys.executable, {**path, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940),
                                            "HSA_OVERRIDE_GFX_VERSION": "9.0.10"})

@@ -91,3 +91,8 @@ def test_defaults():
     s = load_settings(None, None, {})
     assert s.backend == "setuptools.build_meta" and s.targets == "auto" and s.verify == "error"
     assert s.stale == "error" and s.local_version is False and s.pinned_tools is True
+
+
+def test_the_guards_run_time_switch_is_not_a_build_setting():
+    s = load_settings(None, None, {"ROCM_BUILD_BACKEND_GUARD_OFF": "1", "ROCM_BUILD_BACKEND_GUARD": "true"})
+    assert s.guard is True

@@ -74,7 +74,7 @@ def test_import_guard(tmp_path, build_env):
     assert "--no-binary" in moved.stderr  # says how to rebuild
 
     off = run([sys.executable, "-c", code], cwd=tmp_path,
-              env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(tmp_path / "b" / "sysroot"), "ROCM_BUILD_BACKEND_GUARD": "0"})
+              env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(tmp_path / "b" / "sysroot"), "ROCM_BUILD_BACKEND_GUARD_OFF": "1"})
     assert off.returncode == 0, off.stderr
 
 
