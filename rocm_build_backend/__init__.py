@@ -51,7 +51,9 @@ def _build(hook, directory, config_settings, metadata_directory):  # type: ignor
         show(prepared)
         targets = [str(t) for t in prepared.plan.targets]
         if metadata_directory:
-            decided = _read_plan(Path(metadata_directory) / PLAN_FILE)
+            # frontends pass the .dist-info that prepare_metadata made; our plan file is beside it
+            where = Path(metadata_directory)
+            decided = _read_plan(where.parent / PLAN_FILE) or _read_plan(where / PLAN_FILE)
             if decided is not None and decided.get("targets") != targets:
                 raise ConfigError(
                     [f"the targets changed between preparing the metadata ({';'.join(decided['targets'])}) "

@@ -132,3 +132,32 @@ def test_scikit_build_core_persistent_build_dir_is_refused_for_other_targets(tmp
                       "rocm-build-backend.stale=clean")
     assert third.returncode == 0, third.stderr
     assert [f.targets for f in audit_wheel(only_wheel(tmp_path / "three")).files if f.targets] == [["gfx940"]]
+
+
+def test_targets_must_not_change_between_prepare_metadata_and_build(tmp_path, build_env):
+    """As frontends call the hooks (pyproject-hooks, each in its own process): build_wheel gets
+    the prepared .dist-info; a build for other targets than the metadata was prepared for stops."""
+    import os
+
+    from pyproject_hooks import BuildBackendHookCaller, quiet_subprocess_runner
+
+    project = copy_sample("pure_python", tmp_path)
+    caller = BuildBackendHookCaller(str(project), "rocm_build_backend", runner=quiet_subprocess_runner,
+                                    python_executable=sys.executable)
+    md = tmp_path / "md"
+    md.mkdir()
+    prepare = {"rocm-build-backend.targets": "gfx90a", "rocm-build-backend.local-version": "true"}
+    old_environ = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(build_env)
+    try:
+        name = caller.prepare_metadata_for_build_wheel(str(md), prepare)
+        assert name == "rocm_sample_pure-0.1.0+gfx90a.dist-info"
+        with pytest.raises(Exception):
+            caller.build_wheel(str(tmp_path / "out"), {**prepare, "rocm-build-backend.targets": "gfx942"},
+                               metadata_directory=str(md / name))
+        built = caller.build_wheel(str(tmp_path / "out2"), prepare, metadata_directory=str(md / name))
+    finally:
+        os.environ.clear()
+        os.environ.update(old_environ)
+    assert built.startswith("rocm_sample_pure-0.1.0+gfx90a-")
