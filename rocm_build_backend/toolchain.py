@@ -2,8 +2,9 @@
 
 The answer to "does it accept gfx942" comes from the compiler itself: one device-only
 compile of an empty HIP file with every ``--offload-arch`` at once (and one per target
-only when that fails, to name the culprit). Answers are cached per compiler (path, size,
-mtime) in ``$XDG_CACHE_HOME/rocm-build-backend/``, so the next hook call costs nothing.
+only when that fails, to name the culprit). Accepted targets are cached per compiler (path,
+size, mtime) in ``$XDG_CACHE_HOME/rocm-build-backend/``, so the next hook call costs nothing;
+rejections are asked again, so installing missing device libraries takes effect.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .errors import ToolchainError
 from .targets import GpuTarget
 
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 _REJECT = [
     re.compile(r"invalid target ID '([^']+)'"),
     re.compile(r"cannot find ROCm device library for ([^\s;,]+)"),
@@ -202,21 +203,27 @@ def check_targets(compiler: Compiler, targets: Sequence[GpuTarget], *, env: Mapp
     run = run or subprocess.run
     wanted = [str(t) for t in targets if t.vendor == "amd"]
     cache = _Cache(env)
-    entry = cache.entry(_cache_key(compiler.path, env)).setdefault("targets", {})
-    todo = [t for t in wanted if t not in entry]
+    accepted = cache.entry(_cache_key(compiler.path, env)).setdefault("accepted", [])
+    verdict: dict[str, str | None] = {t: None for t in wanted if t in accepted}
+    todo = [t for t in wanted if t not in verdict]
     if todo:
+        # only what the compiler accepts is remembered: a rejection (missing device libraries,
+        # a timeout) is asked again next time, so installing what was missing takes effect
         cenv = _compile_env(env)
         with tempfile.TemporaryDirectory(prefix="rocm-build-backend-") as tmp:
             rc, text = _run(run, _check_argv(compiler, todo, tmp), cenv)
-            if rc == 0:
-                entry.update({t: None for t in todo})
-            else:
-                for t in todo:
-                    rc1, text1 = _run(run, _check_argv(compiler, [t], tmp), cenv) if len(todo) > 1 else (rc, text)
-                    entry[t] = None if rc1 == 0 else _reason(text1, t)
-        cache.dirty = True
-        cache.save()
-    return {t: entry[t] for t in wanted}
+            for t in todo:
+                if len(todo) > 1 and rc != 0:
+                    rc1, text1 = _run(run, _check_argv(compiler, [t], tmp), cenv)
+                else:
+                    rc1, text1 = rc, text
+                verdict[t] = None if rc1 == 0 else _reason(text1, t)
+        new = [t for t in todo if verdict[t] is None]
+        if new:
+            accepted.extend(new)
+            cache.dirty = True
+            cache.save()
+    return {t: verdict[t] for t in wanted}
 
 
 def require_supported(compiler: Compiler, targets: Sequence[GpuTarget], **kw: Any) -> None:

@@ -74,3 +74,20 @@ def test_no_compiler_at_all(env, tmp_path):
     env.pop("ROCM_PATH", None)
     got = find_compiler("auto", env=env)
     assert got is None or got.path.startswith("/opt/rocm")
+
+
+def test_rejections_are_asked_again(env):
+    """Only accepted targets are cached: a rejected one is checked again on the next call."""
+    c = find_compiler("hipcc", env=env)
+    calls = []
+
+    def counting_run(argv, **kw):
+        calls.append(argv)
+        return subprocess.run(argv, **kw)
+
+    first = check_targets(c, parse_targets("gfx90a;gfx1100"), env=env, run=counting_run)
+    assert first["gfx90a"] is None and "gfx1100" in first["gfx1100"]
+    calls.clear()
+    again = check_targets(c, parse_targets("gfx90a;gfx1100"), env=env, run=counting_run)
+    assert again == first
+    assert len(calls) == 1 and "--offload-arch=gfx1100" in calls[0] and "--offload-arch=gfx90a" not in calls[0]
