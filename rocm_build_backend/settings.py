@@ -61,6 +61,16 @@ def _jobs(value: Any) -> int | str:
     return jobs
 
 
+def _gib(value: Any) -> int:
+    try:
+        gib = int(value)
+    except (TypeError, ValueError):
+        raise ValueError("expected a whole number of GiB") from None
+    if gib < 1:
+        raise ValueError("expected at least 1 GiB")
+    return gib
+
+
 def _targets(value: Any) -> str | list[str]:
     from .targets import parse_targets, split_targets
 
@@ -104,7 +114,7 @@ class Settings:
     targets: str | list[str] = field(default="auto", metadata={"parse": _targets, "doc": "`auto` (detect this machine's GPUs) or a list: `gfx90a;gfx942`"})
     features: bool = field(default=False, metadata={"parse": _bool, "doc": "keep detected xnack/sramecc modes in the build targets (`gfx90a:xnack-`)"})
     max_jobs: int | str = field(default="auto", metadata={"parse": _jobs, "doc": "parallel compile jobs; `auto` sizes by cores and available memory"})
-    memory_per_job: int = field(default=4, metadata={"parse": lambda v: _jobs(v) if str(v) != "auto" else 4, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"})
+    memory_per_job: int = field(default=4, metadata={"parse": _gib, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"})
     compiler: str = field(default="auto", metadata={"parse": _text, "doc": "the HIP compiler to check targets with: `auto`, a name on PATH, or a path"})
     compiler_check: bool = field(default=True, metadata={"parse": _bool, "doc": "check before the build that the compiler accepts every target (skipped with `verify = \"off\"`)"})
     verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets"})
@@ -140,7 +150,10 @@ def split_config_settings(config_settings: Mapping[str, Any] | None) -> tuple[di
     ours, rest = {}, {}
     for key, value in (config_settings or {}).items():
         if key.startswith(PREFIX):
-            ours[key[len(PREFIX):]] = value[-1] if isinstance(value, list) else value
+            name = key[len(PREFIX):]
+            if isinstance(value, list):  # a repeated -C key: lists add up, anything else: the last wins
+                value = ";".join(value) if name == "targets" else ",".join(value) if name == "backend-path" else value[-1]
+            ours[name] = value
         else:
             rest[key] = value
     return ours, rest
@@ -157,17 +170,20 @@ def load_settings(
     """
     from .errors import RocmBuildBackendError
 
-    table = ((pyproject or {}).get("tool") or {}).get("rocm-build-backend") or {}
+    problems: list[str] = []
+    tool = (pyproject or {}).get("tool") or {}
+    table = tool.get("rocm-build-backend") if isinstance(tool, Mapping) else None
+    if table is None:
+        table = {}
+    elif not isinstance(table, Mapping):
+        problems.append(f"{TABLE} must be a table, e.g. [tool.rocm-build-backend] backend = \"{table}\"")
+        table = {}
     ours, _ = split_config_settings(config_settings)
     channels: list[tuple[str, dict[str, Any], Callable[[str], str]]] = [
         ("pyproject", dict(table), lambda k: f"{TABLE} {k}"),
         ("env", {}, env_name),
         ("-C", ours, lambda k: f"-C {PREFIX}{k}"),
     ]
-    problems: list[str] = []
-    if not isinstance(table, Mapping):
-        problems.append(f"{TABLE} must be a table")
-        channels[0] = ("pyproject", {}, channels[0][2])
     for name, value in (env or {}).items():
         if name.startswith(ENV_PREFIX) and name not in _RUNTIME_ENV:
             channels[1][1][name[len(ENV_PREFIX):].lower().replace("_", "-")] = value

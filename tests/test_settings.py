@@ -96,3 +96,30 @@ def test_defaults():
 def test_the_guards_run_time_switch_is_not_a_build_setting():
     s = load_settings(None, None, {"ROCM_BUILD_BACKEND_GUARD_OFF": "1", "ROCM_BUILD_BACKEND_GUARD": "true"})
     assert s.guard is True
+
+
+@pytest.mark.parametrize("pyproject, words", [
+    ({"tool": {"rocm-build-backend": "setuptools.build_meta"}}, "must be a table"),
+    ({"tool": "x", "project": {}}, None),
+])
+def test_malformed_pyproject_is_a_clear_error(pyproject, words):
+    if words is None:
+        assert load_settings(pyproject, None, {}).backend == "setuptools.build_meta"
+        return
+    with pytest.raises(ConfigError) as exc:
+        load_settings(pyproject, None, {})
+    assert words in exc.value.message
+
+
+@pytest.mark.parametrize("raw", ["auto", "AUTO", "0", "x"])
+def test_memory_per_job_is_a_number(raw):
+    with pytest.raises(ConfigError):
+        load_settings(None, None, {"ROCM_BUILD_BACKEND_MEMORY_PER_JOB": raw})
+    assert load_settings(None, None, {"ROCM_BUILD_BACKEND_MEMORY_PER_JOB": "8"}).memory_per_job == 8
+
+
+def test_repeated_config_settings():
+    """pip turns a repeated -C key into a list: targets add up, other keys take the last."""
+    s = load_settings(None, {"rocm-build-backend.targets": ["gfx90a", "gfx942"],
+                             "rocm-build-backend.verify": ["off", "warn"]}, {})
+    assert s.targets == ["gfx90a", "gfx942"] and s.verify == "warn"
