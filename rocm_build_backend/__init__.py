@@ -64,9 +64,11 @@ def _build(hook, directory, config_settings, metadata_directory):  # type: ignor
                 metadata_directory = None  # we relabel the version ourselves, after the build
         check_fresh(prepared)
         start = time.time()
-        with applied(prepared.plan):
-            name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
-        mark_fresh(prepared)
+        try:
+            with applied(prepared.plan):
+                name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
+        finally:  # a failed compile leaves objects made for these targets: say so for the retry
+            mark_fresh(prepared)
         out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start)
         log(f"built {out.name}")
         return out.name

@@ -711,6 +711,9 @@ def audit_paths(paths) -> AuditReport:
         for f in files:
             if os.path.islink(f) and not os.path.exists(f):
                 continue
+            if f.endswith(".whl") and not _is_zip(f):  # named as a wheel, is none: say so
+                report.problems.append(f"{f}: not a wheel (not a zip archive)")
+                continue
             if _is_zip(f):
                 sub = audit_wheel(f)
                 report.files.extend(sub.files)

@@ -238,6 +238,25 @@ def mark_fresh(prepared: Prepared) -> None:
 
 # ------------------------------------------------------------------- 8-9. audit, stamp
 
+_NOT_SOURCES = {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
+
+
+def _libraries_since(source_dir: Path, since: float) -> list[Path]:
+    """Shared libraries written into the source tree since ``since`` (an editable build's)."""
+    found = []
+    for root, dirs, names in os.walk(source_dir):
+        dirs[:] = [d for d in dirs if d not in _NOT_SOURCES and not d.endswith(".egg-info")]
+        for name in names:
+            if name.endswith(".so") or ".so." in name:
+                path = Path(root, name)
+                try:
+                    if path.stat().st_mtime >= since:
+                        found.append(path)
+                except OSError:
+                    pass
+    return found
+
+
 def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> Path:
     """Verify the wheel's device code against the targets, then stamp it (atomically)."""
     from .audit import audit_paths, audit_wheel, verify
@@ -247,7 +266,7 @@ def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, 
     report = audit_wheel(wheel)
     if editable:
         # the compiled code of an editable install stays in the source tree
-        fresh = [p for p in project.source_dir.rglob("*.so") if p.stat().st_mtime >= since]
+        fresh = _libraries_since(project.source_dir, since)
         if fresh:
             extra = audit_paths(fresh)
             report.files.extend(extra.files)

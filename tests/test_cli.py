@@ -83,3 +83,10 @@ def test_targets_listing():
 def test_version_and_help():
     assert cli("--version").stdout.startswith("rocm-build-backend ")
     assert "audit" in cli("--help").stdout
+
+
+def test_audit_of_a_file_named_whl_that_is_no_zip(tmp_path):
+    fake = tmp_path / "demo-1.0-py3-none-any.whl"
+    fake.write_bytes(b"not a zip at all")
+    proc = cli("audit", fake)
+    assert proc.returncode == 1 and "not a wheel" in proc.stdout + proc.stderr

@@ -161,3 +161,18 @@ def test_targets_must_not_change_between_prepare_metadata_and_build(tmp_path, bu
         os.environ.clear()
         os.environ.update(old_environ)
     assert built.startswith("rocm_sample_pure-0.1.0+gfx90a-")
+
+
+def test_a_failed_build_does_not_make_its_own_tree_stale(tmp_path, build_env):
+    """The compile fails after writing its output; the retry for the same targets goes on."""
+    project = copy_sample("setuptools_hip", tmp_path)
+    broken = tmp_path / "broken-hipcc"
+    broken.write_text('#!/bin/sh\nhipcc "$@" && echo "hipcc: pretend the link failed" >&2 && exit 1\n')
+    broken.chmod(0o755)
+    failed = pip_wheel(project, tmp_path / "one", {**build_env, "HIPCC": str(broken)}, "rocm-build-backend.targets=gfx90a")
+    assert failed.returncode != 0 and "pretend the link failed" in failed.stdout + failed.stderr
+    assert list((project / "build").rglob("*.so")), "the failed compile left its output behind"
+    again = pip_wheel(project, tmp_path / "two", build_env, "rocm-build-backend.targets=gfx90a")
+    assert again.returncode == 0, again.stderr
+    other = pip_wheel(project, tmp_path / "three", build_env, "rocm-build-backend.targets=gfx940")
+    assert other.returncode != 0 and "stale" in "\n".join(error_lines(other))
