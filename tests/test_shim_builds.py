@@ -5,6 +5,7 @@ Every build's proof is the binary: the wheel is opened and its device code read.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tarfile
@@ -191,3 +192,49 @@ def test_cpu_only_build_of_a_known_project_names_the_knob(tmp_path, build_env):
     lines = error_lines(proc)
     assert "no GPU device code" in lines[0] and "gfx90a" in lines[0], lines
     assert any(line.startswith("rocm-build-backend: hint: set FORCE_CUDA=1") for line in lines), lines
+
+
+# ------------------------------------------------------------ every GPU sample, every frontend
+
+def _pip_wheel(project, out, env):
+    return run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", out, project], env=env)
+
+
+def _pip_install(project, out, env):
+    """pip install builds the wheel (into its own temp folder) and installs it: keep the wheel."""
+    return run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", out / "site",
+                project], env=env)
+
+
+def _python_build(project, out, env):
+    return run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", out, project], env=env)
+
+
+def _uv_build(project, out, env):
+    return run([shutil.which("uv"), "build", "--wheel", "--no-build-isolation", "--python", sys.executable,
+                "--out-dir", out, project], env={**env, "UV_CACHE_DIR": str(out / "uv-cache")})
+
+
+FRONTENDS = {"pip-wheel": _pip_wheel, "pip-install": _pip_install, "python-build": _python_build, "uv-build": _uv_build}
+
+
+@pytest.mark.parametrize("sample", ["setuptools_hip", "skbuild_hip"])
+@pytest.mark.parametrize("frontend", list(FRONTENDS))
+def test_every_gpu_sample_with_every_frontend(tmp_path, build_env, sample, frontend):
+    project = copy_sample(sample, tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    build_env["ROCM_BUILD_BACKEND_TARGETS"] = "gfx940;gfx90a"
+    proc = FRONTENDS[frontend](project, out, build_env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    if frontend == "pip-install":
+        (so,) = (out / "site").rglob("_kernels*.so")
+        assert audit_file(so).targets == ["gfx90a", "gfx940"]
+        (dist_info,) = (out / "site").glob("*.dist-info")
+        stamp = json.loads((dist_info / "rocm_build.json").read_text())
+    else:
+        wheel = only_wheel(out)
+        assert list(device_targets(wheel).values()) == [["gfx90a", "gfx940"]]
+        stamp = read_stamp(wheel)
+    assert stamp["requested"]["targets"] == ["gfx90a", "gfx940"]
+    assert list(stamp["audit"]["files"].values())[0]["targets"] == ["gfx90a", "gfx940"]
