@@ -391,6 +391,19 @@ def _compare(stamp: list[DeviceFile], binaries: list[DeviceFile]) -> list[str]:
     return out
 
 
+def _take_stamp(wt: WheelTargets, raw: bytes) -> None:
+    """Read a stamp's bytes into ``wt``: its files, or the problems that make it unusable."""
+    try:
+        stamp = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        wt.problems.append(f"the stamp {STAMP_NAME} is not valid JSON ({exc})")
+        return
+    files, problems = stamp_files(stamp)
+    wt.problems.extend(problems)
+    if files is not None:
+        wt.stamped, wt.stamp_files = True, files
+
+
 def facts_from_zip(zf: "zipfile.ZipFile", path: Path, *, audit: bool = True) -> WheelTargets:
     """Read a wheel already opened as a ZipFile (``index.py`` hashes and parses in one read)."""
     names = zf.namelist()
@@ -403,19 +416,8 @@ def facts_from_zip(zf: "zipfile.ZipFile", path: Path, *, audit: bool = True) -> 
         raise WheelError(f"{path.name} has no {dist_info}/METADATA", hint="is it a wheel?") from None
     wt.name, wt.version = meta.get("name"), meta.get("version")
     stamp_name = f"{dist_info}/{STAMP_NAME}"
-    stamp = None
     if stamp_name in names:
-        raw = zf.read(stamp_name)
-        try:
-            stamp = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            wt.problems.append(f"the stamp {STAMP_NAME} is not valid JSON ({exc})")
-            wt.stamped = False
-        else:
-            files, problems = stamp_files(stamp)
-            wt.problems.extend(problems)
-            if files is not None:
-                wt.stamped, wt.stamp_files = True, files
+        _take_stamp(wt, zf.read(stamp_name))
     if audit or not wt.stamped:
         binaries, problems = _audit_wheel(path)
         if binaries is None and not wt.stamped:
@@ -461,14 +463,11 @@ def facts_from_tree(root: Path, *, audit: bool = True) -> WheelTargets:
     stamp_path = root / dist_info / STAMP_NAME
     if stamp_path.is_file():
         try:
-            stamp = json.loads(stamp_path.read_bytes().decode("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            wt.problems.append(f"the stamp {STAMP_NAME} is not valid JSON ({exc})")
+            raw = stamp_path.read_bytes()
+        except OSError as exc:
+            wt.problems.append(f"cannot read the stamp {STAMP_NAME} ({exc.strerror})")
         else:
-            files, problems = stamp_files(stamp)
-            wt.problems.extend(problems)
-            if files is not None:
-                wt.stamped, wt.stamp_files = True, files
+            _take_stamp(wt, raw)
     if audit or not wt.stamped:
         binaries, problems = _audit_tree(root, [m for m in members if not m.startswith(dist_info + "/")])
         if binaries is None and not wt.stamped:
