@@ -121,6 +121,20 @@ def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: in
     return bool(table.sections)
 
 
+def _lz4_length(data: bytes, i: int, n: int, nibble: int) -> tuple[int, int]:
+    """An LZ4 length: the token's nibble, extended by bytes while they are 255."""
+    if nibble != 15:
+        return nibble, i
+    while True:
+        if i >= n:
+            raise FormatError("damaged LZ4 block")
+        b = data[i]
+        i += 1
+        nibble += b
+        if b != 255:
+            return nibble, i
+
+
 def lz4_block(data: bytes, cap: int) -> bytes:
     """Decode one LZ4 block (no frame); stops at ``cap`` output bytes. Bounds-checked."""
     out = bytearray()
@@ -128,16 +142,7 @@ def lz4_block(data: bytes, cap: int) -> bytes:
     while i < n:
         token = data[i]
         i += 1
-        lit = token >> 4
-        if lit == 15:
-            while True:
-                if i >= n:
-                    raise FormatError("damaged LZ4 block")
-                b = data[i]
-                i += 1
-                lit += b
-                if b != 255:
-                    break
+        lit, i = _lz4_length(data, i, n, token >> 4)
         if i + lit > n:
             raise FormatError("damaged LZ4 block")
         out += data[i : i + lit]
@@ -152,16 +157,8 @@ def lz4_block(data: bytes, cap: int) -> bytes:
         i += 2
         if dist == 0 or dist > len(out):
             raise FormatError("damaged LZ4 block")
-        mlen = (token & 15) + 4
-        if (token & 15) == 15:
-            while True:
-                if i >= n:
-                    raise FormatError("damaged LZ4 block")
-                b = data[i]
-                i += 1
-                mlen += b
-                if b != 255:
-                    break
+        mlen, i = _lz4_length(data, i, n, token & 15)
+        mlen += 4
         if len(out) + mlen > cap:
             raise FormatError("LZ4 block inflates past the limit")
         startpos = len(out) - dist
