@@ -208,7 +208,7 @@ def child(mode: str, wheel: str) -> None:
             import tracemalloc
 
             tracemalloc.start()
-        from rocm_build_backend.audit import audit_wheel
+        from rocm_build_backend.binary.audit import audit_wheel
 
         report = audit_wheel(wheel)
         out["targets"] = {f.path: f.targets for f in report.device_files}

@@ -61,7 +61,7 @@ def cold_sysfs(root: Path, env: dict[str, str]) -> tuple[float, float]:
     """In a fresh interpreter: (import of the module, first detect() incl. loading the table)."""
     code = (
         "import time; t0 = time.perf_counter()\n"
-        "from rocm_build_backend.detect import detect\n"
+        "from rocm_build_backend.gpu.amd.detect import detect\n"
         "t1 = time.perf_counter()\n"
         f"d = detect(root={str(root)!r}, env={{}})\n"
         "t2 = time.perf_counter()\n"

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rocm_build_backend.guard import GUARD_MODULE, guard_source, insert_guard_import  # noqa: E402
+from rocm_build_backend.wheel.guard import GUARD_MODULE, guard_source, insert_guard_import  # noqa: E402
 
 BODY = b'"""A package."""\nfrom __future__ import annotations\n\nVALUE = 42\n'
 

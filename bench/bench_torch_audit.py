@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rocm_build_backend.audit import audit_file, audit_wheel  # noqa: E402
+from rocm_build_backend.binary.audit import audit_file, audit_wheel  # noqa: E402
 
 
 def cuobjdump_targets(path: Path, exe: str) -> tuple[set[str], float, str]:

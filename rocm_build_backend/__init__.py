@@ -16,20 +16,20 @@ module imports nothing else: every hook imports what it needs when it runs.
 
 from __future__ import annotations
 
-from ._version import __version__
+from rocm_build_backend._version import __version__
 
 __all__ = ["__version__", "build_wheel", "build_sdist"]
 
 
 def _project(config_settings):  # type: ignore[no-untyped-def]
-    from .build import load_project
+    from rocm_build_backend.build.flow import load_project
 
     return load_project(config_settings)
 
 
 def build_sdist(sdist_directory, config_settings=None):  # type: ignore[no-untyped-def]
     """An sdist carries no GPU-specific content: the wrapped backend builds it as it is."""
-    from .build import reported, wrapped_backend
+    from rocm_build_backend.build.flow import reported, wrapped_backend
 
     with reported():
         project = _project(config_settings)
@@ -40,9 +40,9 @@ def _build(hook, directory, config_settings, metadata_directory):  # type: ignor
     import time
     from pathlib import Path
 
-    from .build import (PLAN_FILE, applied, audit_and_stamp, check_fresh, log, mark_fresh, prepare,
+    from rocm_build_backend.build.flow import (PLAN_FILE, applied, audit_and_stamp, check_fresh, log, mark_fresh, prepare,
                         reported, show, wrapped_backend)
-    from .errors import ConfigError
+    from rocm_build_backend.errors import ConfigError
 
     with reported():
         project = _project(config_settings)
@@ -93,8 +93,8 @@ def _build_editable(wheel_directory, config_settings=None, metadata_directory=No
 
 def _get_requires(hook):  # type: ignore[no-untyped-def]
     def get_requires(config_settings=None):  # type: ignore[no-untyped-def]
-        from .build import reported, wrapped_backend
-        from .errors import BackendUnavailableError
+        from rocm_build_backend.build.flow import reported, wrapped_backend
+        from rocm_build_backend.errors import BackendUnavailableError
 
         with reported():
             project = _project(config_settings)
@@ -115,7 +115,7 @@ def _prepare_metadata(hook):  # type: ignore[no-untyped-def]
         import json
         from pathlib import Path
 
-        from .build import PLAN_FILE, applied, prepare, reported, wrapped_backend
+        from rocm_build_backend.build.flow import PLAN_FILE, applied, prepare, reported, wrapped_backend
 
         with reported():
             project = _project(config_settings)
@@ -124,7 +124,7 @@ def _prepare_metadata(hook):  # type: ignore[no-untyped-def]
             with applied(prepared.plan):
                 name = getattr(backend, hook)(metadata_directory, prepared.plan.config_settings)
             if project.settings.local_version:
-                from .stamp import local_version, rewrite_metadata_dir
+                from rocm_build_backend.wheel.stamp import local_version, rewrite_metadata_dir
 
                 version = name.removesuffix(".dist-info").rsplit("-", 1)[1]
                 new = local_version(version, prepared.plan.targets)
@@ -151,8 +151,8 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
     """Optional hooks exist exactly when the wrapped backend has them (frontends use hasattr)."""
     if name not in _OPTIONAL:
         raise AttributeError(name)
-    from .build import wrapped_backend
-    from .errors import RocmBuildBackendError
+    from rocm_build_backend.build.flow import wrapped_backend
+    from rocm_build_backend.errors import RocmBuildBackendError
 
     try:
         has = hasattr(wrapped_backend(_project(None)), name)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend import audit
-from rocm_build_backend.audit import (
+from rocm_build_backend.binary import audit
+from rocm_build_backend.binary.audit import (
     AuditReport,
     FileReport,
     InflateSource,
@@ -25,7 +25,7 @@ from rocm_build_backend.audit import (
     verify,
 )
 from rocm_build_backend.errors import TargetMismatchError
-from rocm_build_backend.targets import parse_target
+from rocm_build_backend.gpu.targets import parse_target
 
 DATA = Path(__file__).parent / "data" / "binaries"
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
@@ -135,7 +135,7 @@ def test_lazy_imports():
     code = (
         "import sys\n"
         "before = set(sys.modules)\n"
-        "import rocm_build_backend.audit as a\n"
+        "import rocm_build_backend.binary.audit as a\n"
         "a.audit_bytes(open(sys.argv[1], 'rb').read(), 'x.so')\n"
         "heavy = [m for m in ('zipfile', 'zlib', 'zstandard', 'compression.zstd')\n"
         "         if m in sys.modules and m not in before]\n"
@@ -277,7 +277,7 @@ def test_verify_other_vendor_only():
 def test_verify_reports_damage_and_unread(monkeypatch):
     problems = verify(_report("bad_hip_entry_offset.so"), ["gfx940"])
     assert len(problems) == 1 and "could not be read completely" in problems[0]
-    from rocm_build_backend import _offload
+    from rocm_build_backend.binary import offload as _offload
 
     monkeypatch.setattr(_offload, "_zstd_backend", lambda: None)
     problems = verify(_report("hip_ccob_v2_gfx90a_gfx942_cov5.so"), ["gfx90a"])
@@ -298,7 +298,7 @@ def test_relocatable_fatbin_of_a_linked_library_is_not_counted():
     relocatable entry's arch field patched to 89."""
     import struct
 
-    from rocm_build_backend import _elf as elf
+    from rocm_build_backend.binary import elf
 
     data = bytearray((DATA / "cuda_rdc_sm80_sm90.so").read_bytes())
     src = elf.BytesSource(bytes(data))

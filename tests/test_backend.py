@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from rocm_build_backend.backend import load_backend
+from rocm_build_backend.build.backend import load_backend
 from rocm_build_backend.errors import BackendUnavailableError
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend import cache as K
-from rocm_build_backend.check import devices_from_detection
+from rocm_build_backend.wheel import cache as K
+from rocm_build_backend.wheel.check import devices_from_detection
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget
 from wheelmaker import record_line
 
 BIN = Path(__file__).parent / "data" / "index"
@@ -326,7 +326,7 @@ def test_real_caches_moved_to_another_gpu(tmp_path):
 
     # "moved" to a gfx942 machine: pip hands back the cached gfx90a wheel
     assert "gfx90a" in pip_install(pipc, tmp_path / "t2", links, "fat")
-    from rocm_build_backend.detect import detect
+    from rocm_build_backend.gpu.amd.detect import detect
 
     devices, notes = devices_from_detection(detect(root=kfd_root(tmp_path, 90402), env={}, recorded={}))
     assert [d.processor for d in devices] == ["gfx942"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend import check as C
+from rocm_build_backend.wheel import check as C
 from rocm_build_backend.errors import WheelError
-from rocm_build_backend.targets import GpuTarget, parse_target
+from rocm_build_backend.gpu.targets import GpuTarget, parse_target
 import wheelmaker
 from wheelmaker import stamp_for
 
@@ -206,7 +206,7 @@ def kfd_root(tmp_path: Path, versions: list[int]) -> Path:
 
 
 def test_override_reported_by_detection(tmp_path):
-    from rocm_build_backend.detect import detect
+    from rocm_build_backend.gpu.amd.detect import detect
 
     root = kfd_root(tmp_path, [110001])  # a gfx1101 ...
     wheel = make_wheel(tmp_path, "pkg", "1.0", device={"p/k.so": ["gfx1100"]})
@@ -224,7 +224,7 @@ def test_override_reported_by_detection(tmp_path):
 
 
 def test_detection_with_full_target_ids(tmp_path):
-    from rocm_build_backend.detect import detect
+    from rocm_build_backend.gpu.amd.detect import detect
 
     root = kfd_root(tmp_path, [90010])
     devices, _ = C.devices_from_detection(detect(root=root, env={}, recorded={}))

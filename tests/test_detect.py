@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rocm_build_backend import detect as D
+from rocm_build_backend.gpu.amd import detect as D
 from rocm_build_backend.errors import NoGpuDetectedError
-from rocm_build_backend.targets import GpuTarget, kfd_to_processor
+from rocm_build_backend.gpu.targets import GpuTarget, kfd_to_processor
 
 DATA = Path(__file__).parent / "data" / "detect"
 KEY = json.loads((DATA / "detect-expected.json").read_text())["fixtures"]
@@ -369,7 +369,7 @@ def test_sysfs_path_does_not_import_subprocess(tmp_path):
     root = eight_gpus(tmp_path)
     code = (
         "import sys\n"
-        "from rocm_build_backend.detect import detect\n"
+        "from rocm_build_backend.gpu.amd.detect import detect\n"
         f"d = detect(root={str(root)!r}, env={{}})\n"
         "print(d.source, len(d.devices), 'subprocess' in sys.modules)\n"
     )

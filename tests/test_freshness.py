@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.errors import ConfigError, StaleBuildTreeError
-from rocm_build_backend.freshness import (
+from rocm_build_backend.build.freshness import (
     FRESH_NAME,
     check_fresh,
     cmake_arch,
@@ -21,7 +21,7 @@ from rocm_build_backend.freshness import (
     read_fresh,
     stale_wheels,
 )
-from rocm_build_backend.stamp import make_stamp, rewrite_wheel
+from rocm_build_backend.wheel.stamp import make_stamp, rewrite_wheel
 
 CMAKE_CACHE = """\
 # This is the CMakeCache file.
@@ -199,7 +199,7 @@ def test_mark_fresh_writes_valid_json_atomically(src, tmp_path):
 
 
 def test_mark_fresh_skips_trees_it_cannot_write(src, monkeypatch):
-    import rocm_build_backend.freshness as freshness
+    import rocm_build_backend.build.freshness as freshness
 
     (src / "build").mkdir()
 

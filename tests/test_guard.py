@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.errors import WheelError
-from rocm_build_backend.guard import (
+from rocm_build_backend.wheel.guard import (
     GUARD_LINE,
     GUARD_MODULE,
     guard_files,
@@ -23,7 +23,7 @@ from rocm_build_backend.guard import (
     insert_guard_import,
     top_level_packages,
 )
-from rocm_build_backend.stamp import make_stamp, rewrite_wheel
+from rocm_build_backend.wheel.stamp import make_stamp, rewrite_wheel
 
 CPU_NODE = "cpu_cores_count 24\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\n"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend import index as I
+from rocm_build_backend.wheel import index as I
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
 from wheelmaker import make_wheel
 

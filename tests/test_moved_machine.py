@@ -15,7 +15,7 @@ import zipfile
 import pytest
 
 from conftest import copy_sample, run
-from rocm_build_backend.audit import audit_file
+from rocm_build_backend.binary.audit import audit_file
 from test_shim_builds import kfd_root
 
 pytestmark = pytest.mark.integration

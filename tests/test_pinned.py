@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.pinned import TOOL_NAMES, pinned_env, render_tools, write_pinned_tools
-from rocm_build_backend.profiles import profile_for
-from rocm_build_backend.targets import GpuTarget, join_targets, parse_targets
+from rocm_build_backend.build.pinned import TOOL_NAMES, pinned_env, render_tools, write_pinned_tools
+from rocm_build_backend.build.profiles import profile_for
+from rocm_build_backend.gpu.targets import GpuTarget, join_targets, parse_targets
 
 try:
     import tomllib
@@ -272,7 +272,7 @@ def pip_wheel(project: Path, env: dict[str, str]) -> Path:
 def device_targets(wheel: Path, workdir: Path) -> dict[str, set[str]]:
     """Member name -> GPU targets of its device code, for every shared library in the wheel."""
     try:
-        from rocm_build_backend.audit import audit_file
+        from rocm_build_backend.binary.audit import audit_file
     except ImportError:
         audit_file = None
     found = {}

@@ -5,9 +5,9 @@ import shlex
 import pytest
 
 from rocm_build_backend.errors import ConfigError
-from rocm_build_backend.plan import Host, make_plan
-from rocm_build_backend.settings import load_settings
-from rocm_build_backend.targets import parse_targets
+from rocm_build_backend.build.plan import Host, make_plan
+from rocm_build_backend.build.settings import load_settings
+from rocm_build_backend.gpu.targets import parse_targets
 
 GIB = 1 << 30
 T2 = parse_targets("gfx942;gfx90a")

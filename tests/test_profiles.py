@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend import profiles
-from rocm_build_backend.profiles import load_profiles, normalize, profile_for
-from rocm_build_backend.targets import parse_targets
+from rocm_build_backend.build import profiles
+from rocm_build_backend.build.profiles import load_profiles, normalize, profile_for
+from rocm_build_backend.gpu.targets import parse_targets
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "rocm_build_backend" / "data" / "profiles.json"
@@ -148,7 +148,7 @@ def test_describe_says_where_the_knowledge_comes_from():
 
 def test_loaded_lazily():
     code = (
-        "import rocm_build_backend.profiles as p\n"
+        "import rocm_build_backend.build.profiles as p\n"
         "assert p.all_profiles.cache_info().currsize == 0\n"
         "assert p.profile_for('torch') is not None\n"
         "assert p.all_profiles.cache_info().currsize == 1\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, only_wheel, pip_wheel
-from rocm_build_backend.audit import audit_wheel
+from rocm_build_backend.binary.audit import audit_wheel
 from test_pinned import cmake_hip_env, decoy_tools
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocm_build_backend import _cuda, _elf, _offload
-from rocm_build_backend.audit import audit_bytes
+from rocm_build_backend.binary import cuda as _cuda
+from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary import offload as _offload
+from rocm_build_backend.binary.audit import audit_bytes
 from rocm_build_backend.errors import FormatError
 
 DATA = Path(__file__).parent / "data" / "binaries"

@@ -3,7 +3,7 @@
 import pytest
 
 from rocm_build_backend.errors import ConfigError
-from rocm_build_backend.settings import Settings, env_name, load_settings, settings_table, split_config_settings
+from rocm_build_backend.build.settings import Settings, env_name, load_settings, settings_table, split_config_settings
 
 
 def _pyproject(**table):

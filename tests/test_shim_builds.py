@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import copy_sample, error_lines, only_wheel, pip_wheel, run
-from rocm_build_backend.audit import audit_file, audit_wheel
-from rocm_build_backend.stamp import read_stamp
+from rocm_build_backend.binary.audit import audit_file, audit_wheel
+from rocm_build_backend.wheel.stamp import read_stamp
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
-from rocm_build_backend.stamp import (
+from rocm_build_backend.wheel.stamp import (
     STAMP_NAME,
     local_version,
     make_stamp,
@@ -391,7 +391,7 @@ def test_a_failure_mid_write_leaves_the_original_and_no_temp_file(wheel):
 KILL_SCRIPT = """\
 import sys, time
 from pathlib import Path
-import rocm_build_backend.stamp as stamp
+import rocm_build_backend.wheel.stamp as stamp
 
 wheel, marker = Path(sys.argv[1]), Path(sys.argv[2])
 real = stamp._emit

@@ -3,7 +3,7 @@
 import pytest
 
 from rocm_build_backend.errors import UnknownTargetError
-from rocm_build_backend.targets import (GpuTarget, join_targets, kfd_to_processor, parse_target,
+from rocm_build_backend.gpu.targets import (GpuTarget, join_targets, kfd_to_processor, parse_target,
                                         parse_targets, split_targets, suggest, table)
 
 

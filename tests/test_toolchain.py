@@ -6,8 +6,8 @@ import subprocess
 import pytest
 
 from rocm_build_backend.errors import ToolchainError
-from rocm_build_backend.targets import parse_targets
-from rocm_build_backend.toolchain import check_targets, find_compiler, require_supported
+from rocm_build_backend.gpu.targets import parse_targets
+from rocm_build_backend.build.toolchain import check_targets, find_compiler, require_supported
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from collections.abc import Iterable
 
-from .errors import ConfigError, StaleBuildTreeError
+from rocm_build_backend.errors import ConfigError, StaleBuildTreeError
 
 FRESH_NAME = ".rocm-build-backend.json"
 FRESH_SCHEMA = 1
@@ -44,11 +44,11 @@ _MAX_STAMP = 1 << 16
 
 def _norm(targets: Iterable[str]) -> list[str]:
     """A comparable form of a target list: stripped, lowercase, unique, sorted as targets sort."""
-    from .targets import split_targets
+    from rocm_build_backend.gpu.targets import split_targets
 
     items = {t.strip().lower() for t in split_targets(list(targets)) if t.strip()}
-    from .errors import RocmBuildBackendError
-    from .targets import parse_targets
+    from rocm_build_backend.errors import RocmBuildBackendError
+    from rocm_build_backend.gpu.targets import parse_targets
 
     try:
         return [str(t) for t in parse_targets(sorted(items))]
@@ -280,8 +280,8 @@ def stale_wheels(outdir: str | os.PathLike, targets: list[str]) -> list[tuple[Pa
 
     Wheels without a stamp, or that cannot be read, are not reported (they are not the shim's).
     """
-    from .errors import RocmBuildBackendError
-    from .stamp import read_stamp
+    from rocm_build_backend.errors import RocmBuildBackendError
+    from rocm_build_backend.wheel.stamp import read_stamp
 
     want = _norm(targets)
     out = []

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import struct
 
-from . import _elf
-from ._elf import BytesSource, FormatError, Source, SubSource, need
-from ._offload import Container, ZstdUnavailable, inflate_prefix
+from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, SubSource, need
+from rocm_build_backend.binary.offload import Container, ZstdUnavailable, inflate_prefix
 
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
 KIND_PTX, KIND_ELF = 1, 2
@@ -171,7 +171,7 @@ def lz4_block(data: bytes, cap: int) -> bytes:
 
 
 def walk_fatbins(src: Source, where: str, *, cut: bool = False):
-    from ._offload import walk
+    from rocm_build_backend.binary.offload import walk
 
     return walk(src, where, {FATBIN_MAGIC: read_fatbin}, cut=cut, what="fatbin")
 

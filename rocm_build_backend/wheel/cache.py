@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .errors import RocmBuildBackendError
-from .targets import GpuTarget
+from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.gpu.targets import GpuTarget
 
 _TOKEN = re.compile(rb"[A-Za-z0-9_-]{8,64}")
 _POINTER_SUFFIXES = (".rev", ".http", ".msgpack")
@@ -215,7 +215,7 @@ def _caches(
 
 
 def _judge(entry: CacheEntry, read, targets: Sequence[GpuTarget], generic_ok) -> None:
-    from .check import FAILS, OK, UNKNOWN
+    from rocm_build_backend.wheel.check import FAILS, OK, UNKNOWN
 
     try:
         facts = read()
@@ -240,7 +240,7 @@ def _judge(entry: CacheEntry, read, targets: Sequence[GpuTarget], generic_ok) ->
 
 
 def _scan_pip(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheEntry], str]:
-    from .check import wheel_targets
+    from rocm_build_backend.wheel.check import wheel_targets
 
     entries = []
     wheels_dir = cache / "wheels"
@@ -283,7 +283,7 @@ def _walk_refs(bucket: Path):
 
 
 def _scan_uv(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheEntry], str]:
-    from .check import wheel_targets
+    from rocm_build_backend.wheel.check import wheel_targets
 
     archives: dict[str, Path] = {}
     for bucket in sorted(cache.glob("archive-v*")):
@@ -348,7 +348,7 @@ def _scan_uv(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheE
 
 
 def _as_targets(targets) -> list[GpuTarget]:
-    from .targets import parse_targets
+    from rocm_build_backend.gpu.targets import parse_targets
 
     if isinstance(targets, str):
         return parse_targets(targets)
@@ -356,7 +356,7 @@ def _as_targets(targets) -> list[GpuTarget]:
     for t in targets:
         out.append(t if isinstance(t, GpuTarget) else None)
     if None in out:
-        from .targets import parse_target
+        from rocm_build_backend.gpu.targets import parse_target
 
         out = [t if isinstance(t, GpuTarget) else parse_target(str(t)) for t in targets]
     return out

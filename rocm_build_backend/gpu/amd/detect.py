@@ -43,8 +43,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from .errors import NoGpuDetectedError
-from .targets import GpuTarget, kfd_to_processor, sort_targets, table
+from rocm_build_backend.errors import NoGpuDetectedError
+from rocm_build_backend.gpu.targets import GpuTarget, kfd_to_processor, sort_targets, table
 
 __all__ = [
     "Device",

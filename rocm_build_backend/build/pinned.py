@@ -30,7 +30,7 @@ import stat
 from pathlib import Path
 from typing import Sequence
 
-from .targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget
 
 TOOL_NAMES = ("rocminfo", "rocm_agent_enumerator", "amdgpu-arch", "offload-arch")
 _SAFE = re.compile(r"[A-Za-z0-9_:+\-]+")

@@ -9,6 +9,8 @@ A new GPU is a new row in that file, not new code.
 
 from __future__ import annotations
 
+from rocm_build_backend.data import path as data_path
+
 import json
 import re
 from dataclasses import dataclass
@@ -16,9 +18,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import UnknownTargetError
+from rocm_build_backend.errors import UnknownTargetError
 
-_DATA = Path(__file__).parent / "data" / "gpu_targets.json"
+_DATA = data_path("gpu_targets.json")
 _FEATURES = ("sramecc", "xnack")  # LLVM's canonical order: alphabetical
 _SPLIT = re.compile(r"[;,\s]+")
 _AMD = re.compile(r"gfx[0-9a-f]+|gfx[0-9]+(?:-[0-9]+)?-generic")

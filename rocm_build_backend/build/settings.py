@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from .errors import ConfigError
+from rocm_build_backend.errors import ConfigError
 
 PREFIX = "rocm-build-backend."
 ENV_PREFIX = "ROCM_BUILD_BACKEND_"
@@ -72,7 +72,7 @@ def _gib(value: Any) -> int:
 
 
 def _targets(value: Any) -> str | list[str]:
-    from .targets import parse_targets, split_targets
+    from rocm_build_backend.gpu.targets import parse_targets, split_targets
 
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
@@ -168,7 +168,7 @@ def load_settings(
 
     ``pyproject`` is the parsed ``pyproject.toml`` (the whole document).
     """
-    from .errors import RocmBuildBackendError
+    from rocm_build_backend.errors import RocmBuildBackendError
 
     problems: list[str] = []
     tool = (pyproject or {}).get("tool") or {}

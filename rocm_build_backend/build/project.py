@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import RocmBuildBackendError
+from rocm_build_backend.errors import RocmBuildBackendError
 
 SHIM = "rocm_build_backend"
 LEGACY = "setuptools.build_meta:__legacy__"  # what pip uses for a project without pyproject.toml
 
 
 def _declared(path: Path) -> tuple[str | None, list[str]]:
-    from .build import read_pyproject
+    from rocm_build_backend.build.flow import read_pyproject
 
     system = read_pyproject(path).get("build-system") or {}
     backend = system.get("build-backend")
@@ -50,8 +50,8 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
         raise RocmBuildBackendError(f"building {path.name} failed (see the lines above)",
                                     hint="fix what the error lines say, then build again") from None
     wheel = outdir / name
-    from .freshness import stale_wheels
-    from .stamp import read_stamp
+    from rocm_build_backend.build.freshness import stale_wheels
+    from rocm_build_backend.wheel.stamp import read_stamp
 
     stamp = read_stamp(wheel) or {}
     targets = (stamp.get("requested") or {}).get("targets") or []

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from collections.abc import Callable, Iterable, Mapping
 
-from .errors import RocmBuildBackendError, WheelError
+from rocm_build_backend.errors import RocmBuildBackendError, WheelError
 
 STAMP_NAME = "rocm_build.json"
 SCHEMA_VERSION = 1
@@ -40,7 +40,7 @@ _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 
 def _ordered_targets(values: Iterable) -> list[str]:
     """Target IDs in the stable sorted order, duplicates dropped; unparsable ones last, sorted."""
-    from .targets import GpuTarget, parse_target, sort_targets
+    from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
 
     known, unknown = [], set()
     for value in values:
@@ -168,7 +168,7 @@ def target_label(target) -> str:
     segment that does not start with ``gfx``, ``sm`` or ``compute`` belongs to the target
     before it, so the label can be read back.
     """
-    from .targets import GpuTarget, parse_target
+    from rocm_build_backend.gpu.targets import GpuTarget, parse_target
 
     t = target if isinstance(target, GpuTarget) else parse_target(str(target))
     parts = [re.sub(r"[-_]", "", t.processor)]
@@ -189,7 +189,7 @@ def local_version(version: str, targets: Iterable) -> str:
     """
     from packaging.version import InvalidVersion, Version
 
-    from .targets import GpuTarget, parse_target, sort_targets
+    from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
 
     try:
         parsed = Version(str(version))

@@ -12,9 +12,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from .errors import ConfigError
-from .settings import Settings
-from .targets import GpuTarget, join_targets, parse_targets
+from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.build.settings import Settings
+from rocm_build_backend.gpu.targets import GpuTarget, join_targets, parse_targets
 
 _GIB = 1 << 30
 # CMake variables that name HIP targets, in rocm-cmake's order of precedence.
@@ -175,7 +175,7 @@ def make_plan(
     notes: list[str] = []
     wanted_profile = dist_name if settings.profile == "auto" else settings.profile
     if wanted_profile and wanted_profile != "none":
-        from .profiles import all_profiles, profile_for, profile_names
+        from rocm_build_backend.build.profiles import all_profiles, profile_for, profile_names
 
         profile = profile_for(wanted_profile) or next(
             (p for p in all_profiles() if p.name == wanted_profile), None)

@@ -16,14 +16,16 @@ stops after the few kilobytes needed to read a bundle header.
 
 from __future__ import annotations
 
+from rocm_build_backend.data import path as data_path
+
 import json
 import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from . import _elf
-from ._elf import BytesSource, FormatError, Source, msg, need
+from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, msg, need
 
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 CCOB_MAGIC = b"CCOB"
@@ -77,7 +79,7 @@ def _add_note(c: Container, text: str) -> None:
 
 @lru_cache(maxsize=None)
 def mach_table() -> dict[int, str]:
-    path = Path(__file__).parent / "data" / "amdgpu_mach.json"
+    path = data_path("amdgpu_mach.json")
     with open(path, encoding="utf-8") as fh:
         doc = json.load(fh)
     return {int(k, 16): v for k, v in doc["mach"].items()}

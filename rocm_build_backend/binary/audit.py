@@ -35,9 +35,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from . import _elf
-from ._elf import BytesSource, FileSource, FormatError, Source, SubSource, msg
-from ._offload import (
+from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary.elf import BytesSource, FileSource, FormatError, Source, SubSource, msg
+from rocm_build_backend.binary.offload import (
     BUNDLE_MAGIC,
     CCOB_MAGIC,
     OFFLOAD_MAGIC,
@@ -50,8 +50,8 @@ from ._offload import (
     walk_hip_fatbin,
     walk_offloading,
 )
-from .errors import TargetMismatchError
-from .targets import GpuTarget, parse_target, sort_targets
+from rocm_build_backend.errors import TargetMismatchError
+from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
 
 __all__ = [
     "AuditReport",
@@ -295,7 +295,7 @@ def _audit_elf(src: Source, r: FileReport) -> None:
             r.problems.append(problem)
         return
     if hdr.machine == _elf.EM_CUDA:
-        from ._cuda import cubin_container
+        from rocm_build_backend.binary.cuda import cubin_container
 
         r.kind = "cubin"
         r.containers.append(cubin_container(src, hdr))
@@ -329,7 +329,7 @@ def _audit_elf(src: Source, r: FileReport) -> None:
         if sec.name == ".hip_fatbin":
             found, problems = walk_hip_fatbin(sub, sec.name, cut=cut)
         elif sec.name in (".nv_fatbin", "__nv_relfatbin"):
-            from ._cuda import walk_fatbins
+            from rocm_build_backend.binary.cuda import walk_fatbins
 
             found, problems = walk_fatbins(sub, sec.name, cut=cut)
         else:
@@ -365,7 +365,7 @@ def _scan(src: Source, r: FileReport) -> None:
     so this is never how a healthy file is read). Whatever is found is reported together
     with the damage, never as a clean result.
     """
-    from ._cuda import read_fatbin
+    from rocm_build_backend.binary.cuda import read_fatbin
 
     readers = {
         BUNDLE_MAGIC: lambda p: read_bundle(src, p, src.size, "scan", cut=True),
@@ -431,7 +431,7 @@ def _audit_source(src: Source, name: str, archive: str = "") -> FileReport:
             r.containers.extend(found)
             r.problems.extend(problems)
         elif head[:4] == _SCAN_MAGICS[3]:
-            from ._cuda import walk_fatbins
+            from rocm_build_backend.binary.cuda import walk_fatbins
 
             r.kind = "fatbin"
             found, problems = walk_fatbins(src, "file", cut=True)
@@ -755,7 +755,7 @@ def _amd_loads(code: GpuTarget, device: GpuTarget, generic_ok: bool) -> str | No
             if built and not mode:
                 return f"{code} code does not load on {device.processor} running {feat}{'-' if built == '+' else '+'}"
         return None
-    from .compat import why_not
+    from rocm_build_backend.gpu.compat import why_not
 
     try:
         return why_not(code, device, generic_ok=generic_ok)
@@ -770,7 +770,7 @@ def _unit_covers(unit: set[str], req: GpuTarget, generic_ok: bool) -> str | None
         name = str(req)
         if name.startswith("compute_") or name[-1] in "af":
             return None if name in unit else f"no {name} code"
-        from .compat import loads_on
+        from rocm_build_backend.gpu.compat import loads_on
 
         sass = [c for c in codes if c.processor.startswith("sm_")]
         return None if any(loads_on(c, req) for c in sass) else f"no cubin that loads on {name}"

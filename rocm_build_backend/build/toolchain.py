@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .errors import ToolchainError
-from .targets import GpuTarget
+from rocm_build_backend.errors import ToolchainError
+from rocm_build_backend.gpu.targets import GpuTarget
 
 _CACHE_VERSION = 2
 _REJECT = [
@@ -232,7 +232,7 @@ def require_supported(compiler: Compiler, targets: Sequence[GpuTarget], **kw: An
     bad = {t: why for t, why in verdict.items() if why}
     if not bad:
         return
-    from .targets import parse_target
+    from rocm_build_backend.gpu.targets import parse_target
 
     needs = []
     for t in bad:

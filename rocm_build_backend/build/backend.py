@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Sequence
 
-from .errors import BackendUnavailableError
+from rocm_build_backend.errors import BackendUnavailableError
 
 MANDATORY = ("build_wheel", "build_sdist")
 OPTIONAL = (

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .errors import ConfigError, RocmBuildBackendError, TargetMismatchError
-from .settings import Settings, load_settings, split_config_settings
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError, TargetMismatchError
+from rocm_build_backend.build.settings import Settings, load_settings, split_config_settings
 
 LOG_PREFIX = "rocm-build-backend: "
 PLAN_FILE = "rocm-build-backend-plan.json"  # beside the .dist-info that prepare_metadata made
@@ -85,7 +85,7 @@ _BACKENDS: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 
 def wrapped_backend(project: Project) -> Any:
-    from .backend import load_backend
+    from rocm_build_backend.build.backend import load_backend
 
     key = (project.settings.backend, tuple(project.settings.backend_path))
     if key not in _BACKENDS:
@@ -102,7 +102,7 @@ def _where(settings: Settings) -> str:
 
 def resolve_targets(settings: Settings, env: Mapping[str, str]) -> tuple[list, str, Any]:
     """(targets, where they came from, the Detection or None). Never a default list."""
-    from .targets import join_targets, parse_targets
+    from rocm_build_backend.gpu.targets import join_targets, parse_targets
 
     user_arch = env.get("PYTORCH_ROCM_ARCH", "").strip()
     if settings.targets != "auto":
@@ -116,7 +116,7 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> tuple[list, s
         return targets, f"from {where}", None
     if user_arch:
         return parse_targets(user_arch, where=" in PYTORCH_ROCM_ARCH"), "from PYTORCH_ROCM_ARCH", None
-    from .detect import detect, require_targets
+    from rocm_build_backend.gpu.amd.detect import detect, require_targets
 
     found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
     return require_targets(found), f"detected by {found.source}", found
@@ -125,7 +125,7 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> tuple[list, s
 # --------------------------------------------------------------------- 3-4. plan
 
 def host_facts() -> Any:
-    from .plan import Host
+    from rocm_build_backend.build.plan import Host
 
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -153,8 +153,8 @@ class Prepared:
 
 def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True) -> Prepared:
     """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing."""
-    from .backend import backend_kind
-    from .plan import make_plan
+    from rocm_build_backend.build.backend import backend_kind
+    from rocm_build_backend.build.plan import make_plan
 
     env = os.environ if env is None else env
     settings = project.settings
@@ -162,7 +162,7 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
     compiler = None
     # a project that declares it has no GPU code (verify = "off") compiles nothing for the targets
     if check_compiler and settings.compiler_check and settings.verify != "off":
-        from .toolchain import find_compiler, require_supported
+        from rocm_build_backend.build.toolchain import find_compiler, require_supported
 
         compiler = find_compiler(settings.compiler, env=env)
         if compiler is not None:
@@ -195,7 +195,7 @@ def applied(plan: Any) -> Iterator[None]:
     try:
         os.environ.update(plan.env)
         if plan.pinned_tools:
-            from .pinned import pinned_env, write_pinned_tools
+            from rocm_build_backend.build.pinned import pinned_env, write_pinned_tools
 
             tools = tempfile.mkdtemp(prefix="rocm-build-backend-tools-")
             write_pinned_tools(Path(tools), plan.targets)
@@ -220,7 +220,7 @@ def _skbuild_dir(project: Project) -> list[Path]:
 
 
 def check_fresh(prepared: Prepared) -> None:
-    from .freshness import check_fresh as _check
+    from rocm_build_backend.build.freshness import check_fresh as _check
 
     project = prepared.project
     cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
@@ -230,7 +230,7 @@ def check_fresh(prepared: Prepared) -> None:
 
 
 def mark_fresh(prepared: Prepared) -> None:
-    from .freshness import mark_fresh as _mark
+    from rocm_build_backend.build.freshness import mark_fresh as _mark
 
     project = prepared.project
     _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=_skbuild_dir(project))
@@ -259,7 +259,7 @@ def _libraries_since(source_dir: Path, since: float) -> list[Path]:
 
 def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> Path:
     """Verify the wheel's device code against the targets, then stamp it (atomically)."""
-    from .audit import audit_paths, audit_wheel, verify
+    from rocm_build_backend.binary.audit import audit_paths, audit_wheel, verify
 
     project, plan = prepared.project, prepared.plan
     settings = project.settings
@@ -277,7 +277,7 @@ def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, 
             if settings.verify == "error":
                 hint = "the build ignored the targets (a hard-coded --offload-arch, or a script that picks its own)"
                 if plan.profile:
-                    from .profiles import profile_for
+                    from rocm_build_backend.build.profiles import profile_for
 
                     prof = profile_for(project.dist_name)
                     if prof is not None and prof.no_device_code_hint:
@@ -289,8 +289,8 @@ def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, 
         else:
             log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
                              or "no device code"))
-    from . import _version
-    from .stamp import local_version, make_stamp, rewrite_wheel
+    from rocm_build_backend import _version
+    from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
 
     host = [str(d.target) for d in prepared.detection.devices] if prepared.detection else []
     toolchain = prepared.compiler.to_json() if prepared.compiler else {}
@@ -309,7 +309,7 @@ def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, 
     if settings.guard and not editable:
         import zipfile
 
-        from .guard import guard_files
+        from rocm_build_backend.wheel.guard import guard_files
 
         with zipfile.ZipFile(wheel) as zf:
             names = zf.namelist()

@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
-from .errors import FormatError
+from rocm_build_backend.errors import FormatError
 
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190

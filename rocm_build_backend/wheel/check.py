@@ -27,8 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from .errors import RocmBuildBackendError, UnknownTargetError, WheelError
-from .targets import GpuTarget
+from rocm_build_backend.errors import RocmBuildBackendError, UnknownTargetError, WheelError
+from rocm_build_backend.gpu.targets import GpuTarget
 
 if TYPE_CHECKING:  # pragma: no cover
     import zipfile
@@ -150,7 +150,7 @@ class WheelTargets:
 
 @lru_cache(maxsize=4096)
 def _name_key(name: str) -> tuple:
-    from .targets import _sort_key, parse_target
+    from rocm_build_backend.gpu.targets import _sort_key, parse_target
 
     try:
         return (0, _sort_key(parse_target(name)), name)
@@ -165,7 +165,7 @@ def _sorted_names(names: Iterable[str]) -> list[str]:
 
 def _why_not(code: str, device: GpuTarget | str, generic_ok: bool) -> str | None:
     """compat.why_not, tolerant of target names the table does not know."""
-    from .compat import why_not
+    from rocm_build_backend.gpu.compat import why_not
 
     try:
         return why_not(code, device, generic_ok=generic_ok)
@@ -254,7 +254,7 @@ def _pick_dist_info(names: Iterable[str], where: str, hint_name: str | None = No
 
 @lru_cache(maxsize=4096)
 def _norm_target(name: str) -> str:
-    from .targets import parse_target
+    from rocm_build_backend.gpu.targets import parse_target
 
     try:
         return str(parse_target(name))
@@ -271,7 +271,7 @@ def stamp_files(stamp: object) -> tuple[list[DeviceFile] | None, list[str]]:
         return None, ["the stamp is not a JSON object"]
     problems = []
     try:
-        from .stamp import SCHEMA_VERSION, stamp_problems
+        from rocm_build_backend.wheel.stamp import SCHEMA_VERSION, stamp_problems
     except ImportError:  # pragma: no cover - the stamp module ships with this one
         pass
     else:
@@ -310,7 +310,7 @@ def stamp_files(stamp: object) -> tuple[list[DeviceFile] | None, list[str]]:
 
 def _audit_module():
     try:
-        from . import audit
+        from rocm_build_backend.binary import audit
     except ImportError:
         return None
     return audit

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .errors import WheelError
+from rocm_build_backend.errors import WheelError
 
 GUARD_MODULE = "_rocm_build_guard"
 GUARD_ENV = "ROCM_BUILD_BACKEND_GUARD_OFF"
@@ -125,7 +125,7 @@ def guard_source(targets: Iterable[str], dist_name: str) -> str:
     NVIDIA targets are left out (the guard reads AMD's KFD only); a generic target is
     expanded to the processors it covers, from the target table, at build time.
     """
-    from .targets import parse_targets, sort_targets, table
+    from rocm_build_backend.gpu.targets import parse_targets, sort_targets, table
 
     parsed = [t for t in parse_targets(list(targets)) if t.vendor == "amd"]
     loads_on = set()

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import RocmBuildBackendError
+from rocm_build_backend.errors import RocmBuildBackendError
 
 
 def _print_json(data: Any) -> None:
@@ -44,7 +44,7 @@ def _read(path: str, what: str) -> str:
 
 
 def _detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
-    from .detect import detect
+    from rocm_build_backend.gpu.amd.detect import detect
 
     recorded = {}
     for key, attr in (("rocminfo", "rocminfo_output"), ("rocm_agent_enumerator", "enumerator_output"),
@@ -64,7 +64,7 @@ def _detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
 # ------------------------------------------------------------------------ commands
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    from .targets import GpuTarget, sort_targets, table
+    from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, table
 
     rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == "amd")
     if args.json:
@@ -85,7 +85,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if found.targets:
         return 0
     if not args.json:
-        from .detect import require_targets
+        from rocm_build_backend.gpu.amd.detect import require_targets
 
         try:
             require_targets(found)
@@ -96,7 +96,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .build import load_project, prepare
+    from rocm_build_backend.build.flow import load_project, prepare
 
     project = load_project(_config_settings(args.config_setting), source_dir=Path(args.path))
     prepared = prepare(project)
@@ -127,7 +127,7 @@ def _config_settings(items: Sequence[str] | None) -> dict[str, Any]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .project import build_project
+    from rocm_build_backend.build.project import build_project
 
     wheel, stale = build_project(Path(args.path), Path(args.outdir) if args.outdir else None,
                                  _config_settings(args.config_setting))
@@ -139,7 +139,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_configure(args: argparse.Namespace) -> int:
-    from .project import configure
+    from rocm_build_backend.build.project import configure
 
     changed, message = configure(Path(args.path))
     print(message)
@@ -147,7 +147,7 @@ def cmd_configure(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from .audit import audit_paths
+    from rocm_build_backend.binary.audit import audit_paths
 
     for path in args.paths:
         if not os.path.exists(path):
@@ -162,8 +162,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def _check_devices(args: argparse.Namespace) -> tuple[list, list[str], bool | None]:
     """(devices, notes, generic_ok) for check: --targets, else this machine's GPUs."""
-    from .check import devices_from_detection, generic_ok_for, host_rocm_version
-    from .targets import parse_targets
+    from rocm_build_backend.wheel.check import devices_from_detection, generic_ok_for, host_rocm_version
+    from rocm_build_backend.gpu.targets import parse_targets
 
     if getattr(args, "targets", None):
         return parse_targets(args.targets), [], True
@@ -174,7 +174,7 @@ def _check_devices(args: argparse.Namespace) -> tuple[list, list[str], bool | No
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .check import check_wheels
+    from rocm_build_backend.wheel.check import check_wheels
 
     for path in args.wheels:
         if not os.path.exists(path):
@@ -189,13 +189,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from .cache import list_cache, purge_cache
-    from .targets import parse_targets
+    from rocm_build_backend.wheel.cache import list_cache, purge_cache
+    from rocm_build_backend.gpu.targets import parse_targets
 
     if args.targets:
         targets = parse_targets(args.targets)
     else:
-        from .detect import require_targets
+        from rocm_build_backend.gpu.amd.detect import require_targets
 
         targets = [d.target for d in _detection(args, keep_features=True).devices if d.included]
         if not targets:
@@ -214,8 +214,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .index import build_index
-    from .targets import parse_targets
+    from rocm_build_backend.wheel.index import build_index
+    from rocm_build_backend.gpu.targets import parse_targets
 
     result = build_index(Path(args.wheel_dir), Path(args.out_dir),
                          targets=parse_targets(args.targets) if args.targets else None,
@@ -230,7 +230,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------- parser
 
 def parser() -> argparse.ArgumentParser:
-    from ._version import __version__
+    from rocm_build_backend._version import __version__
 
     p = argparse.ArgumentParser(
         prog="rocm-build-backend",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .targets import GpuTarget, parse_target
+from rocm_build_backend.gpu.targets import GpuTarget, parse_target
 
 _NV = re.compile(r"(sm|compute)_([0-9]+)([af]?)")
 

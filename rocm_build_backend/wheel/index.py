@@ -56,8 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import ConfigError, RocmBuildBackendError, UnknownTargetError
-from .targets import GpuTarget
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError, UnknownTargetError
+from rocm_build_backend.gpu.targets import GpuTarget
 
 STATE_NAME = ".rocm-build-backend-index.json"
 STATE_VERSION = 1
@@ -238,7 +238,7 @@ def _read_wheel(path: Path, size: int, host: Path | None) -> tuple[dict, bytes]:
     import hashlib
     import zipfile
 
-    from .check import _parse_metadata, _pick_dist_info, facts_from_zip
+    from rocm_build_backend.wheel.check import _parse_metadata, _pick_dist_info, facts_from_zip
 
     h = hashlib.sha256()
     linked = host is not None and _link(path, host)
@@ -314,7 +314,7 @@ def _link(src: Path, dst: Path) -> bool:
 
 
 def _facts(path: Path, rec: dict):
-    from .check import DeviceFile, WheelTargets
+    from rocm_build_backend.wheel.check import DeviceFile, WheelTargets
 
     return WheelTargets(
         path=path,
@@ -332,7 +332,7 @@ def _derive_targets(records: Iterable[dict]) -> list[GpuTarget]:
     """The device targets the wheels' code is for, as processors a machine can have."""
     import re
 
-    from .targets import parse_target, sort_targets, table
+    from rocm_build_backend.gpu.targets import parse_target, sort_targets, table
 
     found: set[GpuTarget] = set()
     for rec in records:
@@ -354,7 +354,7 @@ def _derive_targets(records: Iterable[dict]) -> list[GpuTarget]:
 
 def _index_plan(targets, family: bool, records: list[dict]) -> dict[str, list[GpuTarget]]:
     """Index name -> the devices a wheel must load on to be listed there."""
-    from .targets import parse_target, parse_targets, split_targets
+    from rocm_build_backend.gpu.targets import parse_target, parse_targets, split_targets
 
     plan: dict[str, list[GpuTarget]] = {}
     if targets is None:
@@ -626,7 +626,7 @@ def build_index(
                 current = None
             if current is not None and hashlib.sha256(current).hexdigest() == rec["metadata_sha256"]:
                 return None
-            from .check import _pick_dist_info
+            from rocm_build_backend.wheel.check import _pick_dist_info
 
             with zipfile.ZipFile(wheel_dir / fn) as zf:
                 data = zf.read(f"{_pick_dist_info(zf.namelist(), fn, fn.split('-', 1)[0])}/METADATA")

@@ -15,6 +15,8 @@ Everything here is pure; the JSON is read on first use.
 
 from __future__ import annotations
 
+from rocm_build_backend.data import path as data_path
+
 import json
 import re
 from dataclasses import dataclass
@@ -22,9 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget
 
-_DATA = Path(__file__).parent / "data" / "profiles.json"
+_DATA = data_path("profiles.json")
 _PLACEHOLDER = re.compile(r"\{([a-z_]*)\}")
 _PLACEHOLDERS = frozenset({"target", "processor"})
 _KINDS = frozenset({"env", "cmake"})

@@ -1,0 +1,1 @@
+"""AMD ROCm: KFD sysfs and ROCm tool probes, and what they report."""
