@@ -260,3 +260,24 @@ def test_cli_invalid_toml_is_one_error_and_a_hint(tmp_path):
 def test_cli_not_a_folder(tmp_path):
     proc = _cli(tmp_path / "missing")
     assert proc.returncode == 2 and proc.stderr.startswith("error: ")
+
+
+def test_tool_tables_spread_over_the_file(tmp_path):
+    """llama-cpp-python: [tool.scikit-build] before [project], [tool.pytest.ini_options] after it."""
+    text = ('[build-system]\nrequires = ["scikit-build-core[pyproject]>=0.9.2"]\n'
+            'build-backend = "scikit_build_core.build"\n\n[project]\nname = "llama_cpp_python"\n\n'
+            '[tool.scikit-build]\nwheel.packages = ["llama_cpp"]\n\n[project.urls]\nHomepage = "https://x"\n\n'
+            '[tool.pytest.ini_options]\ntestpaths = "tests"\n')
+    _, after, after_text = _configure_and_load(tmp_path, text)
+    assert after["tool"]["rocm-build-backend"] == {"backend": "scikit_build_core.build"}
+    assert after_text.startswith(text.split("[tool.pytest")[0].replace(
+        'build-backend = "scikit_build_core.build"', 'build-backend = "rocm_build_backend"').replace(
+        '>=0.9.2"]', '>=0.9.2", "rocm-build-backend"]'))
+
+
+def test_file_without_a_final_newline(tmp_path):
+    text = '[build-system]\nrequires = ["setuptools>=45"]\n\n[tool.setuptools_scm]\nlocal_scheme = "no-local-version"'
+    _, after, after_text = _configure_and_load(tmp_path, text)
+    assert after["tool"]["setuptools_scm"] == {"local_scheme": "no-local-version"}
+    assert after["tool"]["rocm-build-backend"] == {"backend": "setuptools.build_meta:__legacy__"}
+    assert after_text.endswith("\n")

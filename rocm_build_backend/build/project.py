@@ -190,13 +190,14 @@ def _edit(text: str, system: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     new.update(system)
     fresh = tomlkit.document()
     fresh["build-system"] = new
-    rest = _with_ours(doc, ours)
+    first = tomlkit.dumps(fresh) + "\n" + _with_ours(doc, ours)
     doc.append("build-system", new)
     # first in the file where only tables follow; else last, where no header captures root-level keys
-    return [tomlkit.dumps(fresh) + "\n" + rest, tomlkit.dumps(doc)]
+    return [first, _with_ours(doc, ours)]
 
 
 def _with_ours(doc: Any, ours: dict[str, Any]) -> str:
+    """DOC's text with our table: keys added to an existing one, else a new table at the end."""
     import tomlkit
     from tomlkit.items import InlineTable
 
@@ -206,14 +207,19 @@ def _with_ours(doc: Any, ours: dict[str, Any]) -> str:
             if key not in tool[_TABLE]:
                 tool[_TABLE][key] = value
         return str(tomlkit.dumps(doc))
-    new = tomlkit.inline_table() if isinstance(tool, InlineTable) else tomlkit.table()
-    new.update(ours)
-    if tool is None:
-        tool = tomlkit.table(is_super_table=True)
-        doc.append("tool", tool)
-        tool = doc["tool"]
-    tool.append(_TABLE, new)
-    return str(tomlkit.dumps(doc))
+    if isinstance(tool, InlineTable):  # tool = {black = {...}}: TOML allows no [tool.x] after it
+        new = tomlkit.inline_table()
+        new.update(ours)
+        tool[_TABLE] = new
+        return str(tomlkit.dumps(doc))
+    # [tool.x] tables may be spread over the file (tomlkit cannot append to those): add ours last
+    table = tomlkit.table()
+    table.update(ours)
+    tail = tomlkit.document()
+    tail.append("tool", tomlkit.table(is_super_table=True))
+    tail["tool"].append(_TABLE, table)
+    text = str(tomlkit.dumps(doc)).rstrip("\n")
+    return (text + "\n\n" if text else "") + str(tomlkit.dumps(tail))
 
 
 def _others(data: dict[str, Any]) -> dict[str, Any]:
