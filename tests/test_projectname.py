@@ -32,6 +32,10 @@ def test_nothing_names_it(tmp_path):
     ('setup(name=f"bitsandbytes")\n', "bitsandbytes"),
     ("setup_info = dict(\n    name='torchvision',\n)\nsetup(**setup_info)\n", "torchvision"),
     ("setup(**{'name': 'from-a-dict'})\n", "from-a-dict"),
+    ('import os\npackage_name = os.getenv("TORCHVISION_PACKAGE_NAME", "torchvision")\n'
+     'if __name__ == "__main__":\n    setup(name=package_name)\n', "torchvision"),
+    ('setup(name=os.environ.get("PKG", "from-environ-default"))\n', "from-environ-default"),
+    ('setup(name=os.getenv("PKG"))\n', None),
     ("setup(name=compute())\n", None),
     ('setup(name=f"{prefix}-kernels")\n', None),
     ("print 'python 2'\nsetup(name='old')\n", None),

@@ -70,10 +70,27 @@ def _literal(node: ast.expr, constants: Mapping[str, str]) -> str | None:
         return node.value
     if isinstance(node, ast.Name):
         return constants.get(node.id)
+    if _is_getenv(node):  # os.getenv("TORCHVISION_PACKAGE_NAME", "torchvision"): the default
+        assert isinstance(node, ast.Call)
+        return _literal(node.args[1], constants)
     if isinstance(node, ast.JoinedStr):  # f"bitsandbytes": only constant parts
         parts = [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
         return "".join(parts) if len(parts) == len(node.values) else None
     return None
+
+
+def _is_getenv(node: ast.expr) -> bool:
+    """``os.getenv(NAME, DEFAULT)`` or ``os.environ.get(NAME, DEFAULT)``."""
+    if not isinstance(node, ast.Call) or len(node.args) != 2 or node.keywords:
+        return False
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id == "getenv"
+    if isinstance(func, ast.Attribute):
+        owner = func.value
+        return (func.attr == "getenv" and isinstance(owner, ast.Name) and owner.id == "os") or (
+            func.attr == "get" and isinstance(owner, ast.Attribute) and owner.attr == "environ")
+    return False
 
 
 def _is_setup_call(node: ast.AST) -> bool:
@@ -97,7 +114,8 @@ def _dict_name(node: ast.expr, constants: Mapping[str, str]) -> str | None:
 
 def name_from_setup_py(text: str) -> str | None:
     """A literal ``name=`` in a ``setup(...)`` call, or one reached through a module-level
-    string constant (``name=PACKAGE_NAME``) or dict (``setup(**setup_info)``)."""
+    string constant (``name=PACKAGE_NAME``, also ``os.getenv("X", "name")``: its default) or
+    dict (``setup(**setup_info)``)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
