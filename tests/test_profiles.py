@@ -60,7 +60,7 @@ def test_normalize():
 @pytest.mark.parametrize(("dist", "spec", "env", "defines"), [
     ("flash-attn", "gfx90a:xnack-;gfx942",
      {"GPU_ARCHS": "gfx90a;gfx942", "BUILD_TARGET": "rocm", "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}, {}),
-    ("aiter", "gfx942;gfx950", {"GPU_ARCHS": "gfx942;gfx950"}, {}),
+    ("aiter", "gfx942;gfx950", {"GPU_ARCHS": "gfx942;gfx950", "BUILD_TARGET": "rocm"}, {}),
     ("xformers", "gfx90a:sramecc+:xnack-;gfx942",
      {"HIP_ARCHITECTURES": "gfx90a:sramecc+:xnack- gfx942"}, {}),
     ("bitsandbytes", "gfx90a;gfx1100", {}, {"COMPUTE_BACKEND": "hip", "BNB_ROCM_ARCH": "gfx90a;gfx1100"}),

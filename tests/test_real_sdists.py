@@ -118,6 +118,46 @@ def test_plan_of_the_unconfigured_sdist_names_the_profile(real, tmp_path, build_
     assert _plan(copy_tree(tree, tmp_path / pin["name"]), build_env)["profile"] == pin["profile"]
 
 
+# ------------------------------------------------- the citations of profiles.json, read in the sdists
+
+_CITE = re.compile(r"^(?P<path>[\w./-]+) L(?P<line>\d+)")
+
+
+def _cited_sdist(profile) -> dict | None:
+    return next((p for p in PINS if profile.source.startswith(f"{p['name']} {p['version']} sdist")), None)
+
+
+def _citations():
+    for profile in all_profiles():
+        if _cited_sdist(profile) is None:
+            continue
+        for item in (*profile.variables, *profile.conflicts):
+            yield pytest.param(profile.name, item.name, item.source, id=f"{profile.name}-{item.name}")
+
+
+def test_profiles_citing_no_sdist_are_the_known_ones():
+    """bitsandbytes and torchvision have no sdist on PyPI with the code the profile describes
+    (bitsandbytes' last sdist, 0.42.0, predates its CMake build; torchvision's last is 0.1.6);
+    torch and apex have none at all."""
+    assert sorted(p.name for p in all_profiles() if _cited_sdist(p) is None) == [
+        "apex", "bitsandbytes", "torch", "torchvision"]
+
+
+@pytest.mark.realinputs
+@pytest.mark.parametrize(("profile_name", "name", "source"), list(_citations()))
+def test_each_citation_names_its_variable_on_that_line(profile_name, name, source):
+    pin = _cited_sdist(next(p for p in all_profiles() if p.name == profile_name))
+    try:
+        tree = sdist_tree(pin)
+    except CorpusError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    m = _CITE.match(source)
+    assert m, f"{profile_name} {name}: source {source!r} does not start with 'FILE LNNN'"
+    lines = (tree / m["path"]).read_text(encoding="utf-8", errors="replace").splitlines()
+    line = lines[int(m["line"]) - 1]
+    assert name in line, f"{pin['filename']} {m['path']} L{m['line']}: {line.strip()!r} does not name {name}"
+
+
 # --------------------------------------------------------- the fetcher itself, on local files
 
 def _sdist(tmp_path: Path, files: dict[str, bytes]) -> tuple[Path, dict]:
