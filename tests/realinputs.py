@@ -3,11 +3,12 @@
 The pins live in ``tests/real_sdists.json``. ``sdist_tree(pin)`` returns a folder holding the
 sdist's top-level ``pyproject.toml``, ``setup.py``, ``setup.cfg`` and ``PKG-INFO`` (those it has)
 and the files its pin lists under ``cited``, read from the tar as it streams in: the archive itself
-is never stored. The folder lives in the cache (``$ROCM_BUILD_BACKEND_TEST_CACHE``, default
+is never stored. The folder lives in the cache (``$RBB_TEST_CACHE``, default
 ``$XDG_CACHE_HOME/rocm-build-backend-tests`` or ``~/.cache/rocm-build-backend-tests``), so CI
 and later runs reuse it. A download whose size or sha256 differs from the pin is an error; so is
 a failed download (the message says how to run without the network). Nothing third-party is
-copied into the repository.
+copied into the repository. (The variable is not named ``ROCM_BUILD_BACKEND_...``: the shim reads
+that prefix as its own settings and refuses unknown ones.)
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def pin_named(name: str) -> dict[str, Any]:
 
 
 def cache_dir() -> Path:
-    given = os.environ.get("ROCM_BUILD_BACKEND_TEST_CACHE")
+    given = os.environ.get("RBB_TEST_CACHE")
     if given:
         return Path(given)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -123,7 +124,7 @@ def _download(pin: dict[str, Any], dest: Path) -> list[str]:
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         raise CorpusError(
             f"cannot download {pin['url']}: {exc}. The real-input tests download each pinned sdist "
-            f"once into {cache_dir()} (set ROCM_BUILD_BACKEND_TEST_CACHE to a filled cache), "
+            f"once into {cache_dir()} (set RBB_TEST_CACHE to a filled cache), "
             "or deselect them with -m 'not realinputs'") from None
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise CorpusError(f"{pin['filename']} from {pin['url']}: not a readable .tar.gz ({exc})") from None

@@ -206,7 +206,7 @@ def test_fetch_without_a_cited_member_is_an_error(tmp_path):
 def test_fetch_that_cannot_download_says_how_to_run_without_network(tmp_path):
     _, pin = _sdist(tmp_path, FILES)
     pin["url"] = (tmp_path / "gone.tar.gz").as_uri()
-    with pytest.raises(CorpusError, match="cannot download .*ROCM_BUILD_BACKEND_TEST_CACHE"):
+    with pytest.raises(CorpusError, match="cannot download .*RBB_TEST_CACHE"):
         sdist_tree(pin, cache=tmp_path / "cache")
 
 
