@@ -71,6 +71,9 @@ def test_normalize():
     ("deepspeed", "gfx942", {}, {}),
     ("apex", "gfx942", {}, {}),
     ("torch", "gfx942", {}, {}),
+    ("causal-conv1d", "gfx90a:xnack-;gfx942",
+     {"HIP_ARCHITECTURES": "gfx90a:xnack-,gfx942", "CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}, {}),
+    ("mamba_ssm", "gfx942", {"HIP_ARCHITECTURES": "gfx942", "MAMBA_FORCE_BUILD": "TRUE"}, {}),
 ])
 def test_knobs_in_each_projects_syntax(dist, spec, env, defines):
     profile = profile_for(dist)
@@ -274,3 +277,23 @@ def test_load_project_reads_the_name_from_pkg_info(tmp_path):
     project = load_project({}, env={}, source_dir=tmp_path)
     assert project.dist_name == "flash_attn"
     assert profile_for(project.dist_name).name == "flash-attn"
+
+
+@pytest.mark.integration
+def test_comma_joined_offload_arch_as_causal_conv1d_and_mamba_pass_it(tmp_path):
+    """causal-conv1d and mamba-ssm put all of HIP_ARCHITECTURES into one --offload-arch=; clang
+    splits that at ',' (a space makes one invalid target ID), so their profiles join with ','."""
+    value = profile_for("causal-conv1d").env(T("gfx90a:xnack-;gfx942"))["HIP_ARCHITECTURES"]
+    source = tmp_path / "k.hip"
+    source.write_text("__attribute__((global)) void k(int *p) { *p = 1; }\n")
+    out = tmp_path / "k.o"
+    subprocess.run(["clang-19", "-x", "hip", "-nogpuinc", "-nogpulib", "--cuda-device-only", "-c",
+                    f"--offload-arch={value}", str(source), "-o", str(out)], check=True, capture_output=True)
+    listing = subprocess.run(["clang-offload-bundler-19", "--list", "--type=o", f"--input={out}"],
+                             check=True, capture_output=True, text=True).stdout.split()
+    assert sorted(x for x in listing if x.startswith("hipv4")) == [
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", "hipv4-amdgcn-amd-amdhsa--gfx942"]
+    spaced = subprocess.run(["clang-19", "-x", "hip", "-nogpuinc", "-nogpulib", "--cuda-device-only", "-c",
+                             f"--offload-arch={value.replace(',', ' ')}", str(source), "-o", str(out)],
+                            capture_output=True, text=True)
+    assert spaced.returncode != 0 and "invalid target ID" in spaced.stderr
