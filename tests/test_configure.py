@@ -281,3 +281,83 @@ def test_file_without_a_final_newline(tmp_path):
     assert after["tool"]["setuptools_scm"] == {"local_scheme": "no-local-version"}
     assert after["tool"]["rocm-build-backend"] == {"backend": "setuptools.build_meta:__legacy__"}
     assert after_text.endswith("\n")
+
+
+# ------------------------------------------------- any layout: a valid edit or a clean refusal
+
+from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
+
+_REQUIRES = st.lists(st.sampled_from(['"setuptools>=64"', '"scikit-build-core[pyproject]>=0.9.2"',
+                                      '"torch[cpu]>=2"', '"wheel"  # ] not the end', '"rocm-build-backend"']),
+                     max_size=3)
+_ROOT = st.sampled_from([
+    'project.name = "dotted"\n', 'tool.ruff.line-length = 100\n', 'tool = {black = {line-length = 100}}\n',
+    '# [tool.rocm-build-backend] in a comment\n', 'build-system.build-backend = "setuptools.build_meta"\n',
+])
+_TABLES = st.sampled_from([
+    '[project]\nname = "p"  # [tool.x]\nversion = "1"\n', '[tool.black]\nline-length = 88\n',
+    '[tool.scikit-build]\nwheel.packages = ["p"]\n', '[[tool.cibuildwheel.overrides]]\nselect = "*"\n',
+    '[tool.rocm-build-backend]\ntargets = "gfx942"\n', '[project.urls]\nHome = "https://x"\n',
+    '[tool]\nfoo = 1\n', '[tool.pytest.ini_options]\naddopts = "-q"\n',
+])
+
+
+@st.composite
+def _pyproject(draw):
+    root = draw(st.lists(_ROOT, max_size=3, unique=True))
+    items = draw(_REQUIRES)
+    multiline = draw(st.booleans())
+    body = ("[\n" + "".join(f"    {i},\n" for i in items) + "]") if multiline else "[" + ", ".join(
+        i.split("  #")[0] for i in items) + "]"
+    system = draw(st.sampled_from([
+        f"[build-system]\nrequires = {body}\nbuild-backend = \"setuptools.build_meta\"\n",
+        f"[build-system]\nrequires = {body}\n", f"build-system.requires = {body}\n", ""]))
+    tables = draw(st.lists(_TABLES, max_size=4, unique=True))
+    place = draw(st.integers(0, len(tables)))
+    if system.startswith("build-system."):
+        root.append(system)
+    elif system:
+        tables.insert(place, system)
+    text = "".join(root) + "\n".join(tables)
+    return text if draw(st.booleans()) else text.rstrip("\n")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_pyproject())
+def test_any_layout_gives_a_valid_edit_or_a_clean_refusal(tmp_path_factory, text):
+    try:
+        before = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        assume(False)
+    folder = tmp_path_factory.mktemp("p")
+    (folder / "pyproject.toml").write_text(text)
+    try:
+        result = configure(folder)
+    except RocmBuildBackendError:
+        assert (folder / "pyproject.toml").read_text() == text
+        return
+    after = tomllib.loads((folder / "pyproject.toml").read_text())
+    if not result.changed:
+        assert before["build-system"]["build-backend"] == "rocm_build_backend"
+        return
+    strip = lambda d: {**{k: v for k, v in d.items() if k not in ("build-system", "tool")},  # noqa: E731
+                       "tool": {k: v for k, v in (d.get("tool") or {}).items() if k != "rocm-build-backend"}}
+    assert strip(after) == strip(before)
+    assert after["build-system"]["build-backend"] == "rocm_build_backend"
+    assert configure(folder).changed is False
+
+
+def test_an_editor_failure_is_a_refusal_not_a_traceback(tmp_path, monkeypatch):
+    """tomlkit raised AttributeError on a layout it cannot append to (llama-cpp-python's, since
+    handled); any such failure must end as one error line with nothing written."""
+    import tomlkit
+
+    def broken(text):
+        raise AttributeError("'OutOfOrderTableProxy' object has no attribute 'append'")
+
+    monkeypatch.setattr(tomlkit, "parse", broken)
+    (tmp_path / "pyproject.toml").write_text(ORIGINAL)
+    with pytest.raises(RocmBuildBackendError) as exc:
+        configure(tmp_path)
+    assert exc.value.exit_code == 2 and "cannot edit" in exc.value.message
+    assert (tmp_path / "pyproject.toml").read_text() == ORIGINAL

@@ -270,14 +270,17 @@ def _new_text(file: Path, before: str) -> tuple[str, str]:
     data = _parse(before, file)
     system, ours, wrapped = _expected(data)
     crlf = "\r\n" in before
-    candidates = []
-    for text in _edit(before, system, ours):
-        candidates.append(text.replace("\r\n", "\n").replace("\n", "\r\n") if crlf else text)
+    hint = (f'edit it by hand: build-backend = "{SHIM}", add "{REQUIREMENT}" to requires, '
+            f'and backend = "{wrapped}" under [tool.rocm-build-backend]')
+    try:
+        edited = _edit(before, system, ours)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a layout tomlkit cannot edit
+        raise ConfigError([f"cannot edit {file} safely ({type(exc).__name__}: {exc})"], hint=hint) from None
+    candidates = [text.replace("\r\n", "\n").replace("\n", "\r\n") if crlf else text for text in edited]
     after = _checked(data, candidates, system, ours)
     if after is None:
         raise ConfigError([f"editing {file} would change more than [build-system] and [tool.rocm-build-backend]"],
-                          hint=f'edit it by hand: build-backend = "{SHIM}", add "{REQUIREMENT}" to requires, '
-                               f'and backend = "{wrapped}" under [tool.rocm-build-backend]')
+                          hint=hint)
     return after, wrapped
 
 
