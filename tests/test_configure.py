@@ -361,3 +361,16 @@ def test_an_editor_failure_is_a_refusal_not_a_traceback(tmp_path, monkeypatch):
         configure(tmp_path)
     assert exc.value.exit_code == 2 and "cannot edit" in exc.value.message
     assert (tmp_path / "pyproject.toml").read_text() == ORIGINAL
+
+
+def test_diff_of_a_file_without_a_final_newline_applies_with_patch(tmp_path):
+    import shutil
+    import subprocess
+
+    text = '[build-system]\nrequires = ["setuptools>=45"]\n\n[tool.setuptools_scm]\nlocal_scheme = "no-local-version"'
+    (tmp_path / "pyproject.toml").write_text(text)
+    result = configure(tmp_path, write=False)
+    assert '-local_scheme = "no-local-version"\n\\ No newline at end of file\n+local_scheme' in result.diff()
+    if shutil.which("patch"):
+        subprocess.run(["patch", "-p1", "-s"], input=result.diff(), text=True, cwd=tmp_path, check=True)
+        assert (tmp_path / "pyproject.toml").read_text() == result.after

@@ -94,8 +94,16 @@ class Configured:
         """A unified diff of the change ("" when nothing changes)."""
         name = self.file.name
         return "".join(difflib.unified_diff(
-            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+            _diff_lines(self.before), _diff_lines(self.after),
             fromfile=f"a/{name}" if self.before else "/dev/null", tofile=f"b/{name}"))
+
+
+def _diff_lines(text: str) -> list[str]:
+    """Lines for a unified diff; a last line without a newline is marked the way git and patch expect."""
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
 
 
 def _tomllib() -> Any:
