@@ -38,11 +38,17 @@ TARGETS = parse_targets("gfx942")
 
 @pytest.fixture(scope="module", params=PINS, ids=[p["name"] for p in PINS])
 def real(request):
-    pin = request.param
+    return request.param, _tree(request.param)
+
+
+def _tree(pin: dict) -> Path:
+    """The pin's extracted files; a failed download fails the test with its one-line reason."""
+    problem = None
     try:
-        return pin, sdist_tree(pin)
+        return sdist_tree(pin)
     except CorpusError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)
 
 
 def _toml(folder: Path) -> dict:
@@ -147,10 +153,7 @@ def test_profiles_citing_no_sdist_are_the_known_ones():
 @pytest.mark.parametrize(("profile_name", "name", "source"), list(_citations()))
 def test_each_citation_names_its_variable_on_that_line(profile_name, name, source):
     pin = _cited_sdist(next(p for p in all_profiles() if p.name == profile_name))
-    try:
-        tree = sdist_tree(pin)
-    except CorpusError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    tree = _tree(pin)
     m = _CITE.match(source)
     assert m, f"{profile_name} {name}: source {source!r} does not start with 'FILE LNNN'"
     lines = (tree / m["path"]).read_text(encoding="utf-8", errors="replace").splitlines()
