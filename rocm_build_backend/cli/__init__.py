@@ -4,7 +4,7 @@
     detect [--json]              this machine's GPUs and the targets a build would get
     plan [PATH] [--json]         what a build of PATH would get, without building
     build PATH [-o DIR] [-C ..]  build PATH's wheel through the shim, no build isolation
-    configure PATH               make PATH's pyproject.toml build through the shim
+    configure PATH [--diff]      make PATH's pyproject.toml build through the shim
     audit PATH... [--json]       the GPU code wheels, .so files and code objects really hold
     check WHEEL... [--json]      will each wheel's GPU code load on this machine?
     cache list|purge             wheels in pip's and uv's caches made for other GPUs
@@ -147,8 +147,13 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_configure(args: argparse.Namespace) -> int:
     from rocm_build_backend.build.project import configure
 
-    changed, message = configure(Path(args.path))
-    print(message)
+    if not Path(args.path).is_dir():
+        raise RocmBuildBackendError(f"{args.path} is not a folder", hint="give the project's folder")
+    result = configure(Path(args.path), write=not (args.diff or args.dry_run))
+    if args.diff:
+        sys.stdout.write(result.diff())
+    else:
+        print(result.message)
     return 0
 
 
@@ -273,6 +278,8 @@ def parser() -> argparse.ArgumentParser:
 
     sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")
     sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("--diff", action="store_true", help="show the change as a unified diff; write nothing")
+    sp.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
 
     sp = add("audit", cmd_audit, "list the GPU code that wheels, .so files and code objects hold")
     sp.add_argument("paths", nargs="+", metavar="PATH")
