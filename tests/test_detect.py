@@ -14,9 +14,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rocm_build_backend.gpu.amd import detect as D
+from rocm_build_backend.gpu import detect as D
+from rocm_build_backend.gpu.amd.kfd import read_kfd
+from rocm_build_backend.gpu.amd.names import kfd_to_processor
+from rocm_build_backend.gpu.amd.overrides import parse_override
+from rocm_build_backend.gpu.amd.rocminfo import parse_rocminfo
+from rocm_build_backend.gpu.amd.tools import _smi_gfx, parse_amdgpu_arch, parse_enumerator, parse_rocm_smi
 from rocm_build_backend.errors import NoGpuDetectedError
-from rocm_build_backend.gpu.targets import GpuTarget, kfd_to_processor
+from rocm_build_backend.gpu.targets import GpuTarget
 
 DATA = Path(__file__).parent / "data" / "detect"
 KEY = json.loads((DATA / "detect-expected.json").read_text())["fixtures"]
@@ -31,10 +36,10 @@ TOOL_PROBE = {
     "rocm-smi --showproductname --csv": "rocm-smi",
 }
 PARSER = {
-    "rocminfo": D.parse_rocminfo,
-    "rocm_agent_enumerator": D.parse_enumerator,
-    "amdgpu-arch": D.parse_amdgpu_arch,
-    "rocm-smi": D.parse_rocm_smi,
+    "rocminfo": parse_rocminfo,
+    "rocm_agent_enumerator": parse_enumerator,
+    "amdgpu-arch": parse_amdgpu_arch,
+    "rocm-smi": parse_rocm_smi,
 }
 
 
@@ -163,21 +168,21 @@ def test_override_trap_reports_the_physical_gpu():
 def test_no_false_override_flag_on_plain_outputs():
     for name, want in KEY.items():
         if want["tool"] == "rocminfo" and "override" not in name:
-            result = D.parse_rocminfo(fixture(name))
+            result = parse_rocminfo(fixture(name))
             assert all(d.physical is None for d in result.devices), name
             assert not any("OVERRIDE" in w for w in result.warnings), name
 
 
 def test_igpu_evidence_without_memory_properties_line():
     # the older output has no 'Memory Properties: APU'; the table and the CU count still tell
-    result = D.parse_rocminfo(fixture("mi100_plus_apu_gfx1036.rocminfo.txt"))
+    result = parse_rocminfo(fixture("mi100_plus_apu_gfx1036.rocminfo.txt"))
     apu = [d for d in result.devices if d.kind == "apu"]
     assert [d.processor for d in apu] == ["gfx1036"]
     assert "Memory Properties" not in apu[0].evidence and "2 compute units" in apu[0].evidence
 
 
 def test_rocminfo_fields_kept():
-    result = D.parse_rocminfo(fixture("mi300x_8gpu_xeon.rocminfo.txt"))
+    result = parse_rocminfo(fixture("mi300x_8gpu_xeon.rocminfo.txt"))
     assert [d.node for d in result.devices] == list(range(2, 10))
     assert result.devices[0].uuid == "GPU-07386a321fa45d1e"
     assert result.devices[0].compute_units == 304
@@ -196,14 +201,14 @@ def test_keep_features():
 
 def test_rocminfo_grep_excerpt():
     text = "  Name:                    gfx1030\n      Name:                    amdgcn-amd-amdhsa--gfx1030\n"
-    result = D.parse_rocminfo(text)
+    result = parse_rocminfo(text)
     assert [str(d.target) for d in result.devices] == ["gfx1030"]
 
 
 def test_rocminfo_isa_lines_only():
     lines = [ln for ln in fixture("apu_gfx1036_plus_rx7900xtx.rocminfo.txt").splitlines() if "amdgcn" in ln]
     assert len(lines) == 4  # two GPUs, each with a generic ISA
-    result = D.parse_rocminfo("\n".join(lines))
+    result = parse_rocminfo("\n".join(lines))
     assert [d.processor for d in result.devices] == ["gfx1100", "gfx1036"]
     got = D.detect(recorded={"rocminfo": "\n".join(lines)}, env={})
     assert [str(t) for t in got.targets] == ["gfx1100"]
@@ -214,7 +219,7 @@ def test_rocminfo_grep_names_and_marketing():
         ln for ln in fixture("rx5700xt_gfx1010_plus_apu_gfx1036.rocminfo.txt").splitlines()
         if "Name:" in ln and "Vendor" not in ln
     )
-    result = D.parse_rocminfo(text)
+    result = parse_rocminfo(text)
     assert [str(d.target) for d in result.devices] == ["gfx1010:xnack-", "gfx1036"]
     assert result.devices[0].name == "AMD Radeon RX 5700 XT"
 
@@ -222,7 +227,7 @@ def test_rocminfo_grep_names_and_marketing():
 def test_rocminfo_real_escape_codes():
     line = "ROCk module is loaded"
     text = fixture("rx6900xt_gfx1030.rocminfo.txt").replace(line, f"\x1b[37m{line}\x1b[0m")
-    assert [d.processor for d in D.parse_rocminfo(text).devices] == ["gfx1030"]
+    assert [d.processor for d in parse_rocminfo(text).devices] == ["gfx1030"]
 
 
 def agent(n, name, dtype, *, isa=None, marketing=None, cus=None, memory=""):
@@ -246,7 +251,7 @@ def test_rocminfo_skips_npu_and_generic():
               cus=40, memory="APU"),
         agent(3, "aie2", "DSP", isa=["aie2"], cus=0),
     ])
-    result = D.parse_rocminfo(text)
+    result = parse_rocminfo(text)
     assert [str(d.target) for d in result.devices] == ["gfx1151"]
     assert "1 other" in result.summary
     got = D.detect(recorded={"rocminfo": text}, env={})
@@ -266,16 +271,16 @@ def test_rocminfo_gpu_named_like_the_cpu_is_an_igpu():
 
 def test_rocminfo_gfx000_from_empty_override():
     text = "\n".join([agent(1, "cpu", "CPU"), agent(2, "gfx000", "GPU", isa=["gfx000"], cus=40)])
-    result = D.parse_rocminfo(text)
+    result = parse_rocminfo(text)
     assert result.devices == []
     assert any("gfx000" in w and "HSA_OVERRIDE_GFX_VERSION" in w for w in result.warnings)
 
 
 def test_rocminfo_failure_texts():
-    assert D.parse_rocminfo("").summary == "empty output"
-    junk = D.parse_rocminfo("something went wrong\n")
+    assert parse_rocminfo("").summary == "empty output"
+    junk = parse_rocminfo("something went wrong\n")
     assert junk.error == "tool_failed" and "something went wrong" in junk.summary
-    ooo = D.parse_rocminfo("hsa api call failure at: rocminfo.cc:1\nCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES\n")
+    ooo = parse_rocminfo("hsa api call failure at: rocminfo.cc:1\nCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES\n")
     assert ooo.error == "out_of_resources"
 
 
@@ -283,7 +288,7 @@ def test_rocminfo_failure_texts():
 
 
 def test_enumerator_old_format_with_gfx000():
-    result = D.parse_enumerator("gfx000\ngfx90a\ngfx90a\n")
+    result = parse_enumerator("gfx000\ngfx90a\ngfx90a\n")
     assert [d.processor for d in result.devices] == ["gfx90a", "gfx90a"]
     assert [d.node for d in result.devices] == [0, 1]
     assert "gfx000" in result.summary
@@ -291,23 +296,23 @@ def test_enumerator_old_format_with_gfx000():
 
 def test_enumerator_first_line_is_a_gpu_now():
     # new format: no gfx000, so a "skip the first line" parser would lose GPU 0
-    result = D.parse_enumerator(fixture("mi300x_8gpu.rocm_agent_enumerator.txt"))
+    result = parse_enumerator(fixture("mi300x_8gpu.rocm_agent_enumerator.txt"))
     assert len(result.devices) == 8
 
 
 def test_enumerator_only_placeholder_and_name_format():
-    assert D.parse_enumerator("gfx000\n").devices == []
-    named = D.parse_enumerator("gfx942:sramecc+:xnack-\n")
+    assert parse_enumerator("gfx000\n").devices == []
+    named = parse_enumerator("gfx942:sramecc+:xnack-\n")
     assert str(named.devices[0].target) == "gfx942:sramecc+:xnack-"
 
 
 def test_amdgpu_arch_formats():
-    (dev,) = D.parse_amdgpu_arch("gfx906   sramecc- xnack-\n").devices
+    (dev,) = parse_amdgpu_arch("gfx906   sramecc- xnack-\n").devices
     assert str(dev.target) == "gfx906:sramecc-:xnack-"
-    assert [d.processor for d in D.parse_amdgpu_arch("gfx1250-strict\n").devices] == ["gfx1250"]
-    devs = D.parse_amdgpu_arch(fixture("vega20_plus_vega10.offload-arch-v.txt")).devices
+    assert [d.processor for d in parse_amdgpu_arch("gfx1250-strict\n").devices] == ["gfx1250"]
+    devs = parse_amdgpu_arch(fixture("vega20_plus_vega10.offload-arch-v.txt")).devices
     assert [(d.processor, d.device_id) for d in devs] == [("gfx906", "0x66af"), ("gfx900", "0x687f")]
-    assert D.parse_amdgpu_arch("").error is None
+    assert parse_amdgpu_arch("").error is None
 
 
 def test_igpu_by_table_in_line_tools():
@@ -318,10 +323,10 @@ def test_igpu_by_table_in_line_tools():
 
 
 def test_rocm_smi_decimal_gfx_version():
-    assert D._smi_gfx("gfx9010") == "gfx90a"
-    assert D._smi_gfx("gfx942") == "gfx942"
-    assert D._smi_gfx("gfx9012") == "gfx90c"
-    assert D._smi_gfx("gfx12345") is None
+    assert _smi_gfx("gfx9010") == "gfx90a"
+    assert _smi_gfx("gfx942") == "gfx942"
+    assert _smi_gfx("gfx9012") == "gfx90c"
+    assert _smi_gfx("gfx12345") is None
 
 
 def test_recorded_probe_order_and_disagreement():
@@ -369,7 +374,7 @@ def test_sysfs_path_does_not_import_subprocess(tmp_path):
     root = eight_gpus(tmp_path)
     code = (
         "import sys\n"
-        "from rocm_build_backend.gpu.amd.detect import detect\n"
+        "from rocm_build_backend.gpu.detect import detect\n"
         f"d = detect(root={str(root)!r}, env={{}})\n"
         "print(d.source, len(d.devices), 'subprocess' in sys.modules)\n"
     )
@@ -672,12 +677,12 @@ def test_parsers_never_raise(text):
 @given(st.binary(max_size=300))
 def test_kfd_reader_never_raises(tmp_path_factory, blob):
     root = tree(tmp_path_factory.mktemp("k"), {0: CPU, 1: blob, 2: W7500})
-    got = D.read_kfd(root, {})
+    got = read_kfd(root, {})
     assert "gfx1102" in [d.processor for d in got.devices]
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.text(alphabet="0123456789.gfx -", max_size=12))
 def test_override_values_never_raise(value):
-    got = D._parse_override(value)
+    got = parse_override(value)
     assert got is None or got.startswith("gfx")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.gpu.amd import detect as D
+from rocm_build_backend.gpu import detect as D
 from rocm_build_backend.errors import NoGpuDetectedError
 
 DATA = Path(__file__).parent / "data" / "detect"

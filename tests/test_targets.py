@@ -3,8 +3,9 @@
 import pytest
 
 from rocm_build_backend.errors import UnknownTargetError
-from rocm_build_backend.gpu.targets import (GpuTarget, join_targets, kfd_to_processor, parse_target,
-                                        parse_targets, split_targets, suggest, table)
+from rocm_build_backend.gpu.targets import (GpuTarget, join_targets, parse_target, parse_targets,
+                                            split_targets, suggest, table)
+from rocm_build_backend.gpu.amd.names import kfd_to_processor
 
 
 @pytest.mark.parametrize("text, expected", [

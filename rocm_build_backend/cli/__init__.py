@@ -50,7 +50,7 @@ def _read(path: str, what: str) -> str:
 
 
 def _detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
-    from rocm_build_backend.gpu.amd.detect import detect
+    from rocm_build_backend.gpu.detect import detect
 
     recorded = {}
     for key, attr in (("rocminfo", "rocminfo_output"), ("rocm_agent_enumerator", "enumerator_output"),
@@ -91,7 +91,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if found.targets:
         return 0
     if not args.json:
-        from rocm_build_backend.gpu.amd.detect import require_targets
+        from rocm_build_backend.gpu.detect import require_targets
 
         try:
             require_targets(found)
@@ -206,7 +206,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.targets:
         targets = parse_targets(args.targets)
     else:
-        from rocm_build_backend.gpu.amd.detect import require_targets
+        from rocm_build_backend.gpu.detect import require_targets
 
         targets = [d.target for d in _detection(args, keep_features=True).devices if d.included]
         if not targets:
