@@ -686,3 +686,64 @@ def test_kfd_reader_never_raises(tmp_path_factory, blob):
 def test_override_values_never_raise(value):
     got = parse_override(value)
     assert got is None or got.startswith("gfx")
+
+
+# --------------------------------------------------------------------------- hostile sysfs
+
+
+def nodes_dir(root: Path) -> Path:
+    return root / "sys/class/kfd/kfd/topology/nodes"
+
+
+def test_properties_that_is_a_fifo_is_skipped_not_waited_on(tmp_path):
+    import os
+    import threading
+
+    root = tree(tmp_path, {0: CPU, 1: VII, 2: None})
+    os.mkfifo(nodes_dir(root) / "2" / "properties")  # opening it for reading would block
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(kfd(root)), daemon=True)
+    worker.start()
+    worker.join(20)
+    if not result:  # unblock the reader so the test run can end
+        fd = os.open(nodes_dir(root) / "2" / "properties", os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        worker.join(5)
+        pytest.fail("read_kfd blocked on a FIFO")
+    (got,) = result
+    assert [str(t) for t in got.targets] == ["gfx906"]
+    assert "KFD node 2: cannot read properties (not a regular file); skipped" in got.warnings
+
+
+def test_properties_linked_to_dev_zero_is_skipped(tmp_path):
+    if not Path("/dev/zero").exists():
+        pytest.skip("needs /dev/zero")
+    root = tree(tmp_path, {0: CPU, 1: VII, 2: None})
+    (nodes_dir(root) / "2" / "properties").symlink_to("/dev/zero")
+    got = kfd(root)
+    assert [str(t) for t in got.targets] == ["gfx906"]
+    assert "KFD node 2: cannot read properties (not a regular file); skipped" in got.warnings
+
+
+def test_properties_too_large_is_skipped(tmp_path):
+    big = VII + "".join(f"padding_{i} {i}\n" for i in range(20000))  # ~400 KB; real files are ~1.5 KB
+    got = kfd(tree(tmp_path, {0: CPU, 1: VII, 2: big}))
+    assert [str(t) for t in got.targets] == ["gfx906"]
+    assert any(w.startswith("KFD node 2: cannot read properties (larger than") for w in got.warnings)
+
+
+@pytest.mark.parametrize("name", ["\u0663", "\u00b2", "\uff11"])  # Arabic-Indic 3, superscript 2, fullwidth 1
+def test_node_folder_with_a_non_ascii_digit_is_ignored(tmp_path, name):
+    root = tree(tmp_path, {0: CPU, 1: VII})
+    (nodes_dir(root) / name).mkdir()
+    (nodes_dir(root) / name / "properties").write_text(MI300X)
+    got = kfd(root)
+    assert [str(t) for t in got.targets] == ["gfx906"] and len(got.devices) == 1
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0661"])
+def test_visible_devices_with_a_non_ascii_digit_is_no_traceback(tmp_path, value):
+    root = tree(tmp_path, {0: CPU, 1: VII, 2: VII})
+    got = kfd(root, env={"HIP_VISIBLE_DEVICES": value})
+    assert got.targets == []
+    assert any("matches no GPU" in w for w in got.warnings)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from rocm_build_backend.gpu.device import ProbeResult
+from rocm_build_backend.gpu.files import read_small_text
 
 
 _RANK = ("kfd_permission_denied", "driver_not_loaded_no_kfd", "driver_not_loaded", "out_of_resources",
@@ -33,7 +34,7 @@ def _is_wsl(root: Path, env: Mapping[str, str]) -> bool:
     if env.get("WSL_DISTRO_NAME") or env.get("WSL_INTEROP"):
         return True
     try:
-        text = (root / "proc" / "version").read_text(encoding="utf-8", errors="replace")
+        text = read_small_text(root / "proc" / "version")
     except OSError:
         return False
     return "microsoft" in text.lower() or "wsl" in text.lower()
@@ -46,10 +47,10 @@ def _amd_gpu_on_pci(root: Path) -> bool:
         entries = os.listdir(base)
     except OSError:
         return False
-    for entry in entries:
+    for entry in entries[:4096]:  # a PCI bus has at most a few hundred functions
         try:
-            vendor = (base / entry / "vendor").read_text().strip().lower()
-            klass = (base / entry / "class").read_text().strip().lower()
+            vendor = read_small_text(base / entry / "vendor").strip().lower()
+            klass = read_small_text(base / entry / "class").strip().lower()
         except OSError:
             continue
         if vendor == "0x1002" and klass.startswith("0x03"):

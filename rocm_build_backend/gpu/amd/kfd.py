@@ -8,29 +8,30 @@ CPU nodes (value 0) are skipped; the runtime's overrides are applied. Must not r
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Mapping
 
 from rocm_build_backend.gpu.amd.devices import kind_of, unknown_warning
 from rocm_build_backend.gpu.amd.names import kfd_to_processor
 from rocm_build_backend.gpu.amd.overrides import apply_override, stray_overrides
+from rocm_build_backend.gpu.files import read_small_text
 from rocm_build_backend.gpu.device import Device, ProbeResult, counted, plural
 from rocm_build_backend.gpu.targets import GpuTarget
 
 
+_NODE = re.compile(r"[0-9]{1,9}")  # ASCII digits only: int() also reads other scripts' digits
+_NUMBER = re.compile(r"-?[0-9]{1,30}")
+_MAX_NODES = 1024  # KFD numbers nodes densely; real machines have a few dozen at most
 _KFD_DIRS = ("sys/class/kfd/kfd/topology/nodes", "sys/devices/virtual/kfd/kfd/topology/nodes")
 
 
 def _read_properties(path: Path) -> dict[str, int]:
     props: dict[str, int] = {}
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            parts = line.split()
-            if len(parts) == 2:
-                try:
-                    props[parts[0]] = int(parts[1])
-                except ValueError:
-                    pass
+    for line in read_small_text(path).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and _NUMBER.fullmatch(parts[1]):
+            props[parts[0]] = int(parts[1])
     return props
 
 
@@ -101,7 +102,11 @@ def read_kfd(root: Path | str = Path("/"), env: Mapping[str, str] | None = None)
         return ProbeResult("kfd", [], f"cannot list the topology ({exc.strerror})", "tool_failed")
     devices: list[Device] = []
     cpus = skipped = 0
-    for node in sorted(int(n) for n in names if n.isdigit()):
+    numbers = sorted(int(n) for n in names if _NODE.fullmatch(n))
+    if len(numbers) > _MAX_NODES:
+        warnings.append(f"KFD topology lists {len(numbers)} nodes; only the first {_MAX_NODES} were read")
+        numbers = numbers[:_MAX_NODES]
+    for node in numbers:
         got = _node(nodes_dir, node, warnings)
         if isinstance(got, Device):
             devices.append(got)

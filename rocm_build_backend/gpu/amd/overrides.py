@@ -20,7 +20,7 @@ OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"
 
 def parse_override(value: str) -> str | None:
     """``"10.3.0"`` -> ``gfx1030``; None for a value the runtime rejects (empty, garbage)."""
-    m = re.fullmatch(r"\s*(\d+)\.(\d+)\.(\d+)\s*", value)
+    m = re.fullmatch(r"\s*([0-9]+)\.([0-9]+)\.([0-9]+)\s*", value)
     if not m:
         return None
     major, minor, step = (int(g) for g in m.groups())
@@ -77,7 +77,7 @@ def apply_override(dev: Device, env: Mapping[str, str], warnings: list[str]) -> 
 def stray_overrides(env: Mapping[str, str], gpu_nodes: Sequence[int]) -> list[str]:
     out = []
     for key in sorted(env):
-        m = re.fullmatch(rf"{OVERRIDE}_(\d+)", key)
+        m = re.fullmatch(rf"{OVERRIDE}_([0-9]+)", key)
         if m and int(m.group(1)) not in gpu_nodes:
             nodes = ", ".join(str(n) for n in gpu_nodes) or "none"
             out.append(f"{key} names no GPU: the number is a KFD node (GPU nodes here: {nodes})")

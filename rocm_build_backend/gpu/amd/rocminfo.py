@@ -26,7 +26,7 @@ def _split_agents(lines: list[str]) -> list[dict[str, Any]]:
     agent starts at each non-ISA ``Name:`` line, and a non-generic ISA line that finds the
     current agent already holding one (``rocminfo | grep amdgcn``) starts a GPU of its own.
     """
-    header = re.compile(r"\s*Agent\s+\d+\s*")
+    header = re.compile(r"\s*Agent\s+[0-9]+\s*")
     has_headers = any(header.fullmatch(ln) for ln in lines)
     agents: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
@@ -57,7 +57,7 @@ def _split_agents(lines: list[str]) -> list[dict[str, Any]]:
 
 
 def _int_field(value: str | None) -> int | None:
-    m = re.match(r"\s*(\d+)", value or "")
+    m = re.match(r"\s*([0-9]+)", value or "")
     return int(m.group(1)) if m else None
 
 

@@ -20,7 +20,7 @@ def _hide(devices: list[Device], var: str, value: str, warnings: list[str]) -> l
     keep: list[Device] = []
     for entry in (v.strip() for v in value.split(",")):
         pick: Device | None
-        if entry.isdigit() and int(entry) < len(visible):
+        if entry.isascii() and entry.isdigit() and int(entry) < len(visible):
             pick = visible[int(entry)]
         else:
             pick = next((d for d in visible if d.uuid and d.uuid.lower() == entry.lower()), None)

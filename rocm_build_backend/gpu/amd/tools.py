@@ -83,7 +83,7 @@ def _smi_gfx(value: str) -> str | None:
     value = value.strip().lower()
     if value in table():
         return value
-    m = re.fullmatch(r"gfx(\d+)(\d)(\d\d)", value)
+    m = re.fullmatch(r"gfx([0-9]+)([0-9])([0-9][0-9])", value)
     if m:
         processor = kfd_to_processor(int(m.group(1)) * 10000 + int(m.group(2)) * 100 + int(m.group(3)))
         if processor in table():
