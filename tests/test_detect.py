@@ -747,3 +747,15 @@ def test_visible_devices_with_a_non_ascii_digit_is_no_traceback(tmp_path, value)
     got = kfd(root, env={"HIP_VISIBLE_DEVICES": value})
     assert got.targets == []
     assert any("matches no GPU" in w for w in got.warnings)
+
+
+@pytest.mark.parametrize("parse, text", [
+    (parse_enumerator, "gfx90a\n" * 2000),
+    (parse_rocminfo, "  Name: gfx90a\n" * 2000),
+    (parse_rocminfo, "Agent 1\n  Name: gfx90a\n  Device Type: GPU\n" * 2000),
+    (parse_rocm_smi, "{" + ",".join(f'"card{i}": {{"GFX Version": "gfx90a"}}' for i in range(2000)) + "}"),
+])
+def test_more_gpus_than_any_machine_has_is_not_believed(parse, text):
+    got = parse(text)
+    assert got.devices == [] and got.error == "tool_failed"
+    assert "more than 1024" in got.summary and got.summary.endswith("output ignored")

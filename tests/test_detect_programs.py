@@ -14,6 +14,7 @@ import pytest
 
 from rocm_build_backend.gpu import detect as D
 from rocm_build_backend.errors import NoGpuDetectedError
+from rocm_build_backend.gpu.amd.rocminfo import parse_rocminfo
 
 DATA = Path(__file__).parent / "data" / "detect"
 pytestmark = pytest.mark.skipif(not Path("/bin/sh").exists(), reason="needs a POSIX shell")
@@ -182,3 +183,73 @@ def test_program_that_cannot_start(tmp_path):
     path.write_text("#!/nonexistent/interpreter\n")
     got = run_detect(tmp_path)
     assert got.seen["rocminfo"].startswith("cannot run")
+
+
+# --------------------------------------------------------------------------- hostile programs
+
+
+def test_output_beyond_the_cap_is_not_read(tmp_path):
+    # 5 MB of one line, then a GPU: the whole output must not be read, parsed or believed
+    program(tmp_path / "bin", "rocminfo",
+            "head -c 5000000 /dev/zero | tr '\\000' x\nprintf '\\n  Name: gfx90a\\n  Device Type: GPU\\n'")
+    got = run_detect(tmp_path)
+    assert got.targets == [] and got.source is None
+    assert got.seen["rocminfo"].startswith("printed more than 4 MiB; stopped")
+    assert "tool_failed" in got.causes
+
+
+def test_endless_output_is_stopped_at_the_cap(tmp_path):
+    program(tmp_path / "bin", "rocminfo", "yes '  Name: gfx90a'")
+    got = run_detect(tmp_path, timeout=60)
+    assert got.targets == []
+    assert got.seen["rocminfo"].startswith("printed more than 4 MiB; stopped")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has exited: it only waits for its parent to reap it
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def test_a_hung_programs_children_are_killed(tmp_path):
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    program(tmp_path / "bin", "rocminfo", f'sleep 20 &\necho $! > "{pidfile}"\nwait')
+    got = run_detect(tmp_path, timeout=1)
+    assert got.seen["rocminfo"].startswith("no answer within ")
+    pid = int(pidfile.read_text())
+    try:
+        for _ in range(50):  # the kill is sent before detect returns; the exit may lag a little
+            if not _alive(pid):
+                break
+            time.sleep(0.1)
+        assert not _alive(pid), "the program's child was left running"
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+
+
+def test_the_time_limit_covers_parsing(tmp_path, monkeypatch):
+    import time
+
+    from rocm_build_backend.gpu.amd import detection
+
+    def slow(text):
+        time.sleep(1.5)
+        return parse_rocminfo(text)
+
+    monkeypatch.setitem(detection.PARSERS, "rocminfo", slow)
+    program(tmp_path / "bin", "rocminfo", prints("rx6900xt_gfx1030.rocminfo.txt"))
+    got = run_detect(tmp_path, timeout=1)
+    assert got.targets == []
+    assert got.seen["rocminfo"] == "answered, but reading its output went past the detection time limit; ignored"
+    assert "timeout" in got.causes

@@ -14,6 +14,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from rocm_build_backend.gpu.targets import GpuTarget
 
+#: More GPUs (or agents) than any machine has: a probe listing more is broken or hostile, and
+#: its parser stops there instead of building millions of devices.
+MAX_DEVICES = 1024
 #: A ``subprocess.run``-compatible callable (tests hand in fakes).
 Runner = Callable[..., Any]
 

@@ -1,19 +1,22 @@
 """Running AMD's detection programs (rocminfo, rocm_agent_enumerator, amdgpu-arch) under a
 time limit, found on PATH, under ``ROCM_PATH``/``HIP_PATH`` or ``<root>/opt/rocm``.
 
-``subprocess`` is imported only when a program really runs. Must not parse: the probe's parser
+The run itself (process group, output cap) is ``gpu/programs.py``. ``subprocess`` is
+imported only when a program really runs. Must not parse: the probe's parser
 turns the output into a ProbeResult.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from rocm_build_backend.gpu.amd.output import first_line
 from rocm_build_backend.gpu.device import ProbeResult, Runner
+from rocm_build_backend.gpu.programs import OUTPUT_LIMIT, Ran, run_capped
 
 
 PROGRAMS = {
@@ -32,11 +35,28 @@ def _search_path(env: Mapping[str, str], root: Path) -> str:
     return os.pathsep.join(dirs)
 
 
+def _execute(exe: str, run: Runner | None, env: Mapping[str, str], timeout: float) -> Ran:
+    """Run ``exe``: by the capped runner, or by a ``subprocess.run``-compatible ``run``."""
+    if run is None:
+        return run_capped([exe], env=env, timeout=timeout)
+    import subprocess
+
+    try:
+        proc = run([exe], capture_output=True, stdin=subprocess.DEVNULL, env=dict(env),
+                   timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return Ran(b"", b"", None, timed_out=True)
+    out, err = _encode(proc.stdout), _encode(proc.stderr)
+    if len(out) + len(err) > OUTPUT_LIMIT:
+        return Ran(out[:OUTPUT_LIMIT], b"", None, too_large=True)
+    return Ran(out, err, proc.returncode)
+
+
 def run_probe(probe: str, parse: Callable[[str], ProbeResult], *, run: Runner | None, env: Mapping[str, str],
               root: Path, timeout: float) -> ProbeResult:
-    """Run ``probe``'s program with what is left of the time limit and parse what it printed."""
+    """Run ``probe``'s program with what is left of the time limit and parse what it printed;
+    the limit covers the parsing too, and output beyond ``OUTPUT_LIMIT`` is not believed."""
     import shutil
-    import subprocess
 
     path = _search_path(env, root)
     exe = next((found for name in PROGRAMS[probe] if (found := shutil.which(name, path=path))), None)
@@ -44,18 +64,29 @@ def run_probe(probe: str, parse: Callable[[str], ProbeResult], *, run: Runner | 
         return ProbeResult(probe, [], "not installed (not on PATH)", "not_found")
     if timeout <= 0:
         return ProbeResult(probe, [], "not run: the detection time limit was spent", "timeout")
-    runner = subprocess.run if run is None else run
+    deadline = time.monotonic() + timeout
     try:
-        proc = runner([exe], capture_output=True, stdin=subprocess.DEVNULL, env=dict(env),
-                      timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return ProbeResult(probe, [], f"no answer within {timeout:.3g} s; stopped", "timeout")
+        ran = _execute(exe, run, env, timeout)
     except OSError as exc:
         return ProbeResult(probe, [], f"cannot run: {exc.strerror or exc}", "tool_failed")
-    out = _decode(proc.stdout)
-    err = _decode(proc.stderr)
+    if ran.timed_out:
+        return ProbeResult(probe, [], f"no answer within {timeout:.3g} s; stopped", "timeout")
+    if ran.too_large:
+        return ProbeResult(probe, [], f"printed more than {OUTPUT_LIMIT // 2**20} MiB; stopped, output ignored",
+                           "tool_failed")
+    result = _judge(probe, parse, ran)
+    if time.monotonic() > deadline:
+        return ProbeResult(probe, [], "answered, but reading its output went past the detection time limit; ignored",
+                           "timeout")
+    return result
+
+
+def _judge(probe: str, parse: Callable[[str], ProbeResult], ran: Ran) -> ProbeResult:
+    """The parsed output, with the exit status weighed in."""
+    out = _decode(ran.stdout)
+    err = _decode(ran.stderr)
     result = parse(out + ("\n" + err if err else ""))
-    rc = proc.returncode
+    rc = ran.returncode or 0
     if rc == 0:
         return result
     how = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
@@ -71,6 +102,14 @@ def run_probe(probe: str, parse: Callable[[str], ProbeResult], *, run: Runner | 
         else:
             said = repr(first_line(text)) if text.strip() else ""
     return replace(result, summary=f"{how}: {said}" if said else how, error=result.error or "tool_failed")
+
+
+def _encode(data: object) -> bytes:
+    if data is None:
+        return b""
+    if isinstance(data, bytes):
+        return data
+    return str(data).encode("utf-8", errors="replace")
 
 
 def _decode(data: object) -> str:

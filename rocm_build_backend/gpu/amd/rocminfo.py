@@ -12,7 +12,7 @@ from typing import Any
 
 from rocm_build_backend.gpu.amd.devices import GENERIC, kind_of, product_processor, target_id, unknown_warning
 from rocm_build_backend.gpu.amd.output import clean_lines, error_code, error_line, first_line
-from rocm_build_backend.gpu.device import Device, ProbeResult, counted, plural
+from rocm_build_backend.gpu.device import MAX_DEVICES, Device, ProbeResult, counted, plural
 from rocm_build_backend.gpu.targets import GpuTarget
 
 
@@ -34,6 +34,8 @@ def _split_agents(lines: list[str]) -> list[dict[str, Any]]:
         if header.fullmatch(line):
             cur = {"isa": []}
             agents.append(cur)
+            if len(agents) > MAX_DEVICES:
+                break
             continue
         m = re.match(r"\s*([A-Za-z][A-Za-z .()/-]*?)\s*:\s*(.*)$", line)
         if not m:
@@ -47,6 +49,8 @@ def _split_agents(lines: list[str]) -> list[dict[str, Any]]:
             ):
                 cur = {"isa": []}
                 agents.append(cur)
+                if len(agents) > MAX_DEVICES:
+                    break
         if cur is None:
             continue
         if key == "Name" and isa is not None:
@@ -136,6 +140,9 @@ def _summary(text: str, devices: list[Device], agents: int, n_cpu: int, n_other:
 def parse_rocminfo(text: str) -> ProbeResult:
     """Parse ``rocminfo`` output: every GPU agent, with its first non-generic ISA's target ID."""
     agents = _split_agents(clean_lines(text))
+    if len(agents) > MAX_DEVICES:
+        return ProbeResult("rocminfo", [], f"lists more than {MAX_DEVICES} agents, more than any machine has; "
+                           "output ignored", "tool_failed")
     cpu_names = {a.get("Marketing Name") or a.get("Name") or "" for a in agents if a.get("Device Type") == "CPU"}
     cpu_names.discard("")
     devices: list[Device] = []

@@ -11,7 +11,7 @@ import re
 from rocm_build_backend.gpu.amd.devices import FEATURE, GENERIC, kind_of, product_processor, target_id, unknown_warning
 from rocm_build_backend.gpu.amd.names import kfd_to_processor
 from rocm_build_backend.gpu.amd.output import clean_lines, error_code, first_line
-from rocm_build_backend.gpu.device import Device, ProbeResult, counted
+from rocm_build_backend.gpu.device import MAX_DEVICES, Device, ProbeResult, counted
 from rocm_build_backend.gpu.targets import GpuTarget, table
 
 
@@ -24,6 +24,8 @@ def _line_devices(text: str, probe: str) -> tuple[list[Device], list[str], int]:
         words = line.split()
         if not words:
             continue
+        if len(devices) > MAX_DEVICES:
+            break
         first = re.sub(r"-strict$", "", words[0].lower())
         if re.fullmatch(r"gfx0+", first):
             placeholders += 1
@@ -55,6 +57,9 @@ def _line_devices(text: str, probe: str) -> tuple[list[Device], list[str], int]:
 
 def _line_result(text: str, probe: str) -> ProbeResult:
     devices, warnings, placeholders = _line_devices(text, probe)
+    if len(devices) > MAX_DEVICES:
+        return ProbeResult(probe, [], f"lists more than {MAX_DEVICES} GPUs, more than any machine has; "
+                           "output ignored", "tool_failed")
     if devices:
         summary = counted(devices)
         if placeholders:
@@ -112,6 +117,9 @@ def parse_rocm_smi(text: str) -> ProbeResult:
         except csv.Error:
             rows = []
         cards = [r for r in rows if isinstance(r.get("device"), str) and r["device"].startswith("card")]
+    if len(cards) > MAX_DEVICES:
+        return ProbeResult("rocm-smi", [], f"lists more than {MAX_DEVICES} cards, more than any machine has; "
+                           "output ignored", "tool_failed")
     devices: list[Device] = []
     warnings: list[str] = []
     for index, card in enumerate(cards):
