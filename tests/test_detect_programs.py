@@ -253,3 +253,33 @@ def test_the_time_limit_covers_parsing(tmp_path, monkeypatch):
     assert got.targets == []
     assert got.seen["rocminfo"] == "answered, but reading its output went past the detection time limit; ignored"
     assert "timeout" in got.causes
+
+
+# --------------------------------------------------------------------------- recorded files
+
+
+def cli(*args, timeout=60):
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "large"])
+def test_recorded_output_that_is_no_regular_file_or_too_large(tmp_path, kind):
+    path = tmp_path / "rocminfo.txt"
+    if kind == "fifo":
+        os.mkfifo(path)  # reading it would wait for a writer forever
+        want = "not a regular file"
+    elif kind == "dev_zero":
+        path.symlink_to("/dev/zero")
+        want = "not a regular file"
+    else:
+        path.write_bytes(b"  Name: gfx90a\n" + b"x" * (5 * 2**20))
+        want = "larger than 4194304 bytes"
+    proc = cli("detect", "--rocminfo-output", path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == f"error: cannot read --rocminfo-output {path}: {want}"
+    assert "Traceback" not in proc.stderr

@@ -42,11 +42,15 @@ def _detect_args(p: argparse.ArgumentParser) -> None:
 
 
 def _read(path: str, what: str) -> str:
+    """A recorded tool output: a regular file, at most what a detection program may print."""
+    from rocm_build_backend.gpu.files import read_small_text
+    from rocm_build_backend.gpu.programs import OUTPUT_LIMIT
+
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
+        return read_small_text(path, OUTPUT_LIMIT)
     except OSError as exc:
-        raise RocmBuildBackendError(f"cannot read {what} {path}: {exc.strerror}",
-                                    hint="give the path of a file that exists") from None
+        raise RocmBuildBackendError(f"cannot read {what} {path}: {exc.strerror or exc}",
+                                    hint="give the path of a file that holds the tool's output") from None
 
 
 def _detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
