@@ -759,3 +759,46 @@ def test_more_gpus_than_any_machine_has_is_not_believed(parse, text):
     got = parse(text)
     assert got.devices == [] and got.error == "tool_failed"
     assert "more than 1024" in got.summary and got.summary.endswith("output ignored")
+
+
+# --------------------------------------------------------------------------- outputs as users paste them
+
+
+def _grep_colour(text: str) -> str:
+    """What ``rocminfo | grep --color=always -e Name -e gfx`` style colouring does to each match."""
+    import re
+
+    return re.sub(r"Name|gfx[0-9a-f]+", lambda m: f"\x1b[01;31m\x1b[K{m.group(0)}\x1b[m\x1b[K", text)
+
+
+PASTES = {
+    "newlines_to_spaces": lambda t: " ".join(t.splitlines()),
+    "newlines_dropped": lambda t: "".join(t.splitlines()),
+    "crlf": lambda t: t.replace("\n", "\r\n"),
+    "lone_cr": lambda t: t.replace("\n", "\r"),
+    "tabs": lambda t: "\n".join(ln.replace("    ", "\t").replace(":  ", ":\t") for ln in t.splitlines()),
+    "ansi": _grep_colour,
+    "ansi_crlf_one_line": lambda t: " ".join(_grep_colour(t).splitlines()) + "\r\n",
+}
+
+
+def _pasted_cases():
+    for name in sorted(KEY):
+        want = KEY[name]
+        if want["tool"] == "kfd-properties" or not want["gpus"] or want["tool"].startswith("rocm-smi"):
+            continue
+        for paste in PASTES:
+            if want["tool"] != "rocminfo" and paste == "newlines_dropped":
+                continue  # one target per line with nothing between: "gfx942gfx942" is not a paste users make
+            yield name, paste
+
+
+@pytest.mark.parametrize("name, paste", list(_pasted_cases()))
+def test_pasted_output_gives_the_same_targets(name, paste):
+    want = KEY[name]
+    probe = TOOL_PROBE[want["tool"]]
+    text = PASTES[paste](fixture(name))
+    result = PARSER[probe](text)
+    assert summarize(result.devices) == want["gpus"]
+    got = D.detect(recorded={probe: text}, env={}, run=no_run)
+    assert sorted(map(str, got.targets)) == sorted(want["build_targets"])

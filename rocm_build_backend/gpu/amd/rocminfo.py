@@ -37,7 +37,7 @@ def _split_agents(lines: list[str]) -> list[dict[str, Any]]:
             if len(agents) > MAX_DEVICES:
                 break
             continue
-        m = re.match(r"\s*([A-Za-z][A-Za-z .()/-]*?)\s*:\s*(.*)$", line)
+        m = re.match(r"\s*([A-Za-z][A-Za-z .()/-]{0,60}?)\s*:\s*(.*)$", line)
         if not m:
             continue
         key, value = m.group(1).strip(), m.group(2).strip()

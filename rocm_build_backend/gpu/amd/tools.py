@@ -15,13 +15,33 @@ from rocm_build_backend.gpu.device import MAX_DEVICES, Device, ProbeResult, coun
 from rocm_build_backend.gpu.targets import GpuTarget, table
 
 
+_TARGET_WORD = re.compile(r"gfx[0-9a-z-]+(?::\S*)?", re.I)
+
+
+def _records(text: str) -> list[list[str]]:
+    """The words of each line that starts with a target ID, split again at every later target
+    ID on that line (a list pasted with its line breaks lost: ``gfx000 gfx942 gfx942``)."""
+    out: list[list[str]] = []
+    for line in clean_lines(text):
+        words = line.split()
+        if not words or not _TARGET_WORD.fullmatch(words[0]):
+            out.append(words)
+            continue
+        for word in words:
+            if _TARGET_WORD.fullmatch(word) or not out or not out[-1]:
+                out.append([word])
+            else:
+                out[-1].append(word)
+        out.append([])  # the line's end closes its last record
+    return out
+
+
 def _line_devices(text: str, probe: str) -> tuple[list[Device], list[str], int]:
     """One device per line whose first word is a target ID; later words may carry
     features (``gfx906 sramecc- xnack-``) or a PCI ID (``1002:66AF``)."""
     devices: list[Device] = []
     placeholders = 0
-    for line in clean_lines(text):
-        words = line.split()
+    for words in _records(text):
         if not words:
             continue
         if len(devices) > MAX_DEVICES:
