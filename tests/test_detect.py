@@ -15,11 +15,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rocm_build_backend.gpu import detect as D
+from rocm_build_backend.gpu.amd.amdsmi import parse_amd_smi
 from rocm_build_backend.gpu.amd.kfd import read_kfd
 from rocm_build_backend.gpu.amd.names import kfd_to_processor
 from rocm_build_backend.gpu.amd.overrides import parse_override
 from rocm_build_backend.gpu.amd.rocminfo import parse_rocminfo
-from rocm_build_backend.gpu.amd.tools import _smi_gfx, parse_amdgpu_arch, parse_enumerator, parse_rocm_smi
+from rocm_build_backend.gpu.amd.tools import smi_gfx, parse_amdgpu_arch, parse_enumerator, parse_rocm_smi
 from rocm_build_backend.errors import NoGpuDetectedError
 from rocm_build_backend.gpu.targets import GpuTarget
 
@@ -34,12 +35,16 @@ TOOL_PROBE = {
     "aomp offload-arch -v": "amdgpu-arch",
     "rocm-smi --showproductname --json": "rocm-smi",
     "rocm-smi --showproductname --csv": "rocm-smi",
+    "amd-smi static": "amd-smi",
+    "amd-smi static --json": "amd-smi",
+    "amd-smi list": "amd-smi",
 }
 PARSER = {
     "rocminfo": parse_rocminfo,
     "rocm_agent_enumerator": parse_enumerator,
     "amdgpu-arch": parse_amdgpu_arch,
     "rocm-smi": parse_rocm_smi,
+    "amd-smi": parse_amd_smi,
 }
 
 
@@ -108,7 +113,7 @@ def kfd(root: Path, env: dict | None = None, **kw) -> D.Detection:
 def test_every_fixture_is_in_the_key():
     files = {p.name for p in DATA.iterdir() if p.name not in ("SOURCES.md", "detect-expected.json")}
     assert files == set(KEY)
-    assert len(KEY) == 23
+    assert len(KEY) == 27
 
 
 def summarize(devices):
@@ -323,10 +328,10 @@ def test_igpu_by_table_in_line_tools():
 
 
 def test_rocm_smi_decimal_gfx_version():
-    assert _smi_gfx("gfx9010") == "gfx90a"
-    assert _smi_gfx("gfx942") == "gfx942"
-    assert _smi_gfx("gfx9012") == "gfx90c"
-    assert _smi_gfx("gfx12345") is None
+    assert smi_gfx("gfx9010") == "gfx90a"
+    assert smi_gfx("gfx942") == "gfx942"
+    assert smi_gfx("gfx9012") == "gfx90c"
+    assert smi_gfx("gfx12345") is None
 
 
 def test_recorded_probe_order_and_disagreement():
@@ -790,6 +795,8 @@ def _pasted_cases():
         for paste in PASTES:
             if want["tool"] != "rocminfo" and paste == "newlines_dropped":
                 continue  # one target per line with nothing between: "gfx942gfx942" is not a paste users make
+            if want["tool"] == "amd-smi static" and paste.startswith(("newlines", "ansi_crlf_one")):
+                continue  # amd-smi's text is read line by line; its JSON survives any of these
             yield name, paste
 
 
@@ -802,3 +809,42 @@ def test_pasted_output_gives_the_same_targets(name, paste):
     assert summarize(result.devices) == want["gpus"]
     got = D.detect(recorded={probe: text}, env={}, run=no_run)
     assert sorted(map(str, got.targets)) == sorted(want["build_targets"])
+
+
+# --------------------------------------------------------------------------- amd-smi
+
+
+def test_amd_smi_static_text_gives_name_cus_and_device_id():
+    (dev,) = parse_amd_smi(fixture("w7500_gfx1102.amd-smi-static-asic.txt")).devices
+    assert (str(dev.target), dev.name, dev.compute_units, dev.device_id, dev.node) == (
+        "gfx1102", "Navi 33 [Radeon Pro W7500]", 28, "0x7489", 2)
+
+
+def test_amd_smi_static_json_both_shapes_and_warning_lines():
+    text = fixture("mi210_gfx90a.amd-smi-static.json")
+    data = json.loads(text)
+    # amd-smi 24.x printed the list itself; later versions wrap it in {"gpu_data": [...]}
+    old_shape = json.dumps(data["gpu_data"], indent=4)
+    # Python warnings amd-smi printed before its JSON, as a user pasted them (nathaninline/ajean#39)
+    warned = ("/usr/lib/python3.14/site-packages/amdsmi/amdsmi_interface.py:3569: SyntaxWarning: "
+              "'return' in a 'finally' block\n  return return_dictionary\n" + text)
+    for variant in (text, old_shape, warned):
+        (dev,) = parse_amd_smi(variant).devices
+        assert (str(dev.target), dev.name, dev.compute_units, dev.device_id) == (
+            "gfx90a", "AMD Instinct MI210", 104, "0x740f")
+
+
+def test_amd_smi_list_names_gpus_but_no_targets():
+    got = parse_amd_smi(fixture("mi210_plus_nic.amd-smi-list.txt"))
+    assert got.devices == [] and got.error == "no_target_info"
+    assert got.summary.startswith("lists 1 GPU but not their targets")
+    detection = D.detect(recorded={"amd-smi": fixture("mi210_plus_nic.amd-smi-list.txt")}, env={}, run=no_run)
+    with pytest.raises(NoGpuDetectedError) as info:
+        D.require_targets(detection)
+    assert "amd-smi static --asic" in info.value.hint
+
+
+def test_amd_smi_unknown_target_is_skipped_with_a_warning():
+    text = fixture("w7500_gfx1102.amd-smi-static-asic.txt").replace("gfx1102", "gfx1999")
+    got = parse_amd_smi(text)
+    assert got.devices == [] and "gfx1999" in got.warnings[0]

@@ -86,7 +86,8 @@ def test_rocminfo_exit_0_with_driver_not_loaded(tmp_path):
     assert info.value.message == (
         "no AMD GPU found (KFD: no KFD topology (amdgpu driver not loaded); "
         "rocminfo: 'ROCk module is NOT loaded, possibly no GPU devices'; "
-        "rocm_agent_enumerator: not installed (not on PATH); amdgpu-arch: not installed (not on PATH))"
+        "rocm_agent_enumerator: not installed (not on PATH); amd-smi: not installed (not on PATH); "
+        "amdgpu-arch: not installed (not on PATH))"
     )
     assert "amdgpu kernel driver is not loaded" in info.value.hint
     assert info.value.hint.endswith("ROCM_BUILD_BACKEND_TARGETS=gfx942")
@@ -283,3 +284,48 @@ def test_recorded_output_that_is_no_regular_file_or_too_large(tmp_path, kind):
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[0] == f"error: cannot read --rocminfo-output {path}: {want}"
     assert "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- amd-smi
+
+
+def test_amd_smi_runs_after_the_enumerator_and_before_amdgpu_arch(tmp_path):
+    args = tmp_path / "amd-smi-args"
+    marker = tmp_path / "amdgpu-arch-ran"
+    program(tmp_path / "bin", "rocm_agent_enumerator", 'echo gfx000')
+    program(tmp_path / "bin", "amd-smi", f'echo "$@" > "{args}"\n' + prints("mi210_gfx90a.amd-smi-static.json"))
+    program(tmp_path / "bin", "amdgpu-arch", "echo gfx1030", marker=marker)
+    got = run_detect(tmp_path)
+    assert got.source == "amd-smi" and [str(t) for t in got.targets] == ["gfx90a"]
+    assert args.read_text().split() == ["static", "--asic", "--json"]
+    assert list(got.seen) == ["kfd", "rocminfo", "rocm_agent_enumerator", "amd-smi"]
+    assert not marker.exists()
+    (dev,) = got.devices
+    assert dev.name == "AMD Instinct MI210" and dev.reason == "discrete GPU"
+
+
+def test_amd_smi_gets_the_global_override_applied(tmp_path):
+    program(tmp_path / "bin", "amd-smi", prints("w7500_gfx1102.amd-smi-static-asic.txt"))
+    got = run_detect(tmp_path, env={"PATH": str(tmp_path / "bin"), "HSA_OVERRIDE_GFX_VERSION": "11.0.0"})
+    (dev,) = got.devices
+    assert (str(dev.target), str(dev.physical)) == ("gfx1100", "gfx1102")
+
+
+@pytest.mark.parametrize("fixture, want", [
+    ("mi350x_gfx950.amd-smi-static.txt", ["gfx950"]),
+    ("mi210_gfx90a.amd-smi-static.json", ["gfx90a"]),
+])
+def test_detect_cli_reads_recorded_amd_smi_output(fixture, want):
+    import json
+
+    proc = cli("detect", "--json", "--amd-smi-output", DATA / fixture)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["targets"] == want and out["source"] == "amd-smi"
+
+
+def test_detect_cli_with_amd_smi_list_says_what_is_missing():
+    proc = cli("detect", "--amd-smi-output", DATA / "mi210_plus_nic.amd-smi-list.txt")
+    assert proc.returncode == 3
+    assert "amd-smi: lists 1 GPU but not their targets" in proc.stdout
+    assert "amd-smi static --asic" in proc.stderr

@@ -39,6 +39,8 @@ def _detect_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rocminfo-output", metavar="FILE", help="use this recorded rocminfo output")
     g.add_argument("--enumerator-output", metavar="FILE", help="use this recorded rocm_agent_enumerator output")
     g.add_argument("--amdgpu-arch-output", metavar="FILE", help="use this recorded amdgpu-arch/offload-arch output")
+    g.add_argument("--amd-smi-output", metavar="FILE",
+                   help="use this recorded 'amd-smi static' (text or --json) or 'amd-smi list' output")
 
 
 def _read(path: str, what: str) -> str:
@@ -58,7 +60,7 @@ def _detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
 
     recorded = {}
     for key, attr in (("rocminfo", "rocminfo_output"), ("rocm_agent_enumerator", "enumerator_output"),
-                      ("amdgpu-arch", "amdgpu_arch_output")):
+                      ("amdgpu-arch", "amdgpu_arch_output"), ("amd-smi", "amd_smi_output")):
         if getattr(args, attr, None):
             recorded[key] = _read(getattr(args, attr), f"--{attr.replace('_', '-')}")
     kw: dict[str, Any] = {"keep_features": keep_features}

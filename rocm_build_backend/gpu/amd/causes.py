@@ -15,7 +15,7 @@ from rocm_build_backend.gpu.files import read_small_text
 
 
 _RANK = ("kfd_permission_denied", "driver_not_loaded_no_kfd", "driver_not_loaded", "out_of_resources",
-         "timeout", "tool_failed", "no_topology")
+         "timeout", "no_target_info", "tool_failed", "no_topology")
 
 
 def find_causes(results: Mapping[str, ProbeResult], root: Path, env: Mapping[str, str]) -> list[str]:
@@ -82,6 +82,7 @@ HINTS = {
         "HSA_OVERRIDE_GFX_VERSION or a missing /dev/kfd causes this"
     ),
     "timeout": "a detection program did not answer in time",
+    "no_target_info": "amd-smi list names GPUs but not their targets: use the output of 'amd-smi static --asic'",
     "hidden": "ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES hide every GPU found",
 }
 

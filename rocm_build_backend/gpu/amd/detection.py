@@ -7,10 +7,11 @@ Probes, in this order; no later one runs once one has seen a GPU:
    per-node form applied the way the runtime applies them;
 2. ``rocminfo``: the runtime's own view (overrides and ``ROCR_VISIBLE_DEVICES`` applied);
 3. ``rocm_agent_enumerator``: one target per line; an old leading ``gfx000`` is ignored;
-4. ``amdgpu-arch`` (or ``offload-arch``): one target per line;
-5. ``rocm-smi`` (recorded output only, never run): ``--showproductname`` as JSON or CSV.
+4. ``amd-smi``: ``amd-smi static --asic --json`` (the driver's view, physical GPUs);
+5. ``amdgpu-arch`` (or ``offload-arch``): one target per line;
+6. ``rocm-smi`` (recorded output only, never run): ``--showproductname`` as JSON or CSV.
 
-Probes 2-4 run programs only when the KFD topology shows no GPU, each under what is left of
+Probes 2-5 run programs only when the KFD topology shows no GPU, each under what is left of
 the one time limit. Replaying (``Probing.recorded`` given) runs nothing. Devices become build
 targets like this: GPUs hidden by ``ROCR_VISIBLE_DEVICES`` or ``HIP_VISIBLE_DEVICES`` are left
 out; an integrated GPU is left out when a discrete GPU is visible, and built for when it is
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from rocm_build_backend.gpu.amd.amdsmi import parse_amd_smi
 from rocm_build_backend.gpu.amd.causes import find_causes
 from rocm_build_backend.gpu.amd.kfd import read_kfd
 from rocm_build_backend.gpu.amd.overrides import OVERRIDE, apply_override
@@ -34,11 +36,12 @@ from rocm_build_backend.gpu.device import Device, Probing, ProbeResult, VendorDe
 from rocm_build_backend.gpu.targets import sort_targets
 
 #: Probe names in the order they are consulted.
-PROBES = ("kfd", "rocminfo", "rocm_agent_enumerator", "amdgpu-arch", "rocm-smi")
+PROBES = ("kfd", "rocminfo", "rocm_agent_enumerator", "amd-smi", "amdgpu-arch", "rocm-smi")
 #: The parser of each probe whose output can be recorded.
 PARSERS: dict[str, Callable[[str], ProbeResult]] = {
     "rocminfo": parse_rocminfo,
     "rocm_agent_enumerator": parse_enumerator,
+    "amd-smi": parse_amd_smi,
     "amdgpu-arch": parse_amdgpu_arch,
     "rocm-smi": parse_rocm_smi,
 }
@@ -72,11 +75,11 @@ def _decided(results: Mapping[str, ProbeResult]) -> ProbeResult | None:
 def _overrides(decided: ProbeResult, env: Mapping[str, str], warnings: list[str]) -> list[Device]:
     """The deciding probe's devices with the overrides its program did not apply itself."""
     devices = decided.devices
-    if decided.probe == "amdgpu-arch":  # reads KFD itself, without the runtime's override
+    if decided.probe in ("amdgpu-arch", "amd-smi"):  # they read the hardware, not the runtime's view
         devices = [apply_override(d, {k: v for k, v in env.items() if k == OVERRIDE}, warnings) for d in devices]
         per_node = sorted(k for k in env if k.startswith(OVERRIDE + "_"))
         if per_node:
-            warnings.append(f"{', '.join(per_node)} not applied: amdgpu-arch's lines carry no KFD node numbers")
+            warnings.append(f"{', '.join(per_node)} not applied: {decided.probe}'s GPUs carry no KFD node numbers")
     elif decided.probe == "rocminfo" and env.get(OVERRIDE, "").strip():
         if not any(d.physical for d in devices):
             warnings.append(f"{OVERRIDE}={env[OVERRIDE]} is set: rocminfo shows the overridden target; "

@@ -53,6 +53,11 @@ def _unfold(line: str) -> list[str]:
     return [part.strip() for part in _FIELD.sub(lambda m: f"\n{m.group(1)}:", line).split("\n")]
 
 
+def plain(text: str) -> str:
+    """The text without terminal colour codes, with LF line ends."""
+    return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+
+
 def clean_lines(text: str) -> list[str]:
     """The output's lines without colour codes or trailing blanks; CR, CRLF and LF all end a
     line, and a line holding several rocminfo fields is split into one line per field."""

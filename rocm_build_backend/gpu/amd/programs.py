@@ -19,11 +19,15 @@ from rocm_build_backend.gpu.device import ProbeResult, Runner
 from rocm_build_backend.gpu.programs import OUTPUT_LIMIT, Ran, run_capped
 
 
+#: The probes that run programs, in order: the executable names tried for each.
 PROGRAMS = {
     "rocminfo": ("rocminfo",),
     "rocm_agent_enumerator": ("rocm_agent_enumerator",),
+    "amd-smi": ("amd-smi",),
     "amdgpu-arch": ("amdgpu-arch", "offload-arch"),
 }
+#: The arguments each program is run with (none for the others).
+_ARGS = {"amd-smi": ("static", "--asic", "--json")}
 
 
 def _search_path(env: Mapping[str, str], root: Path) -> str:
@@ -35,14 +39,14 @@ def _search_path(env: Mapping[str, str], root: Path) -> str:
     return os.pathsep.join(dirs)
 
 
-def _execute(exe: str, run: Runner | None, env: Mapping[str, str], timeout: float) -> Ran:
+def _execute(exe: str, args: tuple[str, ...], run: Runner | None, env: Mapping[str, str], timeout: float) -> Ran:
     """Run ``exe``: by the capped runner, or by a ``subprocess.run``-compatible ``run``."""
     if run is None:
-        return run_capped([exe], env=env, timeout=timeout)
+        return run_capped([exe, *args], env=env, timeout=timeout)
     import subprocess
 
     try:
-        proc = run([exe], capture_output=True, stdin=subprocess.DEVNULL, env=dict(env),
+        proc = run([exe, *args], capture_output=True, stdin=subprocess.DEVNULL, env=dict(env),
                    timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return Ran(b"", b"", None, timed_out=True)
@@ -66,7 +70,7 @@ def run_probe(probe: str, parse: Callable[[str], ProbeResult], *, run: Runner | 
         return ProbeResult(probe, [], "not run: the detection time limit was spent", "timeout")
     deadline = time.monotonic() + timeout
     try:
-        ran = _execute(exe, run, env, timeout)
+        ran = _execute(exe, _ARGS.get(probe, ()), run, env, timeout)
     except OSError as exc:
         return ProbeResult(probe, [], f"cannot run: {exc.strerror or exc}", "tool_failed")
     if ran.timed_out:

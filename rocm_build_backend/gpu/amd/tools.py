@@ -103,7 +103,7 @@ def parse_amdgpu_arch(text: str) -> ProbeResult:
     return _line_result(text, "amdgpu-arch")
 
 
-def _smi_gfx(value: str) -> str | None:
+def smi_gfx(value: str) -> str | None:
     """rocm-smi's ``GFX Version``: ``gfx942`` as is, and its decimal ``gfx9010`` read as gfx90a."""
     value = value.strip().lower()
     if value in table():
@@ -144,7 +144,7 @@ def parse_rocm_smi(text: str) -> ProbeResult:
     warnings: list[str] = []
     for index, card in enumerate(cards):
         fields = {k.lower(): v for k, v in card.items() if isinstance(k, str) and isinstance(v, str)}
-        processor = _smi_gfx(fields.get("gfx version", ""))
+        processor = smi_gfx(fields.get("gfx version", ""))
         series = fields.get("card series", "")
         if processor is None:
             processor = product_processor(series)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class _Amd:
     name = "amd"
     label = "AMD"
-    recorded_probes: tuple[str, ...] = ("rocminfo", "rocm_agent_enumerator", "amdgpu-arch", "rocm-smi")
+    recorded_probes: tuple[str, ...] = ("rocminfo", "rocm_agent_enumerator", "amd-smi", "amdgpu-arch", "rocm-smi")
 
     def owns(self, processor: str) -> bool:
         return names.owns(processor)
