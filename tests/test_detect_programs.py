@@ -329,3 +329,63 @@ def test_detect_cli_with_amd_smi_list_says_what_is_missing():
     assert proc.returncode == 3
     assert "amd-smi: lists 1 GPU but not their targets" in proc.stdout
     assert "amd-smi static --asic" in proc.stderr
+
+
+# --------------------------------------------------------------------------- the --json contract
+
+
+OPTION = {"rocminfo": "--rocminfo-output", "rocm_agent_enumerator": "--enumerator-output",
+          "aomp offload-arch -v": "--amdgpu-arch-output", "amdgpu-arch": "--amdgpu-arch-output",
+          "amd-smi static": "--amd-smi-output", "amd-smi static --json": "--amd-smi-output",
+          "amd-smi list": "--amd-smi-output"}
+
+
+def _schema(name):
+    import json
+
+    from rocm_build_backend.data import path
+
+    schema = json.loads(path(f"schemas/{name}.schema.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _key():
+    import json
+
+    return json.loads((DATA / "detect-expected.json").read_text())["fixtures"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, k in _key().items() if k["tool"] in OPTION))
+def test_detect_json_of_every_recorded_fixture_meets_the_schema(name):
+    import json
+
+    validator = _schema("detect")
+    want = _key()[name]
+    for extra in ([], ["--features"]) if want["tool"] == "rocminfo" else ([],):
+        proc = cli("detect", "--json", *extra, OPTION[want["tool"]], DATA / name)
+        data = json.loads(proc.stdout)
+        assert list(data)[0] == "schema_version"
+        validator.validate(data)
+        assert proc.returncode == (0 if want["build_targets"] else 3)
+        if not extra:
+            assert sorted(data["targets"]) == sorted(want["build_targets"])
+
+
+def test_detect_json_of_a_kfd_tree_and_of_an_empty_root_meet_the_schema(tmp_path):
+    import json
+
+    validator = _schema("detect")
+    nodes = tmp_path / "root" / "sys/class/kfd/kfd/topology/nodes"
+    for node, fixture in enumerate(["cpu_node0", "mi300x_gfx942", "radeon_pro_w7500_gfx1102"]):
+        (nodes / str(node)).mkdir(parents=True)
+        (nodes / str(node) / "properties").write_text((DATA / f"{fixture}.kfd-properties.txt").read_text())
+    proc = cli("detect", "--json", "--root", tmp_path / "root")
+    data = json.loads(proc.stdout)
+    validator.validate(data)
+    assert data["source"] == "kfd" and data["targets"] == ["gfx942", "gfx1102"] and proc.returncode == 0
+    proc = cli("detect", "--json", "--root", empty_root(tmp_path / "empty"))
+    data = json.loads(proc.stdout)
+    validator.validate(data)
+    assert data["targets"] == [] and data["causes"] == ["no_topology"] and proc.returncode == 3

@@ -90,3 +90,28 @@ def test_target_properties():
     assert parse_target("gfx1036").info["kind"] == "apu"
     assert parse_target("sm_90a").vendor == "nvidia"
     assert split_targets(["a;b", "c d"]) == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--all"]])
+def test_targets_json_meets_its_schema(extra):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rocm_build_backend.data import path
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(path("schemas/targets.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", "targets", "--json", *extra], cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True, check=True)
+    data = json.loads(proc.stdout)
+    assert list(data)[0] == "schema_version"
+    jsonschema.validate(data, schema)
+    names = [row["name"] for row in data["targets"]]
+    assert len(names) == len(set(names)) and "gfx942" in names
+    assert ("sm_90" in names) == bool(extra)
+    assert names.index("gfx908") < names.index("gfx90a") < names.index("gfx942") < names.index("gfx1030")

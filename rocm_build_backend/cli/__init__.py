@@ -79,8 +79,11 @@ def cmd_targets(args: argparse.Namespace) -> int:
     from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, table
 
     rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == "amd")
-    if args.json:
-        _print_json({str(t): table()[t.processor] for t in rows})
+    if args.json:  # data/schemas/targets.schema.json, docs/json/targets.md
+        columns = ("vendor", "family", "kind", "xnack", "sramecc", "generic", "kfd", "first_llvm", "products",
+                   "verified")
+        _print_json({"schema_version": 1, "targets": [
+            {"name": t.processor, **{c: table()[t.processor].get(c) for c in columns}} for t in rows]})
         return 0
     for t in rows:
         r = table()[t.processor]

@@ -45,6 +45,7 @@ class Device:
     def to_json(self) -> dict[str, Any]:
         return {
             "target": str(self.target),
+            "vendor": self.target.vendor,
             "processor": self.target.processor,
             "physical": str(self.physical) if self.physical else None,
             "name": self.name,
@@ -129,12 +130,15 @@ class Detection:
     labels: dict[str, str] = field(default_factory=dict)  # probe -> how messages name it
 
     def to_json(self) -> dict[str, Any]:
+        """The ``detect --json`` document (``data/schemas/detect.schema.json``, docs/json/detect.md)."""
         return {
+            "schema_version": 1,
             "targets": [str(t) for t in self.targets],
             "devices": [d.to_json() for d in self.devices],
             "source": self.source,
             "warnings": list(self.warnings),
             "seen": dict(self.seen),
+            "causes": list(self.causes),
         }
 
     def label(self, probe: str) -> str:
