@@ -7,6 +7,7 @@
     kfd.py        probe: KFD sysfs topology
     rocminfo.py   parser: rocminfo
     tools.py      parsers: rocm_agent_enumerator, amdgpu-arch, rocm-smi
+    amdsmi.py     parser: amd-smi static (text, --json) and amd-smi list
     programs.py   running the probe programs under a time limit
     devices.py    target, kind (dGPU/APU) and product facts for a device a probe saw
     output.py     tool output as text: cleaning, first lines, error codes

@@ -6,6 +6,7 @@ New code imports ``detect``/``require_targets`` and the model from ``rocm_build_
 
 from __future__ import annotations
 
+from rocm_build_backend.gpu.amd.amdsmi import parse_amd_smi
 from rocm_build_backend.gpu.amd.detection import PROBES
 from rocm_build_backend.gpu.amd.kfd import read_kfd
 from rocm_build_backend.gpu.amd.rocminfo import parse_rocminfo
@@ -23,5 +24,6 @@ __all__ = [
     "parse_enumerator",
     "parse_amdgpu_arch",
     "parse_rocm_smi",
+    "parse_amd_smi",
     "read_kfd",
 ]
