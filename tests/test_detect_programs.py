@@ -337,7 +337,8 @@ def test_detect_cli_with_amd_smi_list_says_what_is_missing():
 OPTION = {"rocminfo": "--rocminfo-output", "rocm_agent_enumerator": "--enumerator-output",
           "aomp offload-arch -v": "--amdgpu-arch-output", "amdgpu-arch": "--amdgpu-arch-output",
           "amd-smi static": "--amd-smi-output", "amd-smi static --json": "--amd-smi-output",
-          "amd-smi list": "--amd-smi-output"}
+          "amd-smi list": "--amd-smi-output", "rocm-smi --showproductname --json": "--rocm-smi-output",
+          "rocm-smi --showproductname --csv": "--rocm-smi-output"}
 
 
 def _schema(name):

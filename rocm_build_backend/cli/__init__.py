@@ -35,12 +35,16 @@ def _print_json(data: Any) -> None:
 
 def _detect_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("detection from recorded data instead of this machine")
+    from rocm_build_backend.gpu.vendor import vendors
+
     g.add_argument("--root", metavar="DIR", help="folder that stands for / in every sysfs read")
-    g.add_argument("--rocminfo-output", metavar="FILE", help="use this recorded rocminfo output")
-    g.add_argument("--enumerator-output", metavar="FILE", help="use this recorded rocm_agent_enumerator output")
-    g.add_argument("--amdgpu-arch-output", metavar="FILE", help="use this recorded amdgpu-arch/offload-arch output")
-    g.add_argument("--amd-smi-output", metavar="FILE",
-                   help="use this recorded 'amd-smi static' (text or --json) or 'amd-smi list' output")
+    for vendor in vendors():  # each vendor names the tool outputs it can replay
+        for rec in vendor.recorded_outputs:
+            g.add_argument(rec.option, metavar="FILE", dest=_dest(rec.option), help=rec.help)
+
+
+def _dest(option: str) -> str:
+    return "recorded_" + option.lstrip("-").replace("-", "_")
 
 
 def _read(path: str, what: str) -> str:
@@ -57,12 +61,13 @@ def _read(path: str, what: str) -> str:
 
 def _detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
     from rocm_build_backend.gpu.detect import detect
+    from rocm_build_backend.gpu.vendor import vendors
 
     recorded = {}
-    for key, attr in (("rocminfo", "rocminfo_output"), ("rocm_agent_enumerator", "enumerator_output"),
-                      ("amdgpu-arch", "amdgpu_arch_output"), ("amd-smi", "amd_smi_output")):
-        if getattr(args, attr, None):
-            recorded[key] = _read(getattr(args, attr), f"--{attr.replace('_', '-')}")
+    for vendor in vendors():
+        for rec in vendor.recorded_outputs:
+            if getattr(args, _dest(rec.option), None):
+                recorded[rec.probe] = _read(getattr(args, _dest(rec.option)), rec.option)
     kw: dict[str, Any] = {"keep_features": keep_features}
     if args.root:
         if not Path(args.root).is_dir():

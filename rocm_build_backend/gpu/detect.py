@@ -57,7 +57,7 @@ def detect(
     )
     warnings: list[str] = []
     if recorded is not None:
-        known = {probe for v in vendors() for probe in v.recorded_probes}
+        known = {r.probe for v in vendors() for r in v.recorded_outputs}
         unknown = sorted(set(recorded) - known)
         if unknown:
             warnings.append("recorded output for unknown probe(s) ignored: " + ", ".join(unknown))

@@ -17,6 +17,7 @@ from typing import Sequence
 
 from rocm_build_backend.gpu.device import Probing, VendorDetection
 from rocm_build_backend.gpu.targets import GpuTarget, table
+from rocm_build_backend.gpu.vendor import RecordedOutput
 
 
 _NV = re.compile(r"(sm|compute)_([0-9]+)([af]?)")
@@ -25,7 +26,7 @@ _NV = re.compile(r"(sm|compute)_([0-9]+)([af]?)")
 class _Nvidia:
     name = "nvidia"
     label = "NVIDIA"
-    recorded_probes: tuple[str, ...] = ()
+    recorded_outputs: tuple[RecordedOutput, ...] = ()
 
     def owns(self, processor: str) -> bool:
         return _NV.fullmatch(processor) is not None

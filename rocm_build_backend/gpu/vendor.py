@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
 if TYPE_CHECKING:
     from rocm_build_backend.gpu.device import Probing, VendorDetection
@@ -28,12 +28,20 @@ _REGISTRY = (
 )
 
 
+class RecordedOutput(NamedTuple):
+    """A probe whose captured output ``detect(recorded=...)`` replays, and its CLI option."""
+
+    probe: str  # the key in ``recorded`` ("rocminfo")
+    option: str  # the option of detect/check/cache that reads it from a file ("--rocminfo-output")
+    help: str
+
+
 class Vendor(Protocol):
     """One GPU vendor, as the vendor-neutral code sees it."""
 
     name: str  # "amd": the value of ``GpuTarget.vendor`` and of settings
     label: str  # "AMD": how messages name it
-    recorded_probes: tuple[str, ...]  # probe names ``detect(recorded=...)`` accepts for it
+    recorded_outputs: tuple[RecordedOutput, ...]  # the probes it can replay from captured output
 
     def owns(self, processor: str) -> bool:
         """Whether a processor name (``gfx90a``, ``sm_90a``) is this vendor's spelling."""

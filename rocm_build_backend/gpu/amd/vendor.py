@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from rocm_build_backend.gpu.amd import loader, names
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.vendor import RecordedOutput
 
 if TYPE_CHECKING:
     from rocm_build_backend.gpu.device import Probing, VendorDetection
@@ -19,7 +20,14 @@ if TYPE_CHECKING:
 class _Amd:
     name = "amd"
     label = "AMD"
-    recorded_probes: tuple[str, ...] = ("rocminfo", "rocm_agent_enumerator", "amd-smi", "amdgpu-arch", "rocm-smi")
+    recorded_outputs = (
+        RecordedOutput("rocminfo", "--rocminfo-output", "use this recorded rocminfo output"),
+        RecordedOutput("rocm_agent_enumerator", "--enumerator-output", "use this recorded rocm_agent_enumerator output"),
+        RecordedOutput("amd-smi", "--amd-smi-output",
+                       "use this recorded 'amd-smi static' (text or --json) or 'amd-smi list' output"),
+        RecordedOutput("amdgpu-arch", "--amdgpu-arch-output", "use this recorded amdgpu-arch/offload-arch output"),
+        RecordedOutput("rocm-smi", "--rocm-smi-output", "use this recorded 'rocm-smi --showproductname' output"),
+    )
 
     def owns(self, processor: str) -> bool:
         return names.owns(processor)
