@@ -13,11 +13,13 @@ only on sm_XY itself; ``sm_XYf`` on the same family (same major, minor >= Y); PT
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from rocm_build_backend.gpu.device import Probing, VendorDetection
 from rocm_build_backend.gpu.targets import GpuTarget, table
 from rocm_build_backend.gpu.vendor import RecordedOutput
+
+if TYPE_CHECKING:
+    from rocm_build_backend.gpu.device import Probing, VendorDetection
 
 
 _NV = re.compile(r"(sm|compute)_([0-9]+)([af]?)")
@@ -62,6 +64,8 @@ class _Nvidia:
         return None
 
     def detect(self, probing: Probing) -> VendorDetection:
+        from rocm_build_backend.gpu.device import VendorDetection
+
         return VendorDetection(self.name)
 
     def hints(self, causes: Sequence[str]) -> list[str]:
