@@ -3,7 +3,7 @@
 import pytest
 
 from rocm_build_backend.errors import UnknownTargetError
-from rocm_build_backend.gpu.targets import (GpuTarget, join_targets, parse_target, parse_targets,
+from rocm_build_backend.gpu.targets import (GpuTarget, join_targets, parse_target, parse_targets, sort_targets,
                                             split_targets, suggest, table)
 from rocm_build_backend.gpu.amd.names import kfd_to_processor
 
@@ -115,3 +115,37 @@ def test_targets_json_meets_its_schema(extra):
     assert len(names) == len(set(names)) and "gfx942" in names
     assert ("sm_90" in names) == bool(extra)
     assert names.index("gfx908") < names.index("gfx90a") < names.index("gfx942") < names.index("gfx1030")
+
+
+def test_every_target_in_the_table_belongs_to_the_vendor_its_row_names():
+    from rocm_build_backend.gpu.vendor import claimant, vendor_named
+
+    for name, row in table().items():
+        found = claimant(name)
+        assert found is not None and found.name == row["vendor"], name
+        assert vendor_named(row["vendor"]) is found
+        assert GpuTarget(name).vendor == row["vendor"] and GpuTarget(name).info == row
+
+
+def test_sort_order_puts_vendors_in_registry_order_and_unknown_names_last():
+    got = [str(t) for t in sort_targets([GpuTarget("zz9"), GpuTarget("sm_90"), GpuTarget("gfx942"),
+                                         GpuTarget("compute_90"), GpuTarget("gfx90a")])]
+    assert got == ["gfx90a", "gfx942", "sm_90", "compute_90", "zz9"]
+
+
+def test_compat_asks_the_vendor_of_the_code():
+    from rocm_build_backend.gpu.compat import why_not
+
+    assert why_not("gfx90a", "sm_90") == "gfx90a is amd code, the device is nvidia"
+    assert why_not("gfx90a:xnack+", "gfx90a:xnack-") == "gfx90a:xnack+ needs xnack+, the device runs xnack-"
+    assert why_not("sm_80", "sm_90") == "sm_80 loads on sm_8x devices from sm_80 on"
+    assert why_not("compute_80", "sm_90") is None
+
+
+def test_the_earlier_detection_import_path_still_works():
+    from rocm_build_backend.gpu import detect as neutral
+    from rocm_build_backend.gpu.amd import detect as earlier
+
+    for name in earlier.__all__:
+        assert getattr(earlier, name) is not None
+    assert earlier.detect is neutral.detect and earlier.Detection is neutral.Detection
