@@ -109,3 +109,13 @@ def test_vendor_surface():
     assert NVIDIA.table_key("sm_90a") == "sm_90" and NVIDIA.owns("compute_100f") and not NVIDIA.owns("gfx90a")
     assert NVIDIA.parse("sm_90:xnack+") == "NVIDIA target 'sm_90:xnack+' takes no ':' features"
     assert NVIDIA.sort_key("sm_90") < NVIDIA.sort_key("compute_90") < NVIDIA.sort_key("sm_100")
+
+
+def test_cli_detect_replays_nvidia_smi(both, capsys):
+    import json
+
+    from rocm_build_backend.cli import main
+
+    assert main(["detect", "--json", "--nvidia-smi-output", str(H200 / "nvidia-smi-query.csv")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["targets"] == ["sm_90"] and out["source"] == "nvidia-smi"
