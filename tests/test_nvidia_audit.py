@@ -30,6 +30,9 @@ def build(tmp_path, *args):
 def test_zstd_ptx_counts_without_zstandard(tmp_path, monkeypatch):
     so = build(tmp_path, "-gencode=arch=compute_80,code=[sm_80,compute_80]", "--compress-mode=size")
     monkeypatch.setitem(sys.modules, "zstandard", None)
+    for name, module in list(sys.modules.items()):  # a machine without any zstd decoder
+        if name.startswith("rocm_build_backend.binary") and hasattr(module, "_zstd_backend"):
+            monkeypatch.setattr(module, "_zstd_backend", lambda: None)
     report = audit_paths([str(so)]).to_json()["files"][0]
     assert "compute_80" in report["targets"]
     assert "compute_80" in report["complete"]
