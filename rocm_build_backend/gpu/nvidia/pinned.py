@@ -51,34 +51,27 @@ def _value_cases(gpus: list[tuple[int, int]]) -> str:
     return "\n".join(lines)
 
 
-def render_nvidia_smi(targets: Sequence[CudaTarget | str]) -> str:
-    """The script text (POSIX sh)."""
-    gpus = pinned_gpus(targets)
-    chosen = " ".join(str(t) for t in sort_cuda(
-        t if isinstance(t, CudaTarget) else parse_cuda_target(t) for t in targets)) or "(none)"
-    indices = " ".join(str(i) for i in range(len(gpus)))
-    fields = "|".join(FIELDS)
-    return f"""#!/bin/sh
+_SCRIPT = """#!/bin/sh
 # nvidia-smi written by rocm-build-backend for one build: --query-gpu=index,name,compute_cap
-# answers for the targets chosen for that build ({chosen}); every other
+# answers for the targets chosen for that build (@CHOSEN@); every other
 # command line goes to the real nvidia-smi further along PATH.
 set -f
 self_dir=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
 
-value() {{
+value() {
   case "$1:$2" in
-{_value_cases(gpus)}
+@VALUES@
   esac
-}}
+}
 
-answer() {{  # 0 after answering; 3 when the real nvidia-smi must answer
+answer() {  # 0 after answering; 3 when the real nvidia-smi must answer
   query= fmt= ids=
   [ $# -gt 0 ] || return 3
   while [ $# -gt 0 ]; do
     case "$1" in
-      --query-gpu=*) query=${{1#*=}} ;;
-      --format=*) fmt=${{1#*=}} ;;
-      --id=*|-i=*) ids=${{1#*=}} ;;
+      --query-gpu=*) query=${1#*=} ;;
+      --format=*) fmt=${1#*=} ;;
+      --id=*|-i=*) ids=${1#*=} ;;
       --query-gpu|--format|-i|--id)
         [ $# -ge 2 ] || return 3
         case "$1" in --query-gpu) query=$2 ;; --format) fmt=$2 ;; *) ids=$2 ;; esac
@@ -93,24 +86,24 @@ answer() {{  # 0 after answering; 3 when the real nvidia-smi must answer
   old_ifs=$IFS
   IFS=,
   for f in $query; do
-    case "$f" in {fields}) ;; *) IFS=$old_ifs; return 3 ;; esac
+    case "$f" in @FIELDS@) ;; *) IFS=$old_ifs; return 3 ;; esac
   done
   IFS=$old_ifs
   case ",$fmt," in *,noheader,*) ;; *) echo "$query" | sed 's/,/, /g' ;; esac
-  for i in {indices}; do
+  for i in @INDICES@; do
     if [ -n "$ids" ]; then
       case ",$ids," in *,"$i",*) ;; *) continue ;; esac
     fi
     line=
     IFS=,
     for f in $query; do
-      line="${{line:+$line, }}$(value "$f" "$i")"
+      line="${line:+$line, }$(value "$f" "$i")"
     done
     IFS=$old_ifs
     echo "$line"
   done
   return 0
-}}
+}
 
 answer "$@"
 status=$?
@@ -126,6 +119,15 @@ done
 echo "nvidia-smi: no real nvidia-smi on PATH; this pinned one answers only --query-gpu=index,name,compute_cap,uuid" >&2
 exit 127
 """
+
+
+def render_nvidia_smi(targets: Sequence[CudaTarget | str]) -> str:
+    """The script text (POSIX sh)."""
+    gpus = pinned_gpus(targets)
+    chosen = " ".join(str(t) for t in sort_cuda(
+        t if isinstance(t, CudaTarget) else parse_cuda_target(t) for t in targets)) or "(none)"
+    return (_SCRIPT.replace("@CHOSEN@", chosen).replace("@VALUES@", _value_cases(gpus))
+            .replace("@INDICES@", " ".join(str(i) for i in range(len(gpus)))).replace("@FIELDS@", "|".join(FIELDS)))
 
 
 def write_nvidia_smi(directory: Path, targets: Sequence[CudaTarget | str]) -> Path:
