@@ -165,6 +165,39 @@ def record(b: Bench) -> dict[str, Any]:
     return out
 
 
+def tools(b: Bench, device: str) -> dict[str, Any]:
+    """The pinned nvidia-smi against the real one, the nvcc check with the real nvcc, and
+    detection through the vendor-neutral layer with gpu.nvidia.vendor in the registry."""
+    from rocm_build_backend.errors import ToolchainError
+    from rocm_build_backend.gpu import vendor as registry
+    from rocm_build_backend.gpu.nvidia.pinned import write_nvidia_smi
+    from rocm_build_backend.gpu.nvidia.toolchain import check_nvcc
+
+    out: dict[str, Any] = {}
+    pinned = b.work / "pinned"
+    write_nvidia_smi(pinned, ["sm_80"])
+    env = dict(os.environ, PATH=f"{pinned}{os.pathsep}{os.environ.get('PATH', '')}")
+    for label, args in (("query", ["--query-gpu=index,name,compute_cap", "--format=csv,noheader"]),
+                        ("memory (passed on)", ["--query-gpu=name,memory.total", "--format=csv,noheader"]),
+                        ("-L (passed on)", ["-L"])):
+        rc, text, _ = b.sh([str(pinned / "nvidia-smi"), *args], env=env)
+        out[f"pinned sm_80, {label}"] = {"rc": rc, "out": text.strip()}
+    env = dict(os.environ, XDG_CACHE_HOME=str(b.work / "xdg"))
+    for targets in (["sm_90", "sm_90a", "sm_100f", "sm_120", "compute_90"], ["sm_70", "sm_101"]):
+        try:
+            out["nvcc " + " ".join(targets)] = check_nvcc(targets, env).to_json()
+        except ToolchainError as exc:
+            out["nvcc " + " ".join(targets)] = {"refused": exc.message}
+    registry._REGISTRY = ("rocm_build_backend.gpu.amd.vendor:AMD", "rocm_build_backend.gpu.nvidia.vendor:NVIDIA")
+    registry.vendors.cache_clear()
+    registry.claimant.cache_clear()
+    from rocm_build_backend.gpu.detect import detect
+
+    found = detect()
+    out["gpu.detect (AMD + NVIDIA vendors)"] = {"json": found.to_json(), "text": found.to_text()}
+    return out
+
+
 def torch_spellings(b: Bench) -> dict[str, Any]:
     rc, text, _ = b.sh([sys.executable, "-c", _TORCH_PROBE, json.dumps(TORCH_SPELLINGS)])
     if rc != 0:
@@ -316,14 +349,16 @@ def samples(b: Bench, device_targets: list[str], skip_torch: bool) -> list[dict[
     rows = []
     auto = cuda_knobs(device_targets, "none")
     sm80 = cuda_knobs(["sm_80"], "none")
+    def every_knob(knobs: Any) -> dict[str, str]:
+        """All the generic knobs at once, as the shim injects them."""
+        return dict(knobs.env, CMAKE_ARGS=f"-DCMAKE_CUDA_ARCHITECTURES={knobs.cmake['CMAKE_CUDA_ARCHITECTURES']}")
+
     for label, knobs in (("auto", auto), ("sm_80", sm80)):
-        env = {"CMAKE_ARGS": f"-DCMAKE_CUDA_ARCHITECTURES={knobs.cmake['CMAKE_CUDA_ARCHITECTURES']}"}
-        rows.append(build_sample(b, "skbuild_cuda", label, "scikit_build_core.build", env,
+        rows.append(build_sample(b, "skbuild_cuda", label, "scikit_build_core.build", every_knob(knobs),
                                  "rocm_sample_skbuild_cuda", device))
     if skip_torch:
         return rows
-    torch_builds = [("auto", {"TORCH_CUDA_ARCH_LIST": auto.env["TORCH_CUDA_ARCH_LIST"]}),
-                    ("sm_80", {"TORCH_CUDA_ARCH_LIST": sm80.env["TORCH_CUDA_ARCH_LIST"]}),
+    torch_builds = [("auto", every_knob(auto)), ("sm_80", every_knob(sm80)),
                     ("torch-2.11-list", {"TORCH_CUDA_ARCH_LIST": TORCH_OWN})]
     for label, env in torch_builds:
         rows.append(build_sample(b, "torch_cuda_ext", label, "setuptools.build_meta", env,
@@ -341,6 +376,17 @@ def summary(b: Bench) -> str:
         for label, d in rec["detect"].items():
             ans = ", ".join(d["ok"]["targets"]) + f" ({d['ok']['source']})" if "ok" in d else d["error"]
             lines.append(f"| {label} (`{d['value']}`) | {ans[:160]} |")
+        lines.append("")
+    tl = r.get("tools", {})
+    if isinstance(tl, dict) and "error" not in tl:
+        lines += ["## Pinned nvidia-smi, nvcc check, detection through the vendor registry", ""]
+        for key, val in tl.items():
+            if key.startswith("gpu.detect"):
+                lines.append(f"- {key}: targets {val['json']['targets']}, source {val['json']['source']}")
+            elif key.startswith("nvcc"):
+                lines.append(f"- {key}: " + (val["refused"] if "refused" in val else f"accepted by CUDA {val['version']}"))
+            else:
+                lines.append(f"- {key}: exit {val['rc']}, `{val['out'][:120]}`")
         lines.append("")
     rows = r.get("matrix", [])
     if isinstance(rows, list):
@@ -387,6 +433,7 @@ def main(argv: list[str]) -> int:
     device = gpus[0]["target"] if isinstance(gpus, list) and gpus else "sm_90"
     bench.results["device"] = device
     save()
+    bench.step("tools", lambda: tools(bench, device))
     bench.step("torch_spellings", lambda: torch_spellings(bench))
     bench.step("matrix", lambda: matrix(bench, device))
     save()
