@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 from rocm_build_backend.gpu.nvidia import loader
 from rocm_build_backend.gpu.nvidia.targets import _NAME, CudaTarget, parse_cuda_target
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.vendor import RecordedOutput
 
 if TYPE_CHECKING:
     from rocm_build_backend.gpu.device import Probing, VendorDetection
@@ -27,7 +28,12 @@ _HINTS = {
 class _Nvidia:
     name = "nvidia"
     label = "NVIDIA"
-    recorded_probes: tuple[str, ...] = ("nvidia-smi", "nvidia-smi -L")
+    recorded_outputs: tuple[RecordedOutput, ...] = (
+        RecordedOutput("nvidia-smi", "--nvidia-smi-output", "use this recorded output of "
+                       "`nvidia-smi --query-gpu=index,name,compute_cap,uuid --format=csv,noheader`"),
+        RecordedOutput("nvidia-smi -L", "--nvidia-smi-list-output",
+                       "use this recorded `nvidia-smi -L` output (MIG devices for CUDA_VISIBLE_DEVICES)"),
+    )
 
     def owns(self, processor: str) -> bool:
         return _NAME.fullmatch(processor) is not None
