@@ -225,3 +225,20 @@ def test_run_capped():
         run_capped([sys.executable, "-c", "print('x' * 5000)"], cap=1000)
     with pytest.raises(TimeoutError):
         run_capped([sys.executable, "-c", "import time; time.sleep(10)"], timeout=0.5)
+
+
+def test_live_path_end_to_end_through_a_real_process(tmp_path):
+    """nvidia-smi as a real program (the pinned script for sm_90), NVML unavailable."""
+    from rocm_build_backend.gpu.nvidia.pinned import write_nvidia_smi
+
+    smi = write_nvidia_smi(tmp_path / "bin", ["sm_90"])
+
+    def no_nvml(name):
+        raise OSError("not found")
+
+    found = detect_nvidia({"PATH": str(tmp_path / "bin")}, load=no_nvml, smi=str(smi))
+    assert [str(t) for t in found.targets()] == ["sm_90"] and found.source == str(smi)
+    import shutil
+
+    if shutil.which("nvidia-smi") is None:  # no real nvidia-smi behind the pinned one: -L fails, and says so
+        assert any("-L: exit status 127" in n for n in found.notes)

@@ -152,6 +152,8 @@ def _probe_live(notes: list[str], load: Callable[[str], Any] | None,
             lstatus, ltext = runner([smi, "-L"])
             if lstatus == 0:
                 gpus = with_mig(gpus, parse_list(ltext, f"{smi} -L output"))
+            else:
+                notes.append(f"{smi} -L: exit status {lstatus} (MIG devices unknown)")
         except (OSError, TimeoutError, FormatError) as exc:
             notes.append(f"{smi} -L: {exc} (MIG devices unknown)")
     return gpus, smi
