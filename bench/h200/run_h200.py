@@ -35,6 +35,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from h200_summary import summary  # noqa: E402
 
 from rocm_build_backend.gpu.nvidia import loader  # noqa: E402
 from rocm_build_backend.gpu.nvidia.knobs import cuda_knobs  # noqa: E402
@@ -366,65 +369,13 @@ def samples(b: Bench, device_targets: list[str], skip_torch: bool) -> list[dict[
     return rows
 
 
-def summary(b: Bench) -> str:
-    r = b.results
-    lines = ["# H200 run", "", f"started {r['started']}", ""]
-    rec = r.get("record", {})
-    if isinstance(rec, dict) and "detect" in rec:
-        lines += ["## Detection (NVML in process, then CUDA_VISIBLE_DEVICES)", "",
-                  "| CUDA_VISIBLE_DEVICES | answer |", "|---|---|"]
-        for label, d in rec["detect"].items():
-            ans = ", ".join(d["ok"]["targets"]) + f" ({d['ok']['source']})" if "ok" in d else d["error"]
-            lines.append(f"| {label} (`{d['value']}`) | {ans[:160]} |")
-        lines.append("")
-    tl = r.get("tools", {})
-    if isinstance(tl, dict) and "error" not in tl:
-        lines += ["## Pinned nvidia-smi, nvcc check, detection through the vendor registry", ""]
-        for key, val in tl.items():
-            if key.startswith("gpu.detect"):
-                lines.append(f"- {key}: targets {val['json']['targets']}, source {val['json']['source']}")
-            elif key.startswith("nvcc"):
-                lines.append(f"- {key}: " + (val["refused"] if "refused" in val else f"accepted by CUDA {val['version']}"))
-            else:
-                lines.append(f"- {key}: exit {val['rc']}, `{val['out'][:120]}`")
-        lines.append("")
-    rows = r.get("matrix", [])
-    if isinstance(rows, list):
-        lines += ["## One kernel, launched on the GPU", "",
-                  "| code in the binary | audit reads | rules predict | check (exit) | launch | rules |",
-                  "|---|---|---|---|---|---|"]
-        for row in rows:
-            if "real" not in row:
-                lines.append(f"| {row['code']} | build failed | | | | |")
-                continue
-            says = {0: "runs", 1: "does not"}.get(row["check_exit"], "cannot tell")
-            lines.append(f"| {row['code']} | {' '.join(row['audit'])} | {row['predicted']} | "
-                         f"{says} ({row['check_exit']}) | {row['real']} | {'right' if row['prediction_right'] else 'WRONG'} |")
-        lines.append("")
-    ts = r.get("torch_spellings", {})
-    if isinstance(ts, dict) and "rows" in ts:
-        lines += [f"## TORCH_CUDA_ARCH_LIST: ours against torch {ts['torch']}'s own parser", "",
-                  "| spelling | agree | torch | ours |", "|---|---|---|---|"]
-        for row in ts["rows"]:
-            lines.append(f"| `{row['spelling']}` | {row['agree']} | {row['torch']} | {row['ours']} |")
-        lines.append("")
-    srows = r.get("samples", [])
-    if isinstance(srows, list):
-        lines += ["## Samples", "", "| sample | targets | build s | .so bytes | audit | check exit | run |",
-                  "|---|---|---|---|---|---|---|"]
-        for row in srows:
-            lines.append(f"| {row['sample']} | {row['build']} | {row.get('build_seconds')} | {row.get('so_bytes')} | "
-                         f"{' '.join(row.get('audit', []))} | {row.get('check_exit')} | {row.get('real', row.get('build_error', '')[:80])} |")
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else Path("h200-out")
     bench = Bench(out)
 
     def save() -> str:
         (out / "results.json").write_text(json.dumps(bench.results, indent=2) + "\n")
-        text = summary(bench)
+        text = summary(bench.results)
         (out / "summary.md").write_text(text)
         return text
 
