@@ -64,3 +64,9 @@ def test_shared_compat_module_agrees_on_suffixed_ptx(code, device):
     from rocm_build_backend.gpu import compat
 
     assert compat.loads_on(code, device) is loader.loads_on(code, device)
+
+
+def test_reasons_read_like_the_rest_of_the_package():
+    assert loader.why_not("sm_80", "sm_90") == "sm_80 loads on sm_8x devices from sm_80 on"
+    assert loader.why_not("sm_90a", "sm_100") == "sm_90a runs only on sm_90 devices"
+    assert loader.why_not("compute_100", "sm_90") == "PTX compute_100 needs a device of compute capability 10.0 or newer"

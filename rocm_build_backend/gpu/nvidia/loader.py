@@ -51,9 +51,7 @@ def why_not(code: CudaTarget | str, device: CudaTarget | str) -> str | None:
     # SASS (plain or family) and family PTX: same major, minor at least
     if d.major != c.major or d.minor < c.minor:
         what = "PTX " if c.ptx else ""
-        return (f"{what}{c} runs on compute capability {c.major}.{c.minor} to {c.major}.9 only"
-                if d.major == c.major else
-                f"{what}{c} runs on compute capability {c.major}.x devices only")
+        return f"{what}{c} loads on sm_{c.major}x devices from sm_{c.number} on"
     return None
 
 
