@@ -102,7 +102,23 @@ def test_live_without_nvidia_tools_spawns_nothing(only_nvidia, tmp_path):
         raise AssertionError(f"ran {argv}")
 
     found = detect(run=run, env={"PATH": str(tmp_path)})
+    assert found.targets == [] and found.seen == {}  # no NVIDIA stack: NVIDIA reports no probe
+
+
+def test_nvidia_smi_that_fails_is_reported(only_nvidia, tmp_path):
+    from rocm_build_backend.gpu.detect import detect
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    msg = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+
+    def run(argv, **kw):
+        return subprocess.CompletedProcess(argv, 9, msg + "\n", "")
+
+    found = detect(run=run, env={"PATH": str(tmp_path)})
     assert found.targets == [] and "nvidia_not_found" in found.causes
+    assert "couldn't communicate" in found.seen["nvidia"] and found.label("nvidia") == "NVML and nvidia-smi"
 
 
 def test_vendor_surface():

@@ -5,7 +5,9 @@ only when it is on ``PATH`` (so a machine without NVIDIA's tools spawns nothing 
 within the shared deadline. Recorded: the ``nvidia-smi`` (query) and ``nvidia-smi -L`` texts;
 nothing runs. Every GPU becomes a ``Device``; those ``CUDA_VISIBLE_DEVICES`` hides stay listed
 with ``included=False``. A bad ``CUDA_VISIBLE_DEVICES`` is a warning and the cause
-``cuda_visible_devices`` with no targets, never a silent fallback to every GPU.
+``cuda_visible_devices`` with no targets, never a silent fallback to every GPU. A machine with
+neither NVIDIA's driver library nor ``nvidia-smi`` has no NVIDIA stack: NVIDIA then reports no
+probe at all, so the other vendors' messages stay as they are.
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ def _devices(found: NvidiaDetection, probe: str) -> list[Device]:
 
 def _failed(probe: str, summary: str, cause: str, warnings: list[str] | None = None) -> VendorDetection:
     result = ProbeResult(probe, [], summary, error="not_found" if cause == "nvidia_not_found" else "tool_failed")
+    label = "NVML and nvidia-smi" if probe == "nvidia" else probe
     return VendorDetection(VENDOR, results={probe: result}, warnings=list(warnings or []), causes=[cause],
-                           labels={probe: probe})
+                           labels={probe: label})
 
 
 def detect_vendor(probing: Probing) -> VendorDetection:
@@ -69,12 +72,14 @@ def detect_vendor(probing: Probing) -> VendorDetection:
             kw["load"] = _no_nvml  # a handed-in runner answers every probe
         if smi is None:
             kw["run"] = _not_installed
-    probe = "nvidia-smi" if recorded is not None else "nvml"
+    probe = "nvidia-smi" if recorded is not None else "nvidia"  # "nvidia": NVML, then nvidia-smi
     try:
         found = detect_nvidia(probing.env, **kw)
     except ConfigError as exc:
         return _failed(probe, exc.message, "cuda_visible_devices", [exc.message])
     except NoGpuDetectedError as exc:
+        if recorded is None and kw["run"] is _not_installed and "cannot be loaded" in exc.message:
+            return VendorDetection(VENDOR)  # no NVIDIA driver library and no nvidia-smi: no NVIDIA stack
         return _failed(probe, exc.message, "nvidia_not_found")
     except FormatError as exc:
         return _failed(probe, exc.message, "tool_failed")
