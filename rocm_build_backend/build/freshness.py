@@ -64,7 +64,7 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
-def _roots(source_dir: Path, extra: Iterable) -> list[Path]:
+def _roots(source_dir: Path, extra: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The build-tree folders that exist, absolute, each once, never the sources themselves."""
     source = source_dir.resolve()
     candidates = [source / name for name in _IN_SOURCE]
@@ -118,7 +118,7 @@ def cmake_arch(cache: Path) -> dict[str, list[str]]:
     return out
 
 
-def find_build_trees(source_dir: str | os.PathLike, extra: Iterable = ()) -> list[Path]:
+def find_build_trees(source_dir: str | os.PathLike[str], extra: Iterable[str | os.PathLike[str]] = ()) -> list[Path]:
     """The build trees of a source folder that exist, and the CMake caches in them with arch info.
 
     Order: tree roots (``build/``, ``_skbuild/``, ``extra``, ``*.egg-info``) each followed by
@@ -150,9 +150,9 @@ def read_fresh(tree: Path) -> list[str] | None:
 
 def _has_objects(root: Path, skip: Iterable[Path] = ()) -> bool:
     """Compiled objects under ``root``, outside the folders in ``skip``."""
-    skip = {str(p) for p in skip}
+    skipped = {str(p) for p in skip}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in skip]
+        dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in skipped]
         if any(f.endswith(_OBJECT_SUFFIXES) or ".so." in f for f in filenames):
             return True
     return False
@@ -199,11 +199,11 @@ def _remove(path: Path) -> None:
 
 
 def check_fresh(
-    source_dir: str | os.PathLike,
+    source_dir: str | os.PathLike[str],
     targets: list[str],
     *,
     stale: str = "error",
-    extra: Iterable = (),
+    extra: Iterable[str | os.PathLike[str]] = (),
 ) -> list[Path]:
     """Check the build trees against this build's targets.
 
@@ -246,7 +246,7 @@ def check_fresh(
     )
 
 
-def mark_fresh(source_dir: str | os.PathLike, targets: list[str], extra: Iterable = ()) -> list[Path]:
+def mark_fresh(source_dir: str | os.PathLike[str], targets: list[str], extra: Iterable[str | os.PathLike[str]] = ()) -> list[Path]:
     """Write the stamp into every build tree that exists after a build; return the stamps.
 
     A tree that cannot be written (a read-only source folder) is skipped. ``*.egg-info`` folders
@@ -275,7 +275,7 @@ def mark_fresh(source_dir: str | os.PathLike, targets: list[str], extra: Iterabl
     return written
 
 
-def stale_wheels(outdir: str | os.PathLike, targets: list[str]) -> list[tuple[Path, list[str]]]:
+def stale_wheels(outdir: str | os.PathLike[str], targets: list[str]) -> list[tuple[Path, list[str]]]:
     """Wheels in ``outdir`` whose stamp names other targets: (path, their targets).
 
     Wheels without a stamp, or that cannot be read, are not reported (they are not the shim's).
@@ -284,7 +284,7 @@ def stale_wheels(outdir: str | os.PathLike, targets: list[str]) -> list[tuple[Pa
     from rocm_build_backend.wheel.stamp import read_stamp
 
     want = _norm(targets)
-    out = []
+    out: list[tuple[Path, list[str]]] = []
     try:
         wheels = sorted(Path(outdir).glob("*.whl"))
     except OSError:

@@ -102,6 +102,100 @@ def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[i
                   f"{settings.memory_per_job} GiB a job")
 
 
+@dataclass
+class _Draft:
+    """The plan while it is being made: variables, the user's kept and replaced ones, problems."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
+    replaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    forwarded: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _target_vars(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
+    """The variables that name the targets; the user's value is kept when it names the same."""
+    semi, comma = join_targets(targets, ";"), join_targets(targets, ",")
+    wanted: dict[str, str] = {
+        "PYTORCH_ROCM_ARCH": semi,
+        "GPU_TARGETS": semi,
+        "AMDGPU_TARGETS": semi,
+        "HCC_AMDGPU_TARGET": comma,
+        "HIP_PLATFORM": "amd",
+    }
+    for var, value in wanted.items():
+        user = env.get(var)
+        if user is not None and (user == value or (var != "HIP_PLATFORM" and _same_targets(user, targets))):
+            draft.kept[var] = draft.env[var] = user
+        else:
+            if user is not None:
+                draft.replaced[var] = (user, value)
+            draft.env[var] = value
+
+
+def _hipcc_flags(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
+    """hipcc: our --offload-arch flags, after the user's other flags."""
+    flags = [f"--offload-arch={t}" for t in targets]
+    user_flags = shlex.split(env.get("HIPCC_COMPILE_FLAGS_APPEND", ""))
+    others = [f for f in user_flags if not _ARCH_FLAG.match(f)]
+    if [f for f in user_flags if _ARCH_FLAG.match(f)] not in ([], flags):
+        draft.replaced["HIPCC_COMPILE_FLAGS_APPEND"] = (env["HIPCC_COMPILE_FLAGS_APPEND"], shlex.join(others + flags))
+    draft.env["HIPCC_COMPILE_FLAGS_APPEND"] = shlex.join(others + flags)
+
+
+def _cmake(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str], backend_kind: str) -> None:
+    """CMake: definitions through CMAKE_ARGS (read by scikit-build-core, llama-cpp-python, ...),
+    and scikit-build-core's cmake.define.* config settings."""
+    semi = join_targets(targets, ";")
+    defs = [f"-D{var}={semi}" for var in CMAKE_VARS]
+    user_args = shlex.split(env.get("CMAKE_ARGS", ""))
+    keep_args = [a for a in user_args if not _CMAKE_DEF.match(a)]
+    old_defs = {a for a in user_args if _CMAKE_DEF.match(a)}
+    if old_defs and not old_defs <= set(defs):
+        draft.replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], shlex.join(keep_args + defs))
+    draft.env["CMAKE_ARGS"] = shlex.join(keep_args + defs)
+    if backend_kind == "scikit-build-core":
+        for var in CMAKE_VARS:
+            key = f"cmake.define.{var}"
+            given = draft.forwarded.get(key) or draft.forwarded.get(f"skbuild.{key}")
+            if given is not None and not _same_targets(str(given), targets):
+                draft.problems.append(f"-C {key}={given} conflicts with the targets {semi}")
+            draft.forwarded.setdefault(key, semi)
+
+
+def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env: Mapping[str, str],
+             backend_kind: str, dist_name: str | None) -> str | None:
+    """The project profile's knobs; returns the profile's name, or None."""
+    wanted_profile = dist_name if settings.profile == "auto" else settings.profile
+    if not wanted_profile or wanted_profile == "none":
+        return None
+    from rocm_build_backend.build.profiles import all_profiles, profile_for, profile_names
+
+    profile = profile_for(wanted_profile) or next(
+        (p for p in all_profiles() if p.name == wanted_profile), None)
+    if profile is None:
+        if settings.profile != "auto":
+            import difflib
+
+            near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
+            draft.problems.append(f"unknown profile '{settings.profile}'"
+                                  + (f" (did you mean '{near[0]}'?)" if near else "")
+                                  + "; known: " + ", ".join(profile_names()))
+        return None
+    for var, value in profile.env(targets).items():
+        if var in env and env[var] != value and not _same_targets(env[var], targets):
+            draft.replaced[var] = (env[var], value)
+        draft.env[var] = value
+    if backend_kind == "scikit-build-core":
+        for var, value in profile.cmake_defines(targets).items():
+            draft.forwarded.setdefault(f"cmake.define.{var}", value)
+    else:
+        extra = [f"-D{var}={value}" for var, value in profile.cmake_defines(targets).items()]
+        if extra:
+            draft.env["CMAKE_ARGS"] = shlex.join(shlex.split(draft.env["CMAKE_ARGS"]) + extra)
+    return profile.name
+
+
 def make_plan(
     targets: Sequence[GpuTarget],
     source: str,
@@ -119,89 +213,19 @@ def make_plan(
         nv = join_targets([t for t in targets if t.vendor != "amd"], ", ")
         raise ConfigError([f"NVIDIA targets ({nv}) are read by the audit but not built for yet"],
                           hint="give AMD targets only, e.g. gfx942")
-    semi, comma = join_targets(targets, ";"), join_targets(targets, ",")
-    wanted: dict[str, str] = {
-        "PYTORCH_ROCM_ARCH": semi,
-        "GPU_TARGETS": semi,
-        "AMDGPU_TARGETS": semi,
-        "HCC_AMDGPU_TARGET": comma,
-        "HIP_PLATFORM": "amd",
-    }
-    out: dict[str, str] = {}
-    kept: dict[str, str] = {}
-    replaced: dict[str, tuple[str, str]] = {}
-    for var, value in wanted.items():
-        user = env.get(var)
-        if user is not None and (user == value or (var != "HIP_PLATFORM" and _same_targets(user, targets))):
-            kept[var] = out[var] = user
-        else:
-            if user is not None:
-                replaced[var] = (user, value)
-            out[var] = value
-
-    # hipcc: our --offload-arch flags, after the user's other flags
-    flags = [f"--offload-arch={t}" for t in targets]
-    user_flags = shlex.split(env.get("HIPCC_COMPILE_FLAGS_APPEND", ""))
-    others = [f for f in user_flags if not _ARCH_FLAG.match(f)]
-    if [f for f in user_flags if _ARCH_FLAG.match(f)] not in ([], flags):
-        replaced["HIPCC_COMPILE_FLAGS_APPEND"] = (env["HIPCC_COMPILE_FLAGS_APPEND"], shlex.join(others + flags))
-    out["HIPCC_COMPILE_FLAGS_APPEND"] = shlex.join(others + flags)
-
-    # CMake: definitions through CMAKE_ARGS (read by scikit-build-core, llama-cpp-python, ...)
-    defs = [f"-D{var}={semi}" for var in CMAKE_VARS]
-    user_args = shlex.split(env.get("CMAKE_ARGS", ""))
-    keep_args = [a for a in user_args if not _CMAKE_DEF.match(a)]
-    old_defs = {a for a in user_args if _CMAKE_DEF.match(a)}
-    if old_defs and not old_defs <= set(defs):
-        replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], shlex.join(keep_args + defs))
-    out["CMAKE_ARGS"] = shlex.join(keep_args + defs)
-
+    draft = _Draft(forwarded=dict(config_settings or {}))
+    _target_vars(draft, targets, env)
+    _hipcc_flags(draft, targets, env)
+    _cmake(draft, targets, env, backend_kind)
     jobs, why = _max_jobs(settings, env, host)
-    out["MAX_JOBS"] = str(jobs)
+    draft.env["MAX_JOBS"] = str(jobs)
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
-        out["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
-
-    forwarded = dict(config_settings or {})
-    problems = []
-    if backend_kind == "scikit-build-core":
-        for var in CMAKE_VARS:
-            key = f"cmake.define.{var}"
-            given = forwarded.get(key) or forwarded.get(f"skbuild.{key}")
-            if given is not None and not _same_targets(str(given), targets):
-                problems.append(f"-C {key}={given} conflicts with the targets {semi}")
-            forwarded.setdefault(key, semi)
-
-    profile_name = None
-    notes: list[str] = []
-    wanted_profile = dist_name if settings.profile == "auto" else settings.profile
-    if wanted_profile and wanted_profile != "none":
-        from rocm_build_backend.build.profiles import all_profiles, profile_for, profile_names
-
-        profile = profile_for(wanted_profile) or next(
-            (p for p in all_profiles() if p.name == wanted_profile), None)
-        if profile is None and settings.profile != "auto":
-            import difflib
-
-            near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
-            problems.append(f"unknown profile '{settings.profile}'" + (f" (did you mean '{near[0]}'?)" if near else "")
-                            + "; known: " + ", ".join(profile_names()))
-        if profile is not None:
-            profile_name = profile.name
-            for var, value in profile.env(targets).items():
-                if var in env and env[var] != value and not _same_targets(env[var], targets):
-                    replaced[var] = (env[var], value)
-                out[var] = value
-            if backend_kind == "scikit-build-core":
-                for var, value in profile.cmake_defines(targets).items():
-                    forwarded.setdefault(f"cmake.define.{var}", value)
-            else:
-                extra = [f"-D{var}={value}" for var, value in profile.cmake_defines(targets).items()]
-                if extra:
-                    out["CMAKE_ARGS"] = shlex.join(shlex.split(out["CMAKE_ARGS"]) + extra)
-    if problems:
-        raise ConfigError(problems, hint="drop the -C cmake.define setting, or set the same targets")
+        draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
+    profile_name = _profile(draft, targets, settings, env, backend_kind, dist_name)
+    if draft.problems:
+        raise ConfigError(draft.problems, hint="drop the -C cmake.define setting, or set the same targets")
     return BuildPlan(
-        targets=targets, source=source, env=out, kept=kept, replaced=replaced,
-        config_settings=forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
-        profile=profile_name, pinned_tools=settings.pinned_tools, notes=notes,
+        targets=targets, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
+        config_settings=draft.forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
+        profile=profile_name, pinned_tools=settings.pinned_tools, notes=[],
     )

@@ -14,14 +14,14 @@ LEGACY = "setuptools.build_meta:__legacy__"  # what pip uses for a project witho
 
 
 def _declared(path: Path) -> tuple[str | None, list[str]]:
-    from rocm_build_backend.build.flow import read_pyproject
+    from rocm_build_backend.build.source import read_pyproject
 
     system = read_pyproject(path).get("build-system") or {}
     backend = system.get("build-backend")
     return (backend if isinstance(backend, str) else None), list(system.get("backend-path") or [])
 
 
-def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> tuple[Path, list]:
+def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> tuple[Path, list[tuple[Path, list[str]]]]:
     """Build PATH's wheel through the shim with its own declared backend, without isolation.
 
     Returns the wheel and the other wheels in the output folder built for other targets.

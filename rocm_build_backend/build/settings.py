@@ -219,7 +219,7 @@ def settings_table() -> list[tuple[str, str, str, str]]:
         if f.name == "origin":
             continue
         key = f.name.replace("_", "-")
-        default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+        default = f.default_factory() if callable(f.default_factory) else f.default
         shown = f'"{default}"' if isinstance(default, str) else str(default).lower()
         rows.append((key, env_name(key), shown, f.metadata["doc"]))
     return rows

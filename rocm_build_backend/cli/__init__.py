@@ -96,7 +96,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.flow import load_project, prepare
+    from rocm_build_backend.build.prepare import prepare
+    from rocm_build_backend.build.source import load_project
 
     project = load_project(_config_settings(args.config_setting), source_dir=Path(args.path))
     prepared = prepare(project)

@@ -1,0 +1,69 @@
+"""Step 1 of a build: the project being built, its settings and its wrapped backend.
+
+Holds ``Project`` (the source folder, its parsed ``pyproject.toml``, our settings and the
+config settings forwarded to the wrapped backend), how it is loaded, and the one cache of
+wrapped backends per process. Reads files; sets nothing, builds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from rocm_build_backend.build.settings import Settings, load_settings, split_config_settings
+from rocm_build_backend.errors import ConfigError
+
+ConfigSettings = Mapping[str, Any]
+
+
+@dataclass
+class Project:
+    source_dir: Path
+    pyproject: dict[str, Any]
+    settings: Settings
+    forward: dict[str, Any]  # config settings for the wrapped backend, ours removed
+
+    @property
+    def dist_name(self) -> str | None:
+        name = (self.pyproject.get("project") or {}).get("name")
+        return name if isinstance(name, str) else None
+
+
+def read_pyproject(source_dir: Path) -> dict[str, Any]:
+    path = source_dir / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError([f"cannot read {path.name}: {exc}"], hint="fix the TOML syntax") from None
+
+
+def load_project(config_settings: ConfigSettings | None, env: Mapping[str, str] | None = None,
+                 source_dir: Path | None = None) -> Project:
+    source_dir = Path(source_dir or os.getcwd())
+    pyproject = read_pyproject(source_dir)
+    settings = load_settings(pyproject, config_settings, os.environ if env is None else env)
+    _, forward = split_config_settings(config_settings)
+    return Project(source_dir, pyproject, settings, forward)
+
+
+_BACKENDS: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def wrapped_backend(project: Project) -> Any:
+    """The wrapped backend's module (or object), loaded once per process."""
+    from rocm_build_backend.build.backend import load_backend
+
+    key = (project.settings.backend, tuple(project.settings.backend_path))
+    if key not in _BACKENDS:
+        _BACKENDS[key] = load_backend(*key, source_dir=project.source_dir)
+    return _BACKENDS[key]
