@@ -30,6 +30,11 @@ __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata
 # --------------------------------------------------------------------- 5. freshness
 
 def _skbuild_dir(project: Project) -> list[Path]:
+    """scikit-build-core's persistent build-dir, when that is the wrapped backend (no other reads it)."""
+    from rocm_build_backend.build.backend import backend_kind
+
+    if backend_kind(project.settings.backend) != "scikit-build-core":
+        return []
     given = (project.forward.get("build-dir") or project.forward.get("skbuild.build-dir")
              or os.environ.get("SKBUILD_BUILD_DIR")
              or ((project.pyproject.get("tool") or {}).get("scikit-build") or {}).get("build-dir"))
@@ -38,21 +43,24 @@ def _skbuild_dir(project: Project) -> list[Path]:
     return []
 
 
-def check_fresh(prepared: Prepared) -> None:
+def check_fresh(prepared: Prepared) -> list[Path]:
+    """Stop on (or clean) stale trees; returns the trees that are not ours, for ``mark_fresh``."""
     from rocm_build_backend.build.freshness import check_fresh as _check
+    from rocm_build_backend.build.freshness import existing_trees
 
     project = prepared.project
     cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
                      stale=project.settings.stale, extra=_skbuild_dir(project))
     for path in cleaned:
         log(f"removed stale build tree {path} (stale = \"clean\")")
+    return existing_trees(project.source_dir, _skbuild_dir(project))
 
 
-def mark_fresh(prepared: Prepared) -> None:
+def mark_fresh(prepared: Prepared, skip: list[Path]) -> None:
     from rocm_build_backend.build.freshness import mark_fresh as _mark
 
     project = prepared.project
-    _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=_skbuild_dir(project))
+    _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=_skbuild_dir(project), skip=skip)
 
 
 # ------------------------------------------------------------------------ the hooks
@@ -76,13 +84,13 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
             check_plan_file(metadata_directory, [str(t) for t in prepared.plan.targets])
             if project.settings.local_version:
                 metadata_directory = None  # we relabel the version ourselves, after the build
-        check_fresh(prepared)
+        not_ours = check_fresh(prepared)
         start = time.time()
         try:
             with applied(prepared.plan):
                 name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
         finally:  # a failed compile leaves objects made for these targets: say so for the retry
-            mark_fresh(prepared)
+            mark_fresh(prepared, not_ours)
         out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start)
         log(f"built {out.name}")
         return out.name
