@@ -17,6 +17,7 @@ from rocm_build_backend.build.settings import Settings, load_settings, split_con
 from rocm_build_backend.errors import ConfigError
 
 ConfigSettings = Mapping[str, Any]
+_MAX_PYPROJECT = 4 << 20  # bytes: a pyproject.toml is a small text file
 
 
 @dataclass
@@ -42,8 +43,20 @@ def read_pyproject(source_dir: Path) -> dict[str, Any]:
         import tomli as tomllib
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+            data = fh.read(_MAX_PYPROJECT + 1)
+    except OSError as exc:
+        raise ConfigError([f"cannot read {path.name}: {exc.strerror}"], hint="make it a readable file") from None
+    if len(data) > _MAX_PYPROJECT:
+        raise ConfigError([f"cannot read {path.name}: larger than {_MAX_PYPROJECT >> 20} MiB"],
+                          hint="a pyproject.toml is a small text file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"cannot read {path.name}: it is not UTF-8 (byte {exc.start})"],
+                          hint="TOML files are UTF-8: save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"cannot read {path.name}: {exc}"], hint="fix the TOML syntax") from None
 
 
