@@ -126,3 +126,16 @@ def test_unknown_profile_setting():
     with pytest.raises(ConfigError) as exc:
         plan(settings={"tool": {"rocm-build-backend": {"profile": "xformer"}}})
     assert "unknown profile 'xformer'" in exc.value.message and "did you mean 'xformers'" in exc.value.message
+
+
+@pytest.mark.parametrize("var, value", [
+    ("CMAKE_ARGS", '-DFOO="unbalanced'), ("HIPCC_COMPILE_FLAGS_APPEND", "-O3 'x"), ("CMAKE_ARGS", "-DA=b\\"),
+])
+def test_a_variable_that_does_not_split_as_shell_words(var, value):
+    """An unbalanced quote gave a ValueError traceback, even for a project without GPU code."""
+    with pytest.raises(ConfigError) as exc:
+        plan(env={var: value})
+    assert var in exc.value.message and "shell words" in exc.value.message and "quoting" in exc.value.hint
+    # a project that declares it has no GPU code builds on, the variable left as it is
+    p = plan(env={var: value}, settings={"tool": {"rocm-build-backend": {"verify": "off"}}}, dist="llama-cpp-python")
+    assert var not in p.env and any(var in n and "left as it is" in n for n in p.notes)

@@ -111,6 +111,20 @@ class _Draft:
     replaced: dict[str, tuple[str, str]] = field(default_factory=dict)
     forwarded: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    lenient: bool = False  # verify = "off": the project declares no GPU code
+
+    def words(self, env: Mapping[str, str], var: str) -> list[str] | None:
+        """The user's ``var`` split as the shell would; None (and a problem) when it does not split."""
+        try:
+            return shlex.split(env.get(var, ""))
+        except ValueError as exc:
+            what = f"{var} is not a list of shell words ({exc}): {env[var]!r}"
+            if self.lenient:
+                self.notes.append(f"warning: {what}; left as it is, the targets are not added to it")
+            else:
+                self.problems.append(what)
+            return None
 
 
 def _target_vars(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
@@ -136,7 +150,9 @@ def _target_vars(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, 
 def _hipcc_flags(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
     """hipcc: our --offload-arch flags, after the user's other flags."""
     flags = [f"--offload-arch={t}" for t in targets]
-    user_flags = shlex.split(env.get("HIPCC_COMPILE_FLAGS_APPEND", ""))
+    user_flags = draft.words(env, "HIPCC_COMPILE_FLAGS_APPEND")
+    if user_flags is None:
+        return
     others = [f for f in user_flags if not _ARCH_FLAG.match(f)]
     if [f for f in user_flags if _ARCH_FLAG.match(f)] not in ([], flags):
         draft.replaced["HIPCC_COMPILE_FLAGS_APPEND"] = (env["HIPCC_COMPILE_FLAGS_APPEND"], shlex.join(others + flags))
@@ -148,12 +164,13 @@ def _cmake(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str], 
     and scikit-build-core's cmake.define.* config settings."""
     semi = join_targets(targets, ";")
     defs = [f"-D{var}={semi}" for var in CMAKE_VARS]
-    user_args = shlex.split(env.get("CMAKE_ARGS", ""))
-    keep_args = [a for a in user_args if not _CMAKE_DEF.match(a)]
-    old_defs = {a for a in user_args if _CMAKE_DEF.match(a)}
-    if old_defs and not old_defs <= set(defs):
-        draft.replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], shlex.join(keep_args + defs))
-    draft.env["CMAKE_ARGS"] = shlex.join(keep_args + defs)
+    user_args = draft.words(env, "CMAKE_ARGS")
+    if user_args is not None:
+        keep_args = [a for a in user_args if not _CMAKE_DEF.match(a)]
+        old_defs = {a for a in user_args if _CMAKE_DEF.match(a)}
+        if old_defs and not old_defs <= set(defs):
+            draft.replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], shlex.join(keep_args + defs))
+        draft.env["CMAKE_ARGS"] = shlex.join(keep_args + defs)
     if backend_kind == "scikit-build-core":
         for var in CMAKE_VARS:
             key = f"cmake.define.{var}"
@@ -191,7 +208,7 @@ def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, en
             draft.forwarded.setdefault(f"cmake.define.{var}", value)
     else:
         extra = [f"-D{var}={value}" for var, value in profile.cmake_defines(targets).items()]
-        if extra:
+        if extra and "CMAKE_ARGS" in draft.env:
             draft.env["CMAKE_ARGS"] = shlex.join(shlex.split(draft.env["CMAKE_ARGS"]) + extra)
     return profile.name
 
@@ -213,7 +230,7 @@ def make_plan(
         nv = join_targets([t for t in targets if t.vendor != "amd"], ", ")
         raise ConfigError([f"NVIDIA targets ({nv}) are read by the audit but not built for yet"],
                           hint="give AMD targets only, e.g. gfx942")
-    draft = _Draft(forwarded=dict(config_settings or {}))
+    draft = _Draft(forwarded=dict(config_settings or {}), lenient=settings.verify == "off")
     _target_vars(draft, targets, env)
     _hipcc_flags(draft, targets, env)
     _cmake(draft, targets, env, backend_kind)
@@ -223,9 +240,11 @@ def make_plan(
         draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
     profile_name = _profile(draft, targets, settings, env, backend_kind, dist_name)
     if draft.problems:
-        raise ConfigError(draft.problems, hint="drop the -C cmake.define setting, or set the same targets")
+        hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
+                else "drop the -C cmake.define setting, or set the same targets")
+        raise ConfigError(draft.problems, hint=hint)
     return BuildPlan(
         targets=targets, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
         config_settings=draft.forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
-        profile=profile_name, pinned_tools=settings.pinned_tools, notes=[],
+        profile=profile_name, pinned_tools=settings.pinned_tools, notes=draft.notes,
     )
