@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from conftest import assert_valid_stamp
 from rocm_build_backend.build.backend import load_backend
 from rocm_build_backend.errors import BackendUnavailableError
 
@@ -92,3 +93,59 @@ def test_get_requires_asks_for_a_wrapped_backend_not_installed_yet(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          env=dict(os.environ), check=True)
     assert json.loads(out.stdout) == [True, ["mesonpy-not-here"], False]
+
+
+PURE_PYPROJECT = """\
+[build-system]
+requires = ["setuptools"]
+build-backend = "rocm_build_backend"
+[project]
+name = "purepkg"
+version = "1.0"
+[tool.rocm-build-backend]
+backend = "setuptools.build_meta"
+verify = "off"
+"""
+
+
+def _kfd(root, version):
+    nodes = root / "sys/class/kfd/kfd/topology/nodes"
+    for i, v in enumerate((0, version)):
+        (nodes / str(i)).mkdir(parents=True)
+        (nodes / str(i) / "properties").write_text(
+            f"cpu_cores_count {16 if v == 0 else 0}\nsimd_count {0 if v == 0 else 440}\nvendor_id 4098\n"
+            f"gfx_target_version {v}\ndrm_render_minor {128 + i}\n")
+        (nodes / str(i) / "gpu_id").write_text("0\n" if v == 0 else f"{1000 + i}\n")
+    return root
+
+
+@pytest.mark.parametrize("channel, source", [
+    ("-C", "settings"), ("env", "settings"), ("pyproject", "settings"),
+    ("PYTORCH_ROCM_ARCH", "PYTORCH_ROCM_ARCH"), ("detected", "detected:kfd"),
+])
+def test_every_stamp_follows_the_shipped_schema(tmp_path, channel, source):
+    """requested.source was written as "from -C rocm-build-backend.targets", "detected by kfd", ..."""
+    import os
+
+    from rocm_build_backend.wheel.stamp import read_stamp
+
+    proj = tmp_path / "proj"
+    (proj / "purepkg").mkdir(parents=True)
+    (proj / "purepkg" / "__init__.py").write_text("")
+    table = 'targets = "gfx90a"\n' if channel == "pyproject" else ""
+    (proj / "pyproject.toml").write_text(PURE_PYPROJECT + table)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_") and k != "PYTORCH_ROCM_ARCH"}
+    settings = {"rocm-build-backend.targets": "gfx90a"} if channel == "-C" else {}
+    if channel == "env":
+        env["ROCM_BUILD_BACKEND_TARGETS"] = "gfx90a"
+    elif channel == "PYTORCH_ROCM_ARCH":
+        env["PYTORCH_ROCM_ARCH"] = "gfx90a"
+    elif channel == "detected":
+        env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(_kfd(tmp_path / "sysroot", 90010))
+    out = tmp_path / "out"
+    code = f"import rocm_build_backend as b; print(b.build_wheel({str(out)!r}, {settings!r}))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=proj, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    wheel = out / proc.stdout.strip().splitlines()[-1]
+    assert assert_valid_stamp(wheel) is not None
+    assert read_stamp(wheel)["requested"] == {"targets": ["gfx90a"], "source": source}

@@ -53,7 +53,7 @@ def test_pip_wheel_setuptools_hip(tmp_path, build_env, targets, expected):
     assert list(device_targets(wheel).values()) == [expected]
     stamp = read_stamp(wheel)
     assert stamp["requested"]["targets"] == expected
-    assert "-C rocm-build-backend.targets" in stamp["requested"]["source"]
+    assert stamp["requested"]["source"] == "settings"
     assert stamp["toolchain"]["compiler"] == "hipcc"
 
 
@@ -64,7 +64,7 @@ def test_pip_wheel_skbuild_targets_from_environment(tmp_path, build_env):
     assert proc.returncode == 0, proc.stderr
     wheel = only_wheel(tmp_path / "out")
     assert list(device_targets(wheel).values()) == [["gfx90a"]]
-    assert read_stamp(wheel)["requested"]["source"] == "from ROCM_BUILD_BACKEND_TARGETS"
+    assert read_stamp(wheel)["requested"]["source"] == "settings"
 
 
 def test_python_build_sdist_then_wheel(tmp_path, build_env):
@@ -80,7 +80,7 @@ def test_python_build_sdist_then_wheel(tmp_path, build_env):
     assert not any(n.endswith((".so", "rocm_build.json", ".rocm-build-backend.json")) for n in names), names
     wheel = only_wheel(tmp_path / "dist")
     assert list(device_targets(wheel).values()) == [["gfx90a"]]
-    assert read_stamp(wheel)["requested"]["source"] == "from PYTORCH_ROCM_ARCH"
+    assert read_stamp(wheel)["requested"]["source"] == "PYTORCH_ROCM_ARCH"
 
 
 def test_uv_build(tmp_path, build_env):
@@ -131,7 +131,7 @@ def test_auto_detects_from_a_fake_sysfs_root(tmp_path, build_env):
     wheel = only_wheel(tmp_path / "out")
     assert list(device_targets(wheel).values()) == [["gfx90a"]]
     stamp = read_stamp(wheel)
-    assert stamp["requested"]["source"] == "detected by kfd" and stamp["host"]["gpus"] == ["gfx90a"]
+    assert stamp["requested"]["source"] == "detected:kfd" and stamp["host"]["gpus"] == ["gfx90a"]
 
 
 # ------------------------------------------------------------------------ verification

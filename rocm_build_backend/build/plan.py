@@ -34,7 +34,7 @@ class Host:
 @dataclass(frozen=True)
 class BuildPlan:
     targets: list[GpuTarget]
-    source: str  # where the targets came from, in words
+    source: str  # where the targets came from: settings, PYTORCH_ROCM_ARCH or detected:<probe>
     env: dict[str, str]  # every variable the build gets (ours, and the user's we keep)
     kept: dict[str, str]  # the user's values kept because they agree with the targets
     replaced: dict[str, tuple[str, str]]  # variable -> (the user's value, ours)
@@ -45,11 +45,13 @@ class BuildPlan:
     profile: str | None = None
     pinned_tools: bool = True
     notes: list[str] = field(default_factory=list)
+    source_detail: str = ""  # the same in words, for the log: "from -C rocm-build-backend.targets"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "targets": [str(t) for t in self.targets],
             "source": self.source,
+            "source_detail": self.source_detail or self.source,
             "backend": self.backend,
             "env": dict(self.env),
             "kept": dict(self.kept),
@@ -64,7 +66,7 @@ class BuildPlan:
 
     def summary(self) -> list[str]:
         """The lines a build log shows (without the prefix)."""
-        lines = [f"targets {join_targets(self.targets, ' ')} ({self.source})",
+        lines = [f"targets {join_targets(self.targets, ' ')} ({self.source_detail or self.source})",
                  f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
         lines.append(f"environment {shown}")
@@ -223,6 +225,7 @@ def make_plan(
     config_settings: Mapping[str, Any] | None = None,
     host: Host = Host(),
     dist_name: str | None = None,
+    source_detail: str = "",
 ) -> BuildPlan:
     """Compute the variables and config settings a build gets. Pure."""
     targets = list(targets)
@@ -247,4 +250,5 @@ def make_plan(
         targets=targets, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
         config_settings=draft.forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
         profile=profile_name, pinned_tools=settings.pinned_tools, notes=draft.notes,
+        source_detail=source_detail or source,
     )

@@ -29,8 +29,24 @@ def _where(settings: Settings) -> str:
             "pyproject": "[tool.rocm-build-backend] targets"}.get(settings.source_of("targets"), "targets")
 
 
-def resolve_targets(settings: Settings, env: Mapping[str, str]) -> tuple[list[GpuTarget], str, Detection | None]:
-    """(targets, where they came from, the Detection or None). Never a default list."""
+@dataclass(frozen=True)
+class Resolved:
+    """The targets of a build and where they came from.
+
+    ``source`` is the stamp's ``requested.source``: ``settings``, ``PYTORCH_ROCM_ARCH`` or
+    ``detected:<probe>``; ``detail`` says the same in words for the log.
+    """
+
+    targets: list[GpuTarget]
+    source: str
+    detail: str
+    detection: Detection | None = None
+
+
+def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
+    """The targets, where they came from, and the Detection when they were detected.
+
+    Never a default list."""
     from rocm_build_backend.gpu.targets import join_targets, parse_targets
 
     user_arch = env.get("PYTORCH_ROCM_ARCH", "").strip()
@@ -42,13 +58,14 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> tuple[list[Gp
                 [f"{where} asks for {join_targets(targets)} but PYTORCH_ROCM_ARCH={user_arch} is set"],
                 hint="unset PYTORCH_ROCM_ARCH, or make both name the same targets",
             )
-        return targets, f"from {where}", None
+        return Resolved(targets, "settings", f"from {where}")
     if user_arch:
-        return parse_targets(user_arch, where=" in PYTORCH_ROCM_ARCH"), "from PYTORCH_ROCM_ARCH", None
+        return Resolved(parse_targets(user_arch, where=" in PYTORCH_ROCM_ARCH"), "PYTORCH_ROCM_ARCH",
+                        "from PYTORCH_ROCM_ARCH")
     from rocm_build_backend.gpu.amd.detect import detect, require_targets
 
     found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
-    return require_targets(found), f"detected by {found.source}", found
+    return Resolved(require_targets(found), f"detected:{found.source}", f"detected by {found.source}", found)
 
 
 def host_facts() -> Host:
@@ -85,7 +102,8 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
 
     env = os.environ if env is None else env
     settings = project.settings
-    targets, source, detection = resolve_targets(settings, env)
+    resolved = resolve_targets(settings, env)
+    targets = resolved.targets
     compiler = None
     # a project that declares it has no GPU code (verify = "off") compiles nothing for the targets
     if check_compiler and settings.compiler_check and settings.verify != "off":
@@ -94,9 +112,10 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
         compiler = find_compiler(settings.compiler, env=env)
         if compiler is not None:
             require_supported(compiler, targets, env=env)
-    plan = make_plan(targets, source, settings, env, backend_kind=backend_kind(settings.backend),
-                     config_settings=project.forward, host=host_facts(), dist_name=project.dist_name)
-    return Prepared(project, plan, compiler, detection)
+    plan = make_plan(targets, resolved.source, settings, env, backend_kind=backend_kind(settings.backend),
+                     config_settings=project.forward, host=host_facts(), dist_name=project.dist_name,
+                     source_detail=resolved.detail)
+    return Prepared(project, plan, compiler, resolved.detection)
 
 
 def show(prepared: Prepared) -> None:
