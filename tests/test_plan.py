@@ -139,3 +139,75 @@ def test_a_variable_that_does_not_split_as_shell_words(var, value):
     # a project that declares it has no GPU code builds on, the variable left as it is
     p = plan(env={var: value}, settings={"tool": {"rocm-build-backend": {"verify": "off"}}}, dist="llama-cpp-python")
     assert var not in p.env and any(var in n and "left as it is" in n for n in p.notes)
+
+
+# ------------------------------------------------------------------ the plan command
+
+
+def _plan_cli(*args, cwd=None):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")
+           and k not in ("PYTORCH_ROCM_ARCH", "CMAKE_ARGS", "HIPCC_COMPILE_FLAGS_APPEND")}
+    return subprocess.run([sys.executable, "-m", "rocm_build_backend", "plan", *map(str, args)],
+                          capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def _unconfigured_skbuild(folder):
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+        '[project]\nname = "skb-demo"\nversion = "1.0"\n')
+    (folder / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.21)\nproject(x LANGUAGES CXX)\n")
+    return folder
+
+
+def test_plan_of_an_unconfigured_project_uses_its_declared_backend(tmp_path):
+    """plan showed setuptools.build_meta and no cmake.define.* where build used scikit_build_core.build."""
+    import json
+
+    project = _unconfigured_skbuild(tmp_path / "proj")
+    proc = _plan_cli("--json", project, "-C", "rocm-build-backend.targets=gfx90a",
+                     "-C", "rocm-build-backend.compiler-check=false")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["backend"] == "scikit_build_core.build"
+    assert data["config_settings"]["cmake.define.GPU_TARGETS"] == "gfx90a"
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    proc = _plan_cli("--json", legacy, "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.compiler-check=false")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["backend"] == "setuptools.build_meta:__legacy__"
+
+
+def test_plan_names_the_stale_tree_that_will_stop_the_build(tmp_path):
+    import json
+
+    project = _unconfigured_skbuild(tmp_path / "proj")
+    (project / "build").mkdir()
+    (project / "build" / "k.o").write_text("")
+    (project / "build" / ".rocm-build-backend.json").write_text('{"schema_version": 1, "targets": ["gfx90a"]}')
+    cs = ["-C", "rocm-build-backend.targets=gfx942", "-C", "rocm-build-backend.compiler-check=false"]
+    text = _plan_cli(project, *cs)
+    assert text.returncode == 0, text.stderr
+    assert "build (built for gfx90a) will stop the build" in text.stdout
+    data = json.loads(_plan_cli("--json", project, *cs).stdout)
+    assert data["stale"] == [{"path": str(project / "build"), "built_for": "gfx90a", "owned": True, "action": "stop"}]
+    clean = json.loads(_plan_cli("--json", project, *cs, "-C", "rocm-build-backend.stale=clean").stdout)
+    assert clean["stale"][0]["action"] == "remove"
+    assert (project / "build" / "k.o").exists()  # plan removes nothing
+
+
+@pytest.mark.parametrize("what", ["missing", "file", "empty"])
+def test_plan_of_a_path_that_is_no_project(tmp_path, what):
+    """plan /nonexistent said "no AMD GPU found"."""
+    path = {"missing": tmp_path / "nonexistent", "file": tmp_path / "f.txt", "empty": tmp_path}[what]
+    if what == "file":
+        path.write_text("x")
+    proc = _plan_cli(path)
+    assert proc.returncode == ConfigError.exit_code and "Traceback" not in proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("error: ") and str(path.name) in first and "GPU" not in proc.stderr
+    assert {"missing": "does not exist", "file": "is not a folder", "empty": "no pyproject.toml"}[what] in first

@@ -15,33 +15,18 @@ This module strings the steps together; each step lives in the module named besi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping
 
 from rocm_build_backend.build.log import log, reported
 from rocm_build_backend.build.prepare import Prepared, prepare, show
-from rocm_build_backend.build.source import ConfigSettings, Project, load_project, wrapped_backend
+from rocm_build_backend.build.source import ConfigSettings, backend_build_dirs, load_project, wrapped_backend
 
 __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata",
            "check_fresh", "mark_fresh", "load_project", "prepare", "show", "wrapped_backend"]
 
 
 # --------------------------------------------------------------------- 5. freshness
-
-def _skbuild_dir(project: Project) -> list[Path]:
-    """scikit-build-core's persistent build-dir, when that is the wrapped backend (no other reads it)."""
-    from rocm_build_backend.build.backend import backend_kind
-
-    if backend_kind(project.settings.backend) != "scikit-build-core":
-        return []
-    given = (project.forward.get("build-dir") or project.forward.get("skbuild.build-dir")
-             or os.environ.get("SKBUILD_BUILD_DIR")
-             or ((project.pyproject.get("tool") or {}).get("scikit-build") or {}).get("build-dir"))
-    if isinstance(given, str) and given and "{" not in given:
-        return [project.source_dir / given]
-    return []
-
 
 def check_fresh(prepared: Prepared) -> list[Path]:
     """Stop on (or clean) stale trees; returns the trees that are not ours, for ``mark_fresh``."""
@@ -50,17 +35,17 @@ def check_fresh(prepared: Prepared) -> list[Path]:
 
     project = prepared.project
     cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
-                     stale=project.settings.stale, extra=_skbuild_dir(project))
+                     stale=project.settings.stale, extra=backend_build_dirs(project))
     for path in cleaned:
         log(f"removed stale build tree {path} (stale = \"clean\")")
-    return existing_trees(project.source_dir, _skbuild_dir(project))
+    return existing_trees(project.source_dir, backend_build_dirs(project))
 
 
 def mark_fresh(prepared: Prepared, skip: list[Path]) -> None:
     from rocm_build_backend.build.freshness import mark_fresh as _mark
 
     project = prepared.project
-    _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=_skbuild_dir(project), skip=skip)
+    _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=backend_build_dirs(project), skip=skip)
 
 
 # ------------------------------------------------------------------------ the hooks

@@ -1,13 +1,22 @@
-"""For projects you do not want to edit: build one through the shim, or configure it to use it."""
+"""For projects you do not want to edit: plan or build one through the shim, or configure it.
+
+``shim_settings`` is the one place that says how a project that does not name the shim gets
+built through it (its own declared backend, wrapped); ``plan_project`` and ``build_project``
+both use it, so that ``plan`` shows what ``build`` does.
+"""
 
 from __future__ import annotations
 
 import re
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
+
+if TYPE_CHECKING:
+    from rocm_build_backend.build.freshness import StaleTree
+    from rocm_build_backend.build.prepare import Prepared
 
 SHIM = "rocm_build_backend"
 LEGACY = "setuptools.build_meta:__legacy__"  # what pip uses for a project without pyproject.toml
@@ -21,6 +30,44 @@ def _declared(path: Path) -> tuple[str | None, list[str]]:
     return (backend if isinstance(backend, str) else None), list(system.get("backend-path") or [])
 
 
+def project_folder(path: Path) -> Path:
+    """PATH, resolved, when it is a Python project's folder; ConfigError saying what it is not."""
+    if not path.exists():
+        raise ConfigError([f"{path} does not exist"], hint="give the path of a Python project's folder")
+    path = path.resolve()
+    if not path.is_dir():
+        raise ConfigError([f"{path} is not a folder"], hint="give the project's folder")
+    if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
+        raise ConfigError([f"{path} has no pyproject.toml or setup.py"], hint="give a Python project's folder")
+    return path
+
+
+def shim_settings(path: Path, config_settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The config settings that build PATH through the shim: a project that does not name the
+    shim keeps its own declared backend (setuptools' legacy backend without pyproject.toml)."""
+    settings = dict(config_settings)
+    backend, backend_path = _declared(path)
+    if backend != SHIM:
+        settings.setdefault("rocm-build-backend.backend", backend or LEGACY)
+        if backend_path:
+            settings.setdefault("rocm-build-backend.backend-path", ",".join(backend_path))
+    return settings
+
+
+def plan_project(path: Path, config_settings: Mapping[str, Any]) -> tuple[Prepared, list[StaleTree]]:
+    """What ``build`` would do with PATH: the prepared plan, and the stale trees that would stop it
+    (or that ``stale = "clean"`` would remove). Builds nothing, removes nothing."""
+    from rocm_build_backend.build.freshness import find_stale
+    from rocm_build_backend.build.prepare import prepare
+    from rocm_build_backend.build.source import backend_build_dirs, load_project
+
+    path = project_folder(path)
+    project = load_project(shim_settings(path, config_settings), source_dir=path)
+    prepared = prepare(project)
+    stale = find_stale(path, [str(t) for t in prepared.plan.targets], extra=backend_build_dirs(project))
+    return prepared, stale
+
+
 def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> tuple[Path, list[tuple[Path, list[str]]]]:
     """Build PATH's wheel through the shim with its own declared backend, without isolation.
 
@@ -30,19 +77,10 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
 
     from pyproject_hooks import BuildBackendHookCaller
 
-    path = path.resolve()
-    if not path.is_dir():
-        raise RocmBuildBackendError(f"{path} is not a folder", hint="give the project's folder")
-    if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
-        raise RocmBuildBackendError(f"{path} has no pyproject.toml or setup.py", hint="give a Python project's folder")
+    path = project_folder(path)
     outdir = (outdir or path / "dist").resolve()
     outdir.mkdir(parents=True, exist_ok=True)
-    settings = dict(config_settings)
-    backend, backend_path = _declared(path)
-    if backend != SHIM:
-        settings.setdefault("rocm-build-backend.backend", backend or LEGACY)
-        if backend_path:
-            settings.setdefault("rocm-build-backend.backend-path", ",".join(backend_path))
+    settings = shim_settings(path, config_settings)
     caller = BuildBackendHookCaller(str(path), SHIM, python_executable=sys.executable)
     try:
         name = caller.build_wheel(str(outdir), settings)

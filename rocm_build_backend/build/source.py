@@ -69,6 +69,21 @@ def load_project(config_settings: ConfigSettings | None, env: Mapping[str, str] 
     return Project(source_dir, pyproject, settings, forward)
 
 
+def backend_build_dirs(project: Project) -> list[Path]:
+    """The wrapped backend's persistent build folders beyond build/ and _skbuild/: scikit-build-core's
+    build-dir, only when that is the wrapped backend (no other backend reads it)."""
+    from rocm_build_backend.build.backend import backend_kind
+
+    if backend_kind(project.settings.backend) != "scikit-build-core":
+        return []
+    given = (project.forward.get("build-dir") or project.forward.get("skbuild.build-dir")
+             or os.environ.get("SKBUILD_BUILD_DIR")
+             or ((project.pyproject.get("tool") or {}).get("scikit-build") or {}).get("build-dir"))
+    if isinstance(given, str) and given and "{" not in given:
+        return [project.source_dir / given]
+    return []
+
+
 _BACKENDS: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 

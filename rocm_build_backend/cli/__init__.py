@@ -96,13 +96,14 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.prepare import prepare
-    from rocm_build_backend.build.source import load_project
+    from rocm_build_backend.build.project import plan_project
 
-    project = load_project(_config_settings(args.config_setting), source_dir=Path(args.path))
-    prepared = prepare(project)
+    prepared, stale = plan_project(Path(args.path), _config_settings(args.config_setting))
+    clean = prepared.project.settings.stale == "clean"
     data = prepared.plan.to_json()
     data["compiler"] = prepared.compiler.to_json() if prepared.compiler else None
+    data["stale"] = [{"path": str(t.path), "built_for": t.built_for, "owned": t.owned,
+                      "action": "remove" if clean and t.owned else "stop"} for t in stale]
     if args.json:
         _print_json(data)
         return 0
@@ -110,6 +111,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(line)
     if prepared.compiler:
         print(f"compiler {prepared.compiler.describe()} accepts {' '.join(data['targets'])}")
+    for tree in stale:
+        if clean and tree.owned:
+            print(f"stale build tree {tree.path} (built for {tree.built_for}): stale = \"clean\" will remove it")
+        else:
+            why = "" if tree.owned else ", and nothing proves a build of this project made it"
+            print(f"warning: stale build tree {tree.path} (built for {tree.built_for}{why}) will stop the build")
     return 0
 
 
