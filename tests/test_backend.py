@@ -149,3 +149,50 @@ def test_every_stamp_follows_the_shipped_schema(tmp_path, channel, source):
     wheel = out / proc.stdout.strip().splitlines()[-1]
     assert assert_valid_stamp(wheel) is not None
     assert read_stamp(wheel)["requested"] == {"targets": ["gfx90a"], "source": source}
+
+
+def _gpu_less_env(tmp_path):
+    """No GPU and no way to find one: an empty sysfs, no ROCm tools on PATH, no target variables."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")
+           and k not in ("PYTORCH_ROCM_ARCH", "HSA_OVERRIDE_GFX_VERSION", "PIP_CONFIG_FILE")}
+    (tmp_path / "empty-root").mkdir()
+    env.update(ROCM_BUILD_BACKEND_SYSFS_ROOT=str(tmp_path / "empty-root"), PATH=os.path.dirname(sys.executable),
+               PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    return env
+
+
+def _pure_project(tmp_path, extra=""):
+    proj = tmp_path / "proj"
+    (proj / "purepkg").mkdir(parents=True)
+    (proj / "purepkg" / "__init__.py").write_text("")
+    (proj / "pyproject.toml").write_text(PURE_PYPROJECT + extra)
+    return proj
+
+
+def test_preparing_metadata_needs_no_gpu(tmp_path):
+    """pip install --dry-run --report . failed on a machine without a GPU: the metadata does not
+    depend on the targets (unless local-version is on)."""
+    import json
+
+    proj = _pure_project(tmp_path)
+    env = _gpu_less_env(tmp_path)
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-build-isolation", "--no-deps",
+                           "--report", str(report), str(proj)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (item,) = json.loads(report.read_text())["install"]
+    assert item["metadata"]["name"] == "purepkg" and item["metadata"]["version"] == "1.0"
+    # the build itself still needs targets, and says so
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w",
+                            str(tmp_path / "out"), str(proj)], capture_output=True, text=True, env=env)
+    assert built.returncode != 0 and "rocm-build-backend: error: " in built.stdout + built.stderr
+
+
+def test_preparing_metadata_with_local_version_needs_the_targets(tmp_path):
+    proj = _pure_project(tmp_path, "local-version = true\n")
+    code = "import rocm_build_backend as b; print(b.prepare_metadata_for_build_wheel('md'))"
+    (proj / "md").mkdir()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=proj, capture_output=True, text=True, env=_gpu_less_env(tmp_path))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "rocm-build-backend: error: " in proc.stderr

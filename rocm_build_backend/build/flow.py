@@ -20,7 +20,7 @@ from typing import Mapping
 
 from rocm_build_backend.build.log import log, reported
 from rocm_build_backend.build.prepare import Prepared, prepare, show
-from rocm_build_backend.build.source import ConfigSettings, backend_build_dirs, load_project, wrapped_backend
+from rocm_build_backend.build.source import ConfigSettings, Project, backend_build_dirs, load_project, wrapped_backend
 
 __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata",
            "check_fresh", "mark_fresh", "load_project", "prepare", "show", "wrapped_backend"]
@@ -103,6 +103,21 @@ def get_requires(hook: str, config_settings: ConfigSettings | None) -> list[str]
         return list(getattr(backend, hook)(project.forward))
 
 
+def _prepare_for_metadata(project: Project) -> Prepared | None:
+    """The plan for prepare_metadata; None when no GPU is found and the metadata does not need
+    the targets (they go into it only with local-version). build_* still requires them."""
+    from rocm_build_backend.errors import NoGpuDetectedError
+
+    try:
+        return prepare(project, check_compiler=False)
+    except NoGpuDetectedError:
+        if project.settings.local_version:
+            raise
+        log("no GPU found and no targets given: preparing the metadata without them "
+            "(the build needs them)")
+        return None
+
+
 def prepare_metadata(hook: str, metadata_directory: str, config_settings: ConfigSettings | None) -> str:
     """prepare_metadata_for_build_*: the wrapped backend's .dist-info, and our plan file beside it."""
     from rocm_build_backend.build.environment import applied
@@ -111,16 +126,19 @@ def prepare_metadata(hook: str, metadata_directory: str, config_settings: Config
     with reported():
         project = load_project(config_settings)
         backend = wrapped_backend(project)
-        prepared = prepare(project, check_compiler=False)
-        with applied(prepared.plan):
-            name: str = getattr(backend, hook)(metadata_directory, prepared.plan.config_settings)
+        prepared = _prepare_for_metadata(project)
+        plan = prepared.plan if prepared else None
+        with applied(plan):
+            name: str = getattr(backend, hook)(metadata_directory, plan.config_settings if plan else project.forward)
+        if plan is None:
+            return name
         if project.settings.local_version:
             from rocm_build_backend.wheel.stamp import local_version, rewrite_metadata_dir
 
             version = name.removesuffix(".dist-info").rsplit("-", 1)[1]
-            new = local_version(version, prepared.plan.targets)
+            new = local_version(version, plan.targets)
             name = rewrite_metadata_dir(Path(metadata_directory) / name, new)
-        write_plan_file(metadata_directory, [str(t) for t in prepared.plan.targets])
+        write_plan_file(metadata_directory, [str(t) for t in plan.targets])
         return name
 
 
