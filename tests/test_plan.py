@@ -211,3 +211,21 @@ def test_plan_of_a_path_that_is_no_project(tmp_path, what):
     first = proc.stderr.splitlines()[0]
     assert first.startswith("error: ") and str(path.name) in first and "GPU" not in proc.stderr
     assert {"missing": "does not exist", "file": "is not a folder", "empty": "no pyproject.toml"}[what] in first
+
+
+@pytest.mark.parametrize("user", ["", "-DLLAMA_HIPBLAS=on -DX='a b'"])
+def test_several_targets_keep_cmake_args_readable(user):
+    """Each -D...=gfx90a;gfx942 was quoted, and the log quoted the quotes again."""
+    p = plan(env={"CMAKE_ARGS": user} if user else {})
+    value = p.env["CMAKE_ARGS"]
+    words = shlex.split(value)
+    assert words[-3:] == ["-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942", "-DGPU_TARGETS=gfx90a;gfx942",
+                          "-DAMDGPU_TARGETS=gfx90a;gfx942"]
+    assert value.endswith(" ".join(words[-3:]))  # no quotes around a word that needs none
+    assert value.split()[-3:] == words[-3:]  # a reader that splits on spaces gets the same
+    if user:
+        assert words[:2] == ["-DLLAMA_HIPBLAS=on", "-DX=a b"]
+    line = next(line for line in p.summary() if line.startswith("environment "))
+    assert "-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942 -DGPU_TARGETS=gfx90a;gfx942 -DAMDGPU" in line
+    if not user:
+        assert "'\"'\"'" not in line and "CMAKE_ARGS='-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942 -DGPU" in line

@@ -21,6 +21,17 @@ _GIB = 1 << 30
 CMAKE_VARS = ("CMAKE_HIP_ARCHITECTURES", "GPU_TARGETS", "AMDGPU_TARGETS")
 _ARCH_FLAG = re.compile(r"^--(?:offload-arch|amdgpu-target)=")
 _CMAKE_DEF = re.compile(r"^-D(" + "|".join(CMAKE_VARS) + r")(?::[A-Z]+)?=")
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./;-]+", re.ASCII)  # shlex.quote's safe set, and ';'
+
+
+def join_words(words: Sequence[str]) -> str:
+    """Words as one variable that ``shlex.split`` (and a plain ``.split()``) gives back.
+
+    ``shlex.join`` quotes every word holding ';' (``'-DGPU_TARGETS=gfx90a;gfx942'``), which made
+    CMAKE_ARGS unreadable in the log and breaks readers that split on spaces; a ';' needs no
+    quotes inside a word, so only words with spaces, quotes or other shell characters get them.
+    """
+    return " ".join(w if _PLAIN_WORD.fullmatch(w) else shlex.quote(w) for w in words)
 
 
 @dataclass(frozen=True)
@@ -171,8 +182,8 @@ def _cmake(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str], 
         keep_args = [a for a in user_args if not _CMAKE_DEF.match(a)]
         old_defs = {a for a in user_args if _CMAKE_DEF.match(a)}
         if old_defs and not old_defs <= set(defs):
-            draft.replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], shlex.join(keep_args + defs))
-        draft.env["CMAKE_ARGS"] = shlex.join(keep_args + defs)
+            draft.replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], join_words(keep_args + defs))
+        draft.env["CMAKE_ARGS"] = join_words(keep_args + defs)
     if backend_kind == "scikit-build-core":
         for var in CMAKE_VARS:
             key = f"cmake.define.{var}"
@@ -211,7 +222,7 @@ def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, en
     else:
         extra = [f"-D{var}={value}" for var, value in profile.cmake_defines(targets).items()]
         if extra and "CMAKE_ARGS" in draft.env:
-            draft.env["CMAKE_ARGS"] = shlex.join(shlex.split(draft.env["CMAKE_ARGS"]) + extra)
+            draft.env["CMAKE_ARGS"] = join_words(shlex.split(draft.env["CMAKE_ARGS"]) + extra)
     return profile.name
 
 
