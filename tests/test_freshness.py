@@ -106,6 +106,7 @@ def test_stamped_tree_for_other_targets_is_refused_with_both_lists(src):
     assert "build/ (built for gfx90a)" in err.message
     assert "this build is for gfx942" in err.message
     assert 'stale = "clean"' in err.hint and "ROCM_BUILD_BACKEND_STALE=clean" in err.hint
+    assert "-C rocm-build-backend.stale=clean" in err.hint
     assert "rm -rf build/" in err.hint
     assert (src / "build" / "lib" / "pkg" / "_k.so").exists()  # "error" removes nothing
 

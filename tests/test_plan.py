@@ -229,3 +229,31 @@ def test_several_targets_keep_cmake_args_readable(user):
     assert "-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942 -DGPU_TARGETS=gfx90a;gfx942 -DAMDGPU" in line
     if not user:
         assert "'\"'\"'" not in line and "CMAKE_ARGS='-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942 -DGPU" in line
+
+
+def test_our_setting_without_our_prefix_is_named_once_with_its_spelling():
+    """-C targets=gfx942 went silently to the wrapped backend."""
+    p = plan(cs={"targets": "gfx942", "build-dir": "build/x", "max-jobs": ["2", "3"]})
+    notes = [n for n in p.summary() if "is not read by rocm-build-backend" in n]
+    assert len(notes) == 2
+    assert "-C targets=gfx942" in notes[0] and "-C rocm-build-backend.targets=gfx942" in notes[0]
+    assert "-C rocm-build-backend.max-jobs=" in notes[1]
+    assert p.config_settings["targets"] == "gfx942"  # still forwarded: it may be the backend's own
+    assert not any("build-dir" in n for n in p.summary() if n.startswith("warning"))
+
+
+def test_plan_and_build_take_targets(tmp_path):
+    import json
+
+    project = _unconfigured_skbuild(tmp_path / "proj")
+    proc = _plan_cli("--json", project, "--targets", "gfx942;gfx90a", "-C", "rocm-build-backend.compiler-check=false")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["targets"] == ["gfx90a", "gfx942"] and data["source"] == "settings"
+    clash = _plan_cli(project, "--targets", "gfx942", "-C", "rocm-build-backend.targets=gfx90a")
+    assert clash.returncode != 0 and "disagree" in clash.stderr and "Traceback" not in clash.stderr
+    import subprocess
+    import sys
+
+    helps = subprocess.run([sys.executable, "-m", "rocm_build_backend", "build", "--help"], capture_output=True, text=True)
+    assert "--targets" in helps.stdout

@@ -320,8 +320,8 @@ def check_fresh(
     paths = " ".join(_shown(t.path, source) for t in found)
     raise StaleBuildTreeError(
         message,
-        hint=f'set stale = "clean" in [tool.rocm-build-backend] (or {STALE_ENV}=clean), '
-        f"or remove them: rm -rf {paths}",
+        hint=f'set stale = "clean" in [tool.rocm-build-backend] (or -C rocm-build-backend.stale=clean, '
+        f"or {STALE_ENV}=clean), or remove them: rm -rf {paths}",
     )
 
 

@@ -193,6 +193,19 @@ def _cmake(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str], 
             draft.forwarded.setdefault(key, semi)
 
 
+def _unprefixed(draft: _Draft) -> None:
+    """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
+    backend as it is, which is rarely what was meant; say so, with the right spelling."""
+    from rocm_build_backend.build.settings import PREFIX
+
+    ours = set(Settings.keys())
+    for key, value in draft.forwarded.items():
+        if key in ours:
+            shown = ";".join(value) if isinstance(value, list) else str(value)
+            draft.notes.append(f"warning: -C {key}={shown} is not read by rocm-build-backend: it goes to the "
+                               f"wrapped backend as it is; rocm-build-backend's setting is -C {PREFIX}{key}={shown}")
+
+
 def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env: Mapping[str, str],
              backend_kind: str, dist_name: str | None) -> str | None:
     """The project profile's knobs; returns the profile's name, or None."""
@@ -245,6 +258,7 @@ def make_plan(
         raise ConfigError([f"NVIDIA targets ({nv}) are read by the audit but not built for yet"],
                           hint="give AMD targets only, e.g. gfx942")
     draft = _Draft(forwarded=dict(config_settings or {}), lenient=settings.verify == "off")
+    _unprefixed(draft)
     _target_vars(draft, targets, env)
     _hipcc_flags(draft, targets, env)
     _cmake(draft, targets, env, backend_kind)
