@@ -50,6 +50,15 @@ def mark_fresh(prepared: Prepared, skip: list[Path]) -> None:
 
 # ------------------------------------------------------------------------ the hooks
 
+def _explain(exc: BaseException) -> None:
+    from rocm_build_backend.build.diagnose import explain
+
+    cause = explain(exc)
+    if cause is not None:
+        for line in cause.lines():
+            log(line)
+
+
 def build(hook: str, directory: str, config_settings: ConfigSettings | None,
           metadata_directory: str | None) -> str:
     """build_wheel and build_editable: steps 1-9; returns the wheel's file name."""
@@ -74,6 +83,9 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
         try:
             with applied(prepared.plan):
                 name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
+        except (Exception, SystemExit) as exc:  # the wrapped backend failed: say why when we know
+            _explain(exc)
+            raise
         finally:  # a failed compile leaves objects made for these targets: say so for the retry
             mark_fresh(prepared, not_ours)
         out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
 
@@ -68,6 +69,32 @@ def plan_project(path: Path, config_settings: Mapping[str, Any]) -> tuple[Prepar
     return prepared, stale
 
 
+_TAIL_LINES = 400  # of the build's output, kept to say why it failed
+_LINE = 4096  # bytes of one line kept
+
+
+def _tee_runner(tail: deque[str]) -> Callable[..., None]:
+    """A pyproject-hooks runner: the hook's output goes to our stderr as it comes (stdout stays
+    for the wheel's path), and its last lines are kept in ``tail``."""
+    import os
+    import subprocess
+
+    def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
+        env = dict(os.environ)
+        env.update(extra_environ or {})
+        with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+            out = proc.stdout
+            assert out is not None
+            while raw := out.readline(1 << 16):  # a long line comes in pieces: memory stays bounded
+                sys.stderr.buffer.write(raw)
+                sys.stderr.buffer.flush()
+                tail.append(raw[:_LINE].decode("utf-8", "replace"))
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
+
+    return run
+
+
 def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> tuple[Path, list[tuple[Path, list[str]]]]:
     """Build PATH's wheel through the shim with its own declared backend, without isolation.
 
@@ -81,10 +108,16 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
     outdir = (outdir or path / "dist").resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     settings = shim_settings(path, config_settings)
-    caller = BuildBackendHookCaller(str(path), SHIM, python_executable=sys.executable)
+    tail: deque[str] = deque(maxlen=_TAIL_LINES)
+    caller = BuildBackendHookCaller(str(path), SHIM, runner=_tee_runner(tail), python_executable=sys.executable)
     try:
         name = caller.build_wheel(str(outdir), settings)
     except subprocess.CalledProcessError:
+        from rocm_build_backend.build.diagnose import diagnose
+
+        cause = diagnose("".join(tail))
+        if cause is not None:
+            raise RocmBuildBackendError(f"building {path.name} failed: {cause.what}", hint=cause.todo) from None
         raise RocmBuildBackendError(f"building {path.name} failed (see the lines above)",
                                     hint="fix what the error lines say, then build again") from None
     wheel = outdir / name
