@@ -257,3 +257,63 @@ def test_plan_and_build_take_targets(tmp_path):
 
     helps = subprocess.run([sys.executable, "-m", "rocm_build_backend", "build", "--help"], capture_output=True, text=True)
     assert "--targets" in helps.stdout
+
+
+# ------------------------------------------------------------------ plan --json and its schema
+
+
+def _schema():
+    import json
+
+    from rocm_build_backend import data
+
+    return json.loads(data.path("schemas/plan.schema.json").read_text(encoding="utf-8"))
+
+
+def _kfd_root(root, version):
+    nodes = root / "sys/class/kfd/kfd/topology/nodes"
+    for i, v in enumerate((0, version)):
+        (nodes / str(i)).mkdir(parents=True)
+        (nodes / str(i) / "properties").write_text(
+            f"cpu_cores_count {16 if v == 0 else 0}\nsimd_count {0 if v == 0 else 440}\nvendor_id 4098\n"
+            f"gfx_target_version {v}\ndrm_render_minor {128 + i}\n")
+        (nodes / str(i) / "gpu_id").write_text("0\n" if v == 0 else f"{1000 + i}\n")
+    return root
+
+
+def test_plan_json_outputs_follow_the_shipped_schema(tmp_path):
+    """Real outputs of `plan --json`, in the shapes it has: each valid, schema_version first."""
+    import json
+
+    import jsonschema
+
+    schema = _schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    skb = _unconfigured_skbuild(tmp_path / "skb")
+    (skb / "build").mkdir()
+    (skb / "build" / "k.o").write_text("")
+    legacy = tmp_path / "flash-attn"
+    legacy.mkdir()
+    (legacy / "pyproject.toml").write_text('[project]\nname = "flash-attn"\nversion = "2.0"\n')
+    sysroot = _kfd_root(tmp_path / "sysroot", 90010)
+    runs = [
+        (skb, "--targets", "gfx90a;gfx942", "-C", "targets=gfx90a", "-C", "build-dir=build/x",
+         "-C", "rocm-build-backend.compiler-check=false"),
+        (skb, "--targets", "gfx90a"),  # the real compiler check: hipcc's facts
+        (legacy, "-C", f"rocm-build-backend.sysfs-root={sysroot}", "-C", "rocm-build-backend.compiler-check=false",
+         "-C", "rocm-build-backend.stale=clean"),
+    ]
+    outputs = []
+    for args in runs:
+        proc = _plan_cli("--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(json.loads(proc.stdout))
+        assert next(iter(outputs[-1])) == "schema_version"
+        jsonschema.validate(outputs[-1], schema)
+    assert outputs[0]["stale"] and outputs[0]["notes"] and outputs[0]["compiler"] is None
+    assert outputs[1]["compiler"] is None or outputs[1]["compiler"]["compiler"]
+    assert outputs[2]["source"] == "detected:kfd" and outputs[2]["profile"]
+    broken = dict(outputs[0])
+    del broken["schema_version"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)

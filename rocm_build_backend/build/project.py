@@ -95,6 +95,20 @@ def _tee_runner(tail: deque[str]) -> Callable[..., None]:
     return run
 
 
+PLAN_SCHEMA_VERSION = 1
+
+
+def plan_json(prepared: Prepared, stale: list[StaleTree]) -> dict[str, Any]:
+    """``plan --json``: schema ``data/schemas/plan.schema.json``, documented in docs/json/plan.md."""
+    clean = prepared.project.settings.stale == "clean"
+    data: dict[str, Any] = {"schema_version": PLAN_SCHEMA_VERSION}
+    data.update(prepared.plan.to_json())
+    data["compiler"] = prepared.compiler.to_json() if prepared.compiler else None
+    data["stale"] = [{"path": str(t.path), "built_for": t.built_for, "owned": t.owned,
+                      "action": "remove" if clean and t.owned else "stop"} for t in stale]
+    return data
+
+
 def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> tuple[Path, list[tuple[Path, list[str]]]]:
     """Build PATH's wheel through the shim with its own declared backend, without isolation.
 

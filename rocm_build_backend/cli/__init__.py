@@ -96,14 +96,11 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.project import plan_project
+    from rocm_build_backend.build.project import plan_json, plan_project
 
     prepared, stale = plan_project(Path(args.path), _build_settings(args))
     clean = prepared.project.settings.stale == "clean"
-    data = prepared.plan.to_json()
-    data["compiler"] = prepared.compiler.to_json() if prepared.compiler else None
-    data["stale"] = [{"path": str(t.path), "built_for": t.built_for, "owned": t.owned,
-                      "action": "remove" if clean and t.owned else "stop"} for t in stale]
+    data = plan_json(prepared, stale)
     if args.json:
         _print_json(data)
         return 0
