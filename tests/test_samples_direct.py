@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_valid_stamp
-
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -89,7 +87,6 @@ def build(project: Path, env: dict[str, str], config_settings: dict[str, str] | 
     proc, wheels = pip_wheel(project, env, config_settings)
     assert proc.returncode == 0, f"pip wheel failed:\n{proc.stdout}\n{proc.stderr}"
     assert len(wheels) == 1, wheels
-    assert assert_valid_stamp(wheels[0]) is not None  # every wheel built through the shim is stamped
     return wheels[0]
 
 
