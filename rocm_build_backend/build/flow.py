@@ -53,7 +53,10 @@ def mark_fresh(prepared: Prepared, skip: list[Path]) -> None:
 def _explain(exc: BaseException) -> None:
     from rocm_build_backend.build.diagnose import explain
 
-    cause = explain(exc)
+    try:
+        cause = explain(exc)
+    except Exception:  # naming the cause must never hide the failure itself
+        return
     if cause is not None:
         for line in cause.lines():
             log(line)
