@@ -48,9 +48,30 @@ def pip_wheel(project: Path, outdir: Path, env: dict, *settings: str) -> subproc
 
 
 def only_wheel(folder: Path) -> Path:
+    """The one wheel in ``folder``; its stamp, when it has one, valid under the shipped schema."""
     wheels = sorted(folder.glob("*.whl"))
     assert len(wheels) == 1, wheels
+    assert_valid_stamp(wheels[0])
     return wheels[0]
+
+
+def assert_valid_stamp(wheel: Path) -> dict | None:
+    """Validate a built wheel's stamp against the shipped stamp.schema.json (jsonschema)."""
+    import json
+
+    import jsonschema
+
+    from rocm_build_backend import data
+    from rocm_build_backend.wheel.stamp import read_stamp
+
+    stamp = read_stamp(wheel)
+    if stamp is None:
+        return None
+    schema = data.path("schemas/stamp.schema.json")
+    if not schema.is_file():
+        schema = data.path("stamp.schema.json")
+    jsonschema.validate(stamp, json.loads(schema.read_text(encoding="utf-8")))
+    return stamp
 
 
 def error_lines(proc: subprocess.CompletedProcess) -> list[str]:

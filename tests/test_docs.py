@@ -25,3 +25,13 @@ def test_readme_opens_with_the_two_setup_commands():
 
 def test_changelog_has_unreleased():
     assert "## Unreleased" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_plan_json_doc_names_every_key_of_its_schema():
+    import json
+
+    schema = json.loads((ROOT / "rocm_build_backend" / "data" / "schemas" / "plan.schema.json").read_text())
+    doc = (ROOT / "docs" / "json" / "plan.md").read_text()
+    for key in schema["properties"]:
+        assert f"`{key}`" in doc, key
+    assert set(schema["required"]) == set(schema["properties"])

@@ -40,9 +40,11 @@ def touch(path: Path, text: str = "") -> Path:
     return path
 
 
-def cmake_tree(folder: Path, hip: str, gpu: str = "") -> Path:
+def cmake_tree(folder: Path, hip: str, gpu: str = "", source: Path | None = None) -> Path:
+    """A CMake binary dir; ``source``: the source folder its cache names (CMAKE_HOME_DIRECTORY)."""
     touch(folder / "CMakeFiles" / "x.o")
-    return touch(folder / "CMakeCache.txt", CMAKE_CACHE.format(hip=hip, gpu=gpu))
+    home = f"CMAKE_HOME_DIRECTORY:INTERNAL={source}\n" if source else ""
+    return touch(folder / "CMakeCache.txt", CMAKE_CACHE.format(hip=hip, gpu=gpu) + home)
 
 
 @pytest.fixture
@@ -65,8 +67,10 @@ def test_find_build_trees(src, tmp_path):
     (src / "pkg.egg-info").mkdir()
     (src / "src" / "other.egg-info").mkdir(parents=True)
     outside = tmp_path / "skbuild-dir"
-    outside_cache = cmake_tree(outside, "gfx1100")
-    trees = find_build_trees(src, extra=[outside, ".", src.parent, "does-not-exist"])
+    outside_cache = cmake_tree(outside, "gfx1100", source=src)
+    foreign = tmp_path / "someone-elses"  # outside the project, and nothing says it is ours
+    cmake_tree(foreign, "gfx1100")
+    trees = find_build_trees(src, extra=[outside, foreign, ".", src.parent, "does-not-exist"])
     assert trees == [
         src / "build", cache,
         src / "_skbuild", sk_cache,
@@ -102,6 +106,7 @@ def test_stamped_tree_for_other_targets_is_refused_with_both_lists(src):
     assert "build/ (built for gfx90a)" in err.message
     assert "this build is for gfx942" in err.message
     assert 'stale = "clean"' in err.hint and "ROCM_BUILD_BACKEND_STALE=clean" in err.hint
+    assert "-C rocm-build-backend.stale=clean" in err.hint
     assert "rm -rf build/" in err.hint
     assert (src / "build" / "lib" / "pkg" / "_k.so").exists()  # "error" removes nothing
 
@@ -145,11 +150,61 @@ def test_unstamped_trees_without_objects_are_fresh(src):
     assert check_fresh(src, ["gfx942"]) == []
 
 
-def test_unstamped_tree_with_objects_is_stale(src):
-    touch(src / "build" / "temp.linux-x86_64-cpython-311" / "pkg" / "kernels.o")
-    with pytest.raises(StaleBuildTreeError, match="unknown targets"):
+def test_unstamped_tree_with_objects_is_stale_and_not_ours_to_remove(src):
+    obj = touch(src / "build" / "temp.linux-x86_64-cpython-311" / "pkg" / "kernels.o")
+    with pytest.raises(StaleBuildTreeError, match="unknown targets") as exc:
         check_fresh(src, ["gfx942"])
+    assert "rm -rf" not in exc.value.hint and "nothing proves" in exc.value.hint
+    with pytest.raises(StaleBuildTreeError, match="unknown targets") as exc:
+        check_fresh(src, ["gfx942"], stale="clean")
+    assert "not removed" in exc.value.hint
+    assert obj.exists()
+
+
+def test_a_cmake_tree_configured_for_this_source_is_ours_to_clean(src):
+    cmake_tree(src / "build" / "temp" / "kernels", "gfx90a", source=src)
     assert check_fresh(src, ["gfx942"], stale="clean") == [src / "build"]
+    assert not (src / "build").exists()
+
+
+def test_a_cmake_tree_configured_for_another_source_is_not_ours(src, tmp_path):
+    cache = cmake_tree(src / "build" / "temp" / "kernels", "gfx90a", source=tmp_path / "other-project")
+    with pytest.raises(StaleBuildTreeError, match="nothing proves"):
+        check_fresh(src, ["gfx942"], stale="clean")
+    assert cache.exists()
+
+
+def test_a_build_dir_outside_the_project_is_followed_only_when_the_backend_made_it(src, tmp_path):
+    """A user's folder named as build-dir: never reported, never removed, never stamped."""
+    users = tmp_path / "my-work"
+    keep = touch(users / "precious.o", "mine")
+    touch(users / "notes.txt", "mine too")
+    assert check_fresh(src, ["gfx942"], stale="clean", extra=[users]) == []
+    assert check_fresh(src, ["gfx942"], extra=[users]) == []
+    assert mark_fresh(src, ["gfx942"], extra=[users]) == []
+    assert keep.exists() and not (users / FRESH_NAME).exists()
+    # the backend's own build dir out there: its CMake cache names this source folder
+    made = tmp_path / "skb"
+    cmake_tree(made, "gfx90a", source=src)
+    with pytest.raises(StaleBuildTreeError) as exc:
+        check_fresh(src, ["gfx942"], extra=[users, made])
+    assert str(made) in exc.value.message and str(users) not in exc.value.message + exc.value.hint
+    assert check_fresh(src, ["gfx942"], stale="clean", extra=[users, made]) == [made]
+    assert not made.exists() and keep.exists()
+
+
+def test_mark_fresh_leaves_a_folder_that_was_not_ours(src):
+    """A build/ of the user's that existed before the build is never stamped (it would become ours)."""
+    from rocm_build_backend.build.freshness import existing_trees
+
+    touch(src / "build" / "scripts" / "make.sh")
+    before = existing_trees(src)
+    assert before == [src / "build"]
+    assert mark_fresh(src, ["gfx942"], skip=before) == []
+    touch(src / "build" / "k.o")
+    with pytest.raises(StaleBuildTreeError):
+        check_fresh(src, ["gfx90a"], stale="clean")
+    assert (src / "build" / "scripts" / "make.sh").exists()
 
 
 def test_stamp_is_trusted_over_a_cmake_default(src):
@@ -172,6 +227,9 @@ def test_a_symlinked_build_dir_is_unlinked_not_followed(src, tmp_path):
     real = tmp_path / "elsewhere"
     touch(real / "k.o")
     (src / "build").symlink_to(real, target_is_directory=True)
+    with pytest.raises(StaleBuildTreeError, match="nothing proves"):  # not ours: left alone
+        check_fresh(src, ["gfx942"], stale="clean")
+    mark_fresh(src, ["gfx90a"])
     assert check_fresh(src, ["gfx942"], stale="clean") == [src / "build"]
     assert not (src / "build").exists() and (real / "k.o").exists()
 
@@ -189,7 +247,7 @@ def test_bad_stale_value(src):
 
 def test_mark_fresh_writes_valid_json_atomically(src, tmp_path):
     (src / "build").mkdir()
-    extra = tmp_path / "bdir"
+    extra = src / "bdir"
     extra.mkdir()
     written = mark_fresh(src, ["gfx942"], extra=[extra])
     assert written == [src / "build" / FRESH_NAME, extra / FRESH_NAME]
@@ -249,10 +307,12 @@ def test_real_setuptools_build_tree(tmp_path):
 
     build()
     assert any(p.suffix == ".o" for p in (proj / "build").rglob("*"))
-    # A tree from a build without the shim: unknown targets, compiled objects.
+    # A tree from a build without the shim: unknown targets, compiled objects; not ours to remove.
     with pytest.raises(StaleBuildTreeError, match="unknown targets"):
         check_fresh(proj, ["gfx90a"])
-    assert check_fresh(proj, ["gfx90a"], stale="clean") == [proj / "build"]
+    with pytest.raises(StaleBuildTreeError, match="not removed"):
+        check_fresh(proj, ["gfx90a"], stale="clean")
+    assert (proj / "build").is_dir()
     build()
     mark_fresh(proj, ["gfx90a"])
     assert check_fresh(proj, ["gfx90a"]) == []
@@ -314,3 +374,42 @@ def test_nested_stale_trees_are_named_and_removed_once(src):
     assert "build/ (built for gfx90a)" in exc.value.message and "build/cmake" not in exc.value.message
     assert check_fresh(src, ["gfx940"], stale="clean", extra=[src / "build" / "cmake"]) == [src / "build"]
     assert not (src / "build").exists()
+
+
+# ---------------------------------------------------------------- through the hook
+
+
+@pytest.mark.parametrize("where", ["env", "-C", "pyproject"])
+def test_a_setuptools_build_never_reads_a_scikit_build_dir(tmp_path, where):
+    """SKBUILD_BUILD_DIR, -C build-dir or [tool.scikit-build] build-dir naming a user's folder:
+    a setuptools build neither removes it (stale = "clean") nor stamps it."""
+    import os
+
+    users = tmp_path / "my-work"
+    keep = touch(users / "results" / "model.so", "mine")
+    proj = tmp_path / "proj"
+    touch(proj / "pkg" / "__init__.py")
+    table = f'[tool.scikit-build]\nbuild-dir = "{users}"\n' if where == "pyproject" else ""
+    touch(proj / "pyproject.toml", textwrap.dedent("""\
+        [build-system]
+        requires = ["setuptools"]
+        build-backend = "rocm_build_backend"
+        [project]
+        name = "pkg"
+        version = "1.0"
+        [tool.rocm-build-backend]
+        backend = "setuptools.build_meta"
+        targets = "gfx90a"
+        verify = "off"
+        stale = "clean"
+        """) + table)
+    settings = {"build-dir": str(users)} if where == "-C" else {}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")}
+    env.pop("PYTORCH_ROCM_ARCH", None)
+    if where == "env":
+        env["SKBUILD_BUILD_DIR"] = str(users)
+    code = f"import rocm_build_backend as b; print(b.build_wheel({str(tmp_path / 'out')!r}, {settings!r}))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=proj, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "removed" not in proc.stderr
+    assert keep.read_text() == "mine" and not (users / FRESH_NAME).exists()

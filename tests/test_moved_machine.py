@@ -81,4 +81,4 @@ def test_cached_wheel_moved_to_another_gpu(tmp_path, build_env):
     (rebuilt,) = cache.glob("wheels/**/*.whl")
     with zipfile.ZipFile(rebuilt) as zf:
         stamp = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/rocm_build.json"))))
-    assert stamp["requested"] == {"targets": ["gfx940"], "source": "detected by kfd"}
+    assert stamp["requested"] == {"targets": ["gfx940"], "source": "detected:kfd"}

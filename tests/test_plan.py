@@ -126,3 +126,194 @@ def test_unknown_profile_setting():
     with pytest.raises(ConfigError) as exc:
         plan(settings={"tool": {"rocm-build-backend": {"profile": "xformer"}}})
     assert "unknown profile 'xformer'" in exc.value.message and "did you mean 'xformers'" in exc.value.message
+
+
+@pytest.mark.parametrize("var, value", [
+    ("CMAKE_ARGS", '-DFOO="unbalanced'), ("HIPCC_COMPILE_FLAGS_APPEND", "-O3 'x"), ("CMAKE_ARGS", "-DA=b\\"),
+])
+def test_a_variable_that_does_not_split_as_shell_words(var, value):
+    """An unbalanced quote gave a ValueError traceback, even for a project without GPU code."""
+    with pytest.raises(ConfigError) as exc:
+        plan(env={var: value})
+    assert var in exc.value.message and "shell words" in exc.value.message and "quoting" in exc.value.hint
+    # a project that declares it has no GPU code builds on, the variable left as it is
+    p = plan(env={var: value}, settings={"tool": {"rocm-build-backend": {"verify": "off"}}}, dist="llama-cpp-python")
+    assert var not in p.env and any(var in n and "left as it is" in n for n in p.notes)
+
+
+# ------------------------------------------------------------------ the plan command
+
+
+def _plan_cli(*args, cwd=None):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")
+           and k not in ("PYTORCH_ROCM_ARCH", "CMAKE_ARGS", "HIPCC_COMPILE_FLAGS_APPEND")}
+    return subprocess.run([sys.executable, "-m", "rocm_build_backend", "plan", *map(str, args)],
+                          capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def _unconfigured_skbuild(folder):
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+        '[project]\nname = "skb-demo"\nversion = "1.0"\n')
+    (folder / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.21)\nproject(x LANGUAGES CXX)\n")
+    return folder
+
+
+def test_plan_of_an_unconfigured_project_uses_its_declared_backend(tmp_path):
+    """plan showed setuptools.build_meta and no cmake.define.* where build used scikit_build_core.build."""
+    import json
+
+    project = _unconfigured_skbuild(tmp_path / "proj")
+    proc = _plan_cli("--json", project, "-C", "rocm-build-backend.targets=gfx90a",
+                     "-C", "rocm-build-backend.compiler-check=false")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["backend"] == "scikit_build_core.build"
+    assert data["config_settings"]["cmake.define.GPU_TARGETS"] == "gfx90a"
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    proc = _plan_cli("--json", legacy, "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.compiler-check=false")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["backend"] == "setuptools.build_meta:__legacy__"
+
+
+def test_plan_names_the_stale_tree_that_will_stop_the_build(tmp_path):
+    import json
+
+    project = _unconfigured_skbuild(tmp_path / "proj")
+    (project / "build").mkdir()
+    (project / "build" / "k.o").write_text("")
+    (project / "build" / ".rocm-build-backend.json").write_text('{"schema_version": 1, "targets": ["gfx90a"]}')
+    cs = ["-C", "rocm-build-backend.targets=gfx942", "-C", "rocm-build-backend.compiler-check=false"]
+    text = _plan_cli(project, *cs)
+    assert text.returncode == 0, text.stderr
+    assert "build (built for gfx90a) will stop the build" in text.stdout
+    data = json.loads(_plan_cli("--json", project, *cs).stdout)
+    assert data["stale"] == [{"path": str(project / "build"), "built_for": "gfx90a", "owned": True, "action": "stop"}]
+    clean = json.loads(_plan_cli("--json", project, *cs, "-C", "rocm-build-backend.stale=clean").stdout)
+    assert clean["stale"][0]["action"] == "remove"
+    assert (project / "build" / "k.o").exists()  # plan removes nothing
+
+
+@pytest.mark.parametrize("what", ["missing", "file", "empty"])
+def test_plan_of_a_path_that_is_no_project(tmp_path, what):
+    """plan /nonexistent said "no AMD GPU found"."""
+    path = {"missing": tmp_path / "nonexistent", "file": tmp_path / "f.txt", "empty": tmp_path}[what]
+    if what == "file":
+        path.write_text("x")
+    proc = _plan_cli(path)
+    assert proc.returncode == ConfigError.exit_code and "Traceback" not in proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("error: ") and str(path.name) in first and "GPU" not in proc.stderr
+    assert {"missing": "does not exist", "file": "is not a folder", "empty": "no pyproject.toml"}[what] in first
+
+
+@pytest.mark.parametrize("user", ["", "-DLLAMA_HIPBLAS=on -DX='a b'"])
+def test_several_targets_keep_cmake_args_readable(user):
+    """Each -D...=gfx90a;gfx942 was quoted, and the log quoted the quotes again."""
+    p = plan(env={"CMAKE_ARGS": user} if user else {})
+    value = p.env["CMAKE_ARGS"]
+    words = shlex.split(value)
+    assert words[-3:] == ["-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942", "-DGPU_TARGETS=gfx90a;gfx942",
+                          "-DAMDGPU_TARGETS=gfx90a;gfx942"]
+    assert value.endswith(" ".join(words[-3:]))  # no quotes around a word that needs none
+    assert value.split()[-3:] == words[-3:]  # a reader that splits on spaces gets the same
+    if user:
+        assert words[:2] == ["-DLLAMA_HIPBLAS=on", "-DX=a b"]
+    line = next(line for line in p.summary() if line.startswith("environment "))
+    assert "-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942 -DGPU_TARGETS=gfx90a;gfx942 -DAMDGPU" in line
+    if not user:
+        assert "'\"'\"'" not in line and "CMAKE_ARGS='-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942 -DGPU" in line
+
+
+def test_our_setting_without_our_prefix_is_named_once_with_its_spelling():
+    """-C targets=gfx942 went silently to the wrapped backend."""
+    p = plan(cs={"targets": "gfx942", "build-dir": "build/x", "max-jobs": ["2", "3"]})
+    notes = [n for n in p.summary() if "is not read by rocm-build-backend" in n]
+    assert len(notes) == 2
+    assert "-C targets=gfx942" in notes[0] and "-C rocm-build-backend.targets=gfx942" in notes[0]
+    assert "-C rocm-build-backend.max-jobs=" in notes[1]
+    assert p.config_settings["targets"] == "gfx942"  # still forwarded: it may be the backend's own
+    assert not any("build-dir" in n for n in p.summary() if n.startswith("warning"))
+
+
+def test_plan_and_build_take_targets(tmp_path):
+    import json
+
+    project = _unconfigured_skbuild(tmp_path / "proj")
+    proc = _plan_cli("--json", project, "--targets", "gfx942;gfx90a", "-C", "rocm-build-backend.compiler-check=false")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["targets"] == ["gfx90a", "gfx942"] and data["source"] == "settings"
+    clash = _plan_cli(project, "--targets", "gfx942", "-C", "rocm-build-backend.targets=gfx90a")
+    assert clash.returncode != 0 and "disagree" in clash.stderr and "Traceback" not in clash.stderr
+    import subprocess
+    import sys
+
+    helps = subprocess.run([sys.executable, "-m", "rocm_build_backend", "build", "--help"], capture_output=True, text=True)
+    assert "--targets" in helps.stdout
+
+
+# ------------------------------------------------------------------ plan --json and its schema
+
+
+def _schema():
+    import json
+
+    from rocm_build_backend import data
+
+    return json.loads(data.path("schemas/plan.schema.json").read_text(encoding="utf-8"))
+
+
+def _kfd_root(root, version):
+    nodes = root / "sys/class/kfd/kfd/topology/nodes"
+    for i, v in enumerate((0, version)):
+        (nodes / str(i)).mkdir(parents=True)
+        (nodes / str(i) / "properties").write_text(
+            f"cpu_cores_count {16 if v == 0 else 0}\nsimd_count {0 if v == 0 else 440}\nvendor_id 4098\n"
+            f"gfx_target_version {v}\ndrm_render_minor {128 + i}\n")
+        (nodes / str(i) / "gpu_id").write_text("0\n" if v == 0 else f"{1000 + i}\n")
+    return root
+
+
+def test_plan_json_outputs_follow_the_shipped_schema(tmp_path):
+    """Real outputs of `plan --json`, in the shapes it has: each valid, schema_version first."""
+    import json
+
+    import jsonschema
+
+    schema = _schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    skb = _unconfigured_skbuild(tmp_path / "skb")
+    (skb / "build").mkdir()
+    (skb / "build" / "k.o").write_text("")
+    legacy = tmp_path / "flash-attn"
+    legacy.mkdir()
+    (legacy / "pyproject.toml").write_text('[project]\nname = "flash-attn"\nversion = "2.0"\n')
+    sysroot = _kfd_root(tmp_path / "sysroot", 90010)
+    runs = [
+        (skb, "--targets", "gfx90a;gfx942", "-C", "targets=gfx90a", "-C", "build-dir=build/x",
+         "-C", "rocm-build-backend.compiler-check=false"),
+        (skb, "--targets", "gfx90a"),  # the real compiler check: hipcc's facts
+        (legacy, "-C", f"rocm-build-backend.sysfs-root={sysroot}", "-C", "rocm-build-backend.compiler-check=false",
+         "-C", "rocm-build-backend.stale=clean"),
+    ]
+    outputs = []
+    for args in runs:
+        proc = _plan_cli("--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(json.loads(proc.stdout))
+        assert next(iter(outputs[-1])) == "schema_version"
+        jsonschema.validate(outputs[-1], schema)
+    assert outputs[0]["stale"] and outputs[0]["notes"] and outputs[0]["compiler"] is None
+    assert outputs[1]["compiler"] is None or outputs[1]["compiler"]["compiler"]
+    assert outputs[2]["source"] == "detected:kfd" and outputs[2]["profile"]
+    broken = dict(outputs[0])
+    del broken["schema_version"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)

@@ -22,7 +22,7 @@ import pytest
 
 from realinputs import CorpusError, copy_tree, load_pins, sdist_tree
 from rocm_build_backend.build.profiles import all_profiles, profile_for, select_profile
-from rocm_build_backend.build.project import SHIM, configure
+from rocm_build_backend.build.configure import SHIM, configure
 from rocm_build_backend.build.projectname import find_name
 from rocm_build_backend.gpu.targets import parse_targets
 

@@ -123,3 +123,53 @@ def test_repeated_config_settings():
     s = load_settings(None, {"rocm-build-backend.targets": ["gfx90a", "gfx942"],
                              "rocm-build-backend.verify": ["off", "warn"]}, {})
     assert s.targets == ["gfx90a", "gfx942"] and s.verify == "warn"
+
+
+@pytest.mark.parametrize("key", ["max-jobs", "memory-per-job"])
+@pytest.mark.parametrize("raw", [float("inf"), float("-inf"), float("nan"), 1.9, 2.0, 1e30, True, False,
+                                 "inf", "1e30", "1.9", "true", 10**30, "1" + "0" * 30, [4], {"n": 4}])
+def test_numbers_must_be_whole_and_sane(key, raw):
+    """inf gave an OverflowError; 1.9 and true became 1; 1e30 a 31-digit MAX_JOBS."""
+    with pytest.raises(ConfigError) as exc:
+        load_settings(_pyproject(**{key: raw}), None, {})
+    assert exc.value.message.count("\n") == 0 and key in exc.value.message
+
+
+@pytest.mark.parametrize("key, raw, value", [
+    ("max-jobs", 8, 8), ("max-jobs", "8", 8), ("max-jobs", " 12 ", 12), ("max-jobs", "auto", "auto"),
+    ("max-jobs", 1024, 1024), ("memory-per-job", 16, 16), ("memory-per-job", "2", 2),
+])
+def test_whole_numbers_are_accepted(key, raw, value):
+    s = load_settings(_pyproject(**{key: raw}), None, {})
+    assert getattr(s, key.replace("-", "_")) == value
+
+
+@pytest.mark.parametrize("spec", ["rocm_build_backend", "rocm_build_backend:__init__", "rocm_build_backend.build.flow"])
+def test_the_shim_cannot_wrap_itself(spec):
+    """backend = "rocm_build_backend" recursed until RecursionError."""
+    with pytest.raises(ConfigError) as exc:
+        load_settings(_pyproject(backend=spec), None, {})
+    assert "cannot wrap itself" in exc.value.message
+
+
+@pytest.mark.parametrize("data", [b'[project]\nname = "caf\xe9"\n', b"\xff\xfe[\x00p\x00", b"\x00\x00"])
+def test_a_pyproject_that_is_not_utf8_is_a_clear_error(tmp_path, data):
+    """A Latin-1 or UTF-16 pyproject.toml gave a UnicodeDecodeError traceback."""
+    from rocm_build_backend.build.source import read_pyproject
+
+    (tmp_path / "pyproject.toml").write_bytes(data)
+    with pytest.raises(ConfigError) as exc:
+        read_pyproject(tmp_path)
+    assert "pyproject.toml" in exc.value.message and exc.value.hint
+
+
+def test_a_pyproject_that_is_not_utf8_fails_the_hook_without_a_traceback(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_bytes(b'[project]\nname = "caf\xe9"\n')
+    proc = subprocess.run([sys.executable, "-c", "import rocm_build_backend as b; b.build_wheel('out')"],
+                          cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ))
+    assert proc.returncode == ConfigError.exit_code and "Traceback" not in proc.stderr
+    assert "rocm-build-backend: error: cannot read pyproject.toml" in proc.stderr

@@ -108,7 +108,12 @@ def test_plan_command_json(tmp_path, build_env):
     import json
 
     data = json.loads(proc.stdout)
-    assert data["targets"] == ["gfx90a"]
+    import jsonschema
+
+    from rocm_build_backend import data as shipped
+
+    jsonschema.validate(data, json.loads(shipped.path("schemas/plan.schema.json").read_text()))
+    assert data["schema_version"] == 1 and data["targets"] == ["gfx90a"]
     assert data["env"]["PYTORCH_ROCM_ARCH"] == "gfx90a"
     assert data["config_settings"]["cmake.define.GPU_TARGETS"] == "gfx90a"
     assert data["compiler"]["compiler"] == "hipcc"

@@ -34,6 +34,14 @@ _DISTRIBUTIONS = {
 }
 
 
+class BackendNotInstalledError(BackendUnavailableError):
+    """The wrapped backend's module cannot be imported; ``distribution`` would bring it."""
+
+    def __init__(self, message: str, *, hint: str | None = None, distribution: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.distribution = distribution
+
+
 def _inside(path: Path, folders: Sequence[Path]) -> bool:
     return any(path == f or f in path.parents for f in folders)
 
@@ -58,13 +66,12 @@ def load_backend(spec: str, backend_path: Sequence[str] = (), source_dir: Path |
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         dist = _DISTRIBUTIONS.get(top, top.replace("_", "-"))
-        err = BackendUnavailableError(
+        raise BackendNotInstalledError(
             f"cannot import the wrapped build backend '{spec}' ({exc})",
             hint=f"add \"{dist}\" to [build-system] requires, and with --no-build-isolation "
             f"install it first: pip install {dist}",
-        )
-        err.distribution = dist if not folders else None  # what would bring it, for get_requires
-        raise err from None
+            distribution=dist if not folders else None,  # what would bring it, for get_requires
+        ) from None
     for attr in filter(None, obj_path.split(".")):
         try:
             obj = getattr(obj, attr)

@@ -1,322 +1,171 @@
-"""The flow of one build, step by step (the PEP 517 hooks in ``__init__`` call these).
+"""The flow of one build, step by step: the body of every PEP 517/660 hook in ``__init__``.
 
-    1. settings   pyproject [tool.rocm-build-backend] + config settings + environment
-    2. targets    explicit settings, else PYTORCH_ROCM_ARCH, else detect() on this machine
-    3. toolchain  the compiler must accept every target, before anything compiles
-    4. plan       make_plan(): the variables and config settings the build gets (pure)
-    5. freshness  build trees made for other targets stop the build (or are cleaned)
-    6. apply      `with applied(plan):` the one place that touches os.environ
+    1. settings   pyproject [tool.rocm-build-backend] + config settings + environment (source.py)
+    2. targets    explicit settings, else PYTORCH_ROCM_ARCH, else detect() on this machine (prepare.py)
+    3. toolchain  the compiler must accept every target, before anything compiles (prepare.py)
+    4. plan       make_plan(): the variables and config settings the build gets, pure (plan.py)
+    5. freshness  build trees made for other targets stop the build, or are cleaned (freshness.py)
+    6. apply      `with applied(plan):` the one place that touches os.environ (environment.py)
     7. delegate   the wrapped backend's own hook
-    8. audit      which device code did the wheel really get? verify it against the targets
-    9. stamp      the targets into .dist-info/rocm_build.json; RECORD rewritten atomically
+    8. audit      which device code did the wheel really get? verify it against the targets (verify.py)
+    9. stamp      the targets into .dist-info/rocm_build.json; RECORD rewritten atomically (verify.py)
+
+This module strings the steps together; each step lives in the module named beside it.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Mapping
 
-from rocm_build_backend.errors import ConfigError, RocmBuildBackendError, TargetMismatchError
-from rocm_build_backend.build.settings import Settings, load_settings, split_config_settings
+from rocm_build_backend.build.log import log, reported
+from rocm_build_backend.build.prepare import Prepared, prepare, show
+from rocm_build_backend.build.source import ConfigSettings, Project, backend_build_dirs, load_project, wrapped_backend
 
-LOG_PREFIX = "rocm-build-backend: "
-PLAN_FILE = "rocm-build-backend-plan.json"  # beside the .dist-info that prepare_metadata made
-
-
-def log(line: str) -> None:
-    print(LOG_PREFIX + line, file=sys.stderr, flush=True)
-
-
-@contextmanager
-def reported() -> Iterator[None]:
-    """Turn our errors into `error:` / `hint:` lines and a non-zero exit, never a traceback."""
-    try:
-        yield
-    except RocmBuildBackendError as exc:
-        for line in exc.lines():
-            log(line)
-        raise SystemExit(exc.exit_code) from None
-
-
-# ---------------------------------------------------------------------- 1. settings
-
-@dataclass
-class Project:
-    source_dir: Path
-    pyproject: dict[str, Any]
-    settings: Settings
-    forward: dict[str, Any]  # config settings for the wrapped backend, ours removed
-
-    @property
-    def dist_name(self) -> str | None:
-        from rocm_build_backend.build.projectname import project_name  # [project], PKG-INFO, setup.cfg, setup.py
-
-        return project_name(self.source_dir, self.pyproject)
-
-
-def read_pyproject(source_dir: Path) -> dict[str, Any]:
-    path = source_dir / "pyproject.toml"
-    if not path.is_file():
-        return {}
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError([f"cannot read {path.name}: {exc}"], hint="fix the TOML syntax") from None
-
-
-def load_project(config_settings: Mapping[str, Any] | None, env: Mapping[str, str] | None = None,
-                 source_dir: Path | None = None) -> Project:
-    source_dir = Path(source_dir or os.getcwd())
-    pyproject = read_pyproject(source_dir)
-    settings = load_settings(pyproject, config_settings, os.environ if env is None else env)
-    _, forward = split_config_settings(config_settings)
-    return Project(source_dir, pyproject, settings, forward)
-
-
-_BACKENDS: dict[tuple[str, tuple[str, ...]], Any] = {}
-
-
-def wrapped_backend(project: Project) -> Any:
-    from rocm_build_backend.build.backend import load_backend
-
-    key = (project.settings.backend, tuple(project.settings.backend_path))
-    if key not in _BACKENDS:
-        _BACKENDS[key] = load_backend(*key, source_dir=project.source_dir)
-    return _BACKENDS[key]
-
-
-# ----------------------------------------------------------------------- 2. targets
-
-def _where(settings: Settings) -> str:
-    return {"-C": "-C rocm-build-backend.targets", "env": "ROCM_BUILD_BACKEND_TARGETS",
-            "pyproject": "[tool.rocm-build-backend] targets"}.get(settings.source_of("targets"), "targets")
-
-
-def resolve_targets(settings: Settings, env: Mapping[str, str]) -> tuple[list, str, Any]:
-    """(targets, where they came from, the Detection or None). Never a default list."""
-    from rocm_build_backend.gpu.targets import join_targets, parse_targets
-
-    user_arch = env.get("PYTORCH_ROCM_ARCH", "").strip()
-    if settings.targets != "auto":
-        targets = parse_targets(settings.targets)
-        where = _where(settings)
-        if user_arch and parse_targets(user_arch, where=" in PYTORCH_ROCM_ARCH") != targets:
-            raise ConfigError(
-                [f"{where} asks for {join_targets(targets)} but PYTORCH_ROCM_ARCH={user_arch} is set"],
-                hint="unset PYTORCH_ROCM_ARCH, or make both name the same targets",
-            )
-        return targets, f"from {where}", None
-    if user_arch:
-        return parse_targets(user_arch, where=" in PYTORCH_ROCM_ARCH"), "from PYTORCH_ROCM_ARCH", None
-    from rocm_build_backend.gpu.amd.detect import detect, require_targets
-
-    found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
-    return require_targets(found), f"detected by {found.source}", found
-
-
-# --------------------------------------------------------------------- 3-4. plan
-
-def host_facts() -> Any:
-    from rocm_build_backend.build.plan import Host
-
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        cpus = os.cpu_count() or 1
-    mem = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    mem = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError):
-        pass
-    return Host(cpus=cpus, mem_available=mem)
-
-
-@dataclass
-class Prepared:
-    project: Project
-    plan: Any  # BuildPlan
-    compiler: Any  # toolchain.Compiler | None
-    detection: Any  # detect.Detection | None
-
-
-def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True) -> Prepared:
-    """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing."""
-    from rocm_build_backend.build.backend import backend_kind
-    from rocm_build_backend.build.plan import make_plan
-
-    env = os.environ if env is None else env
-    settings = project.settings
-    targets, source, detection = resolve_targets(settings, env)
-    compiler = None
-    # a project that declares it has no GPU code (verify = "off") compiles nothing for the targets
-    if check_compiler and settings.compiler_check and settings.verify != "off":
-        from rocm_build_backend.build.toolchain import find_compiler, require_supported
-
-        compiler = find_compiler(settings.compiler, env=env)
-        if compiler is not None:
-            require_supported(compiler, targets, env=env)
-    plan = make_plan(targets, source, settings, env, backend_kind=backend_kind(settings.backend),
-                     config_settings=project.forward, host=host_facts(), dist_name=project.dist_name)
-    return Prepared(project, plan, compiler, detection)
-
-
-def show(prepared: Prepared) -> None:
-    plan = prepared.plan
-    for line in plan.summary():
-        log(line)
-    if prepared.compiler is not None:
-        log(f"compiler {prepared.compiler.describe()} accepts {' '.join(str(t) for t in plan.targets)}")
-    elif prepared.project.settings.compiler_check and prepared.project.settings.verify != "off":
-        log("compiler: no HIP compiler found to check the targets with (hipcc, amdclang++, clang)")
-
-
-# ---------------------------------------------------------------------- 6. apply
-
-@contextmanager
-def applied(plan: Any) -> Iterator[None]:
-    """Set the plan's variables (and pinned tools first on PATH) for the block; restore after."""
-    import shutil
-    import tempfile
-
-    saved = dict(os.environ)
-    tools = None
-    try:
-        os.environ.update(plan.env)
-        if plan.pinned_tools:
-            from rocm_build_backend.build.pinned import pinned_env, write_pinned_tools
-
-            tools = tempfile.mkdtemp(prefix="rocm-build-backend-tools-")
-            write_pinned_tools(Path(tools), plan.targets)
-            os.environ.update(pinned_env(Path(tools), os.environ))  # PATH and CMAKE_PROGRAM_PATH
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        if tools:
-            shutil.rmtree(tools, ignore_errors=True)
+__all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata",
+           "check_fresh", "mark_fresh", "load_project", "prepare", "show", "wrapped_backend"]
 
 
 # --------------------------------------------------------------------- 5. freshness
 
-def _skbuild_dir(project: Project) -> list[Path]:
-    given = (project.forward.get("build-dir") or project.forward.get("skbuild.build-dir")
-             or os.environ.get("SKBUILD_BUILD_DIR")
-             or ((project.pyproject.get("tool") or {}).get("scikit-build") or {}).get("build-dir"))
-    if isinstance(given, str) and given and "{" not in given:
-        return [project.source_dir / given]
-    return []
-
-
-def check_fresh(prepared: Prepared) -> None:
+def check_fresh(prepared: Prepared) -> list[Path]:
+    """Stop on (or clean) stale trees; returns the trees that are not ours, for ``mark_fresh``."""
     from rocm_build_backend.build.freshness import check_fresh as _check
+    from rocm_build_backend.build.freshness import existing_trees
 
     project = prepared.project
     cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
-                     stale=project.settings.stale, extra=_skbuild_dir(project))
+                     stale=project.settings.stale, extra=backend_build_dirs(project))
     for path in cleaned:
         log(f"removed stale build tree {path} (stale = \"clean\")")
+    return existing_trees(project.source_dir, backend_build_dirs(project))
 
 
-def mark_fresh(prepared: Prepared) -> None:
+def mark_fresh(prepared: Prepared, skip: list[Path]) -> None:
     from rocm_build_backend.build.freshness import mark_fresh as _mark
 
     project = prepared.project
-    _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=_skbuild_dir(project))
+    _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=backend_build_dirs(project), skip=skip)
 
 
-# ------------------------------------------------------------------- 8-9. audit, stamp
+# ------------------------------------------------------------------------ the hooks
 
-_NOT_SOURCES = {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
+def _explain(exc: BaseException) -> None:
+    from rocm_build_backend.build.diagnose import explain
 
-
-def _libraries_since(source_dir: Path, since: float) -> list[Path]:
-    """Shared libraries written into the source tree since ``since`` (an editable build's)."""
-    found = []
-    for root, dirs, names in os.walk(source_dir):
-        dirs[:] = [d for d in dirs if d not in _NOT_SOURCES and not d.endswith(".egg-info")]
-        for name in names:
-            if name.endswith(".so") or ".so." in name:
-                path = Path(root, name)
-                try:
-                    if path.stat().st_mtime >= since:
-                        found.append(path)
-                except OSError:
-                    pass
-    return found
+    try:
+        cause = explain(exc)
+    except Exception:  # naming the cause must never hide the failure itself
+        return
+    if cause is not None:
+        for line in cause.lines():
+            log(line)
 
 
-def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> Path:
-    """Verify the wheel's device code against the targets, then stamp it (atomically)."""
-    from rocm_build_backend.binary.audit import audit_paths, audit_wheel, verify
+def build(hook: str, directory: str, config_settings: ConfigSettings | None,
+          metadata_directory: str | None) -> str:
+    """build_wheel and build_editable: steps 1-9; returns the wheel's file name."""
+    import time
 
-    project, plan = prepared.project, prepared.plan
-    settings = project.settings
-    report = audit_wheel(wheel)
-    if editable:
-        # the compiled code of an editable install stays in the source tree
-        fresh = _libraries_since(project.source_dir, since)
-        if fresh:
-            extra = audit_paths(fresh)
-            report.files.extend(extra.files)
-    if settings.verify != "off":
-        problems = verify(report, plan.targets)
-        if problems:
-            message = f"{wheel.name}: " + "; ".join(problems)
-            if settings.verify == "error":
-                hint = "the build ignored the targets (a hard-coded --offload-arch, or a script that picks its own)"
-                if plan.profile:
-                    from rocm_build_backend.build.profiles import profile_for
+    from rocm_build_backend.build.environment import applied
+    from rocm_build_backend.build.verify import audit_and_stamp
 
-                    prof = profile_for(project.dist_name)
-                    if prof is not None and prof.no_device_code_hint:
-                        hint = prof.no_device_code_hint
-                hint += "; a project meant to have no GPU code sets verify = \"off\""
-                wheel.unlink(missing_ok=True)
-                raise TargetMismatchError(message, hint=hint)
-            log("warning: " + message)
-        else:
-            log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
-                             or "no device code"))
-    from rocm_build_backend import _version
-    from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
+    with reported():
+        project = load_project(config_settings)
+        backend = wrapped_backend(project)
+        prepared = prepare(project)
+        show(prepared)
+        if metadata_directory:
+            from rocm_build_backend.build.planfile import check_plan_file
 
-    host = [str(d.target) for d in prepared.detection.devices] if prepared.detection else []
-    toolchain = prepared.compiler.to_json() if prepared.compiler else {}
-    stamp = make_stamp(
-        requested=[str(t) for t in plan.targets], source=plan.source,
-        audit_files={f.path: {"targets": list(f.targets), "complete": list(f.complete)}
-                     for f in report.files if f.targets},
-        host_gpus=host, toolchain=toolchain, version=_version.__version__,
-    )
-    new_version = None
-    if settings.local_version:
-        from packaging.utils import parse_wheel_filename
+            check_plan_file(metadata_directory, [str(t) for t in prepared.plan.targets])
+            if project.settings.local_version:
+                metadata_directory = None  # we relabel the version ourselves, after the build
+        not_ours = check_fresh(prepared)
+        start = time.time()
+        try:
+            with applied(prepared.plan):
+                name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
+        except (Exception, SystemExit) as exc:  # the wrapped backend failed: say why when we know
+            _explain(exc)
+            raise
+        finally:  # a failed compile leaves objects made for these targets: say so for the retry
+            mark_fresh(prepared, not_ours)
+        out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start)
+        log(f"built {out.name}")
+        return out.name
 
-        new_version = local_version(str(parse_wheel_filename(wheel.name)[1]), plan.targets)
-    extra_files, patch_files = {}, {}
-    if settings.guard and not editable:
-        import zipfile
 
-        from rocm_build_backend.wheel.guard import guard_files
+def build_sdist(sdist_directory: str, config_settings: ConfigSettings | None) -> str:
+    """An sdist carries no GPU-specific content: the wrapped backend builds it as it is."""
+    with reported():
+        project = load_project(config_settings)
+        return str(wrapped_backend(project).build_sdist(sdist_directory, project.forward))
 
-        with zipfile.ZipFile(wheel) as zf:
-            names = zf.namelist()
-        dist = project.dist_name or wheel.name.split("-")[0]
-        extra_files, patch_files = guard_files(names, [str(t) for t in plan.targets], dist)
-    out = rewrite_wheel(wheel, stamp=stamp, new_version=new_version,
-                        extra_files=extra_files or None, patch_files=patch_files or None)
-    log(f"stamped {out.name}")
-    return out
+
+def get_requires(hook: str, config_settings: ConfigSettings | None) -> list[str]:
+    """get_requires_for_build_*: the wrapped backend's answer, or the backend itself when missing."""
+    from rocm_build_backend.build.backend import BackendNotInstalledError
+
+    with reported():
+        project = load_project(config_settings)
+        try:
+            backend = wrapped_backend(project)
+        except BackendNotInstalledError as exc:
+            if exc.distribution:  # not installed yet: ask the frontend for it
+                return [exc.distribution]
+            raise
+        return list(getattr(backend, hook)(project.forward))
+
+
+def _prepare_for_metadata(project: Project) -> Prepared | None:
+    """The plan for prepare_metadata; None when no GPU is found and the metadata does not need
+    the targets (they go into it only with local-version). build_* still requires them."""
+    from rocm_build_backend.errors import NoGpuDetectedError
+
+    try:
+        return prepare(project, check_compiler=False)
+    except NoGpuDetectedError:
+        if project.settings.local_version:
+            raise
+        log("no GPU found and no targets given: preparing the metadata without them "
+            "(the build needs them)")
+        return None
+
+
+def prepare_metadata(hook: str, metadata_directory: str, config_settings: ConfigSettings | None) -> str:
+    """prepare_metadata_for_build_*: the wrapped backend's .dist-info, and our plan file beside it."""
+    from rocm_build_backend.build.environment import applied
+    from rocm_build_backend.build.planfile import write_plan_file
+
+    with reported():
+        project = load_project(config_settings)
+        backend = wrapped_backend(project)
+        prepared = _prepare_for_metadata(project)
+        plan = prepared.plan if prepared else None
+        with applied(plan):
+            name: str = getattr(backend, hook)(metadata_directory, plan.config_settings if plan else project.forward)
+        if plan is None:
+            return name
+        if project.settings.local_version:
+            from rocm_build_backend.wheel.stamp import local_version, rewrite_metadata_dir
+
+            version = name.removesuffix(".dist-info").rsplit("-", 1)[1]
+            new = local_version(version, plan.targets)
+            name = rewrite_metadata_dir(Path(metadata_directory) / name, new)
+        write_plan_file(metadata_directory, [str(t) for t in plan.targets])
+        return name
+
+
+def has_hook(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether the shim offers the optional hook ``name``: exactly when the wrapped backend has it."""
+    from rocm_build_backend.build.backend import BackendNotInstalledError
+    from rocm_build_backend.errors import RocmBuildBackendError
+
+    try:
+        return hasattr(wrapped_backend(load_project(None, env)), name)
+    except BackendNotInstalledError as exc:
+        # not installed yet: get_requires_* asks the frontend for it
+        return name.startswith("get_requires_") and bool(exc.distribution)
+    except RocmBuildBackendError:  # anything else, build_wheel reports properly
+        return False

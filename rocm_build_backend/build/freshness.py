@@ -18,13 +18,21 @@ is fresh. A stamp is trusted over a CMake cache (the CMake cache may hold defaul
 hip-config's AMDGPU_TARGETS list, for variables this build does not use).
 
 Trees: ``build/`` and ``_skbuild/`` in the source folder, the folders passed as ``extra``
-(scikit-build-core's ``build-dir``), the ``*.egg-info`` folders in the source folder and in
-``src/``. Paths that are the source folder or contain it are never trees.
+(scikit-build-core's ``build-dir``, passed only when that is the wrapped backend), the
+``*.egg-info`` folders in the source folder and in ``src/``. Paths that are the source folder
+or contain it are never trees. A folder outside the source folder is a tree only when the
+backend put it there: it carries our stamp, or its ``CMakeCache.txt`` names this source folder.
+
+A tree is removed (``stale = "clean"``) only when we can prove it was made for this source:
+our stamp, or a ``CMakeCache.txt`` in it naming this source folder. Anything else is
+reported, never removed; ``mark_fresh`` stamps only trees that are ours or that the build
+just made, so a folder of the user's never becomes "ours".
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Iterable
 
@@ -64,13 +72,51 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
-def _roots(source_dir: Path, extra: Iterable) -> list[Path]:
-    """The build-tree folders that exist, absolute, each once, never the sources themselves."""
+def _cmake_source(cache: Path) -> Path | None:
+    """The source folder a CMakeCache.txt was configured for (CMAKE_HOME_DIRECTORY)."""
+    try:
+        with open(cache, "rb") as fh:
+            text = fh.read(_MAX_CACHE).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("CMAKE_HOME_DIRECTORY:") and "=" in line:
+            value = line.partition("=")[2].strip()
+            return Path(value) if value else None
+    return None
+
+
+def owned(root: Path, source_dir: str | os.PathLike[str]) -> bool:
+    """Whether we can prove that ``root`` was made by a build of ``source_dir``.
+
+    Our stamp in it, or a CMakeCache.txt naming this source folder (or a folder in it): at the
+    top of ``root`` when ``root`` lies outside the source folder, a few levels down inside it.
+    """
+    source = Path(source_dir).resolve()
+    if (Path(root) / FRESH_NAME).is_file():
+        return True
+    inside = _inside(Path(root).resolve(), source)
+    caches = _cmake_caches(Path(root)) if inside else [Path(root) / "CMakeCache.txt"]
+    for cache in caches:
+        configured = _cmake_source(cache)
+        if configured is not None and _inside(configured.resolve(), source):
+            return True
+    return False
+
+
+def _roots(source_dir: Path, extra: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The build-tree folders that exist, absolute, each once, never the sources themselves.
+
+    A folder from ``extra`` outside the source folder counts only when it is ``owned``.
+    """
     source = source_dir.resolve()
     candidates = [source / name for name in _IN_SOURCE]
     for item in extra:
         p = Path(item)
-        candidates.append(p if p.is_absolute() else source / p)
+        p = p if p.is_absolute() else source / p
+        if p.is_dir() and not _inside(p.resolve(), source) and not owned(p, source):
+            continue  # not the backend's for this project: never followed out of the project
+        candidates.append(p)
     for folder in (source, source / "src"):
         try:
             candidates.extend(sorted(folder.glob("*.egg-info")))
@@ -118,7 +164,7 @@ def cmake_arch(cache: Path) -> dict[str, list[str]]:
     return out
 
 
-def find_build_trees(source_dir: str | os.PathLike, extra: Iterable = ()) -> list[Path]:
+def find_build_trees(source_dir: str | os.PathLike[str], extra: Iterable[str | os.PathLike[str]] = ()) -> list[Path]:
     """The build trees of a source folder that exist, and the CMake caches in them with arch info.
 
     Order: tree roots (``build/``, ``_skbuild/``, ``extra``, ``*.egg-info``) each followed by
@@ -150,9 +196,9 @@ def read_fresh(tree: Path) -> list[str] | None:
 
 def _has_objects(root: Path, skip: Iterable[Path] = ()) -> bool:
     """Compiled objects under ``root``, outside the folders in ``skip``."""
-    skip = {str(p) for p in skip}
+    skipped = {str(p) for p in skip}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in skip]
+        dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in skipped]
         if any(f.endswith(_OBJECT_SUFFIXES) or ".so." in f for f in filenames):
             return True
     return False
@@ -198,21 +244,21 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def check_fresh(
-    source_dir: str | os.PathLike,
-    targets: list[str],
-    *,
-    stale: str = "error",
-    extra: Iterable = (),
-) -> list[Path]:
-    """Check the build trees against this build's targets.
+@dataclass(frozen=True)
+class StaleTree:
+    """A build tree made for other targets: where, what it was built for, whether it is ours."""
 
-    ``stale="error"`` raises StaleBuildTreeError naming each stale path, the targets it holds
-    and this build's targets; ``stale="clean"`` removes exactly the stale paths and returns
-    them. Returns [] when every tree is fresh.
-    """
-    if stale not in ("error", "clean"):
-        raise ConfigError([f"stale must be 'error' or 'clean', not {stale!r}"])
+    path: Path
+    built_for: str
+    owned: bool
+
+
+def find_stale(
+    source_dir: str | os.PathLike[str],
+    targets: list[str],
+    extra: Iterable[str | os.PathLike[str]] = (),
+) -> list[StaleTree]:
+    """The stale build trees, outermost only (a stale tree inside another goes with it)."""
     source = Path(source_dir).resolve()
     want = _norm(targets)
     found = []
@@ -220,46 +266,94 @@ def check_fresh(
         is_stale, had = tree_state(root, want)
         if is_stale:
             found.append((root, had))
+    # a tree inside another stale tree (scikit-build-core's build/cmake in build/) goes with it
+    return [StaleTree(root, had, owned(root, source)) for root, had in found
+            if not any(other != root and other in root.parents for other, _ in found)]
+
+
+def _not_ours(trees: list[StaleTree], source: Path) -> str:
+    shown = " ".join(_shown(t.path, source) for t in trees)
+    return (f"nothing proves this build made {shown} (no {FRESH_NAME} stamp, no CMakeCache.txt naming "
+            f"this source folder), so it is not removed; if it holds only build output, remove it yourself")
+
+
+def check_fresh(
+    source_dir: str | os.PathLike[str],
+    targets: list[str],
+    *,
+    stale: str = "error",
+    extra: Iterable[str | os.PathLike[str]] = (),
+) -> list[Path]:
+    """Check the build trees against this build's targets.
+
+    ``stale="error"`` raises StaleBuildTreeError naming each stale path, the targets it holds
+    and this build's targets; ``stale="clean"`` removes exactly the stale paths and returns
+    them, when each is provably ours (``owned``); otherwise it removes nothing and raises.
+    Returns [] when every tree is fresh.
+    """
+    if stale not in ("error", "clean"):
+        raise ConfigError([f"stale must be 'error' or 'clean', not {stale!r}"])
+    source = Path(source_dir).resolve()
+    want = _norm(targets)
+    found = find_stale(source, want, extra)
     if not found:
         return []
-    # a tree inside another stale tree (scikit-build-core's build/cmake in build/) goes with it
-    found = [(root, had) for root, had in found
-             if not any(other != root and other in root.parents for other, _ in found)]
+    listed = "; ".join(f"{_shown(t.path, source)} (built for {t.built_for})" for t in found)
+    message = f"build trees made for other GPU targets: {listed}; this build is for {';'.join(want) or 'no targets'}"
+    foreign = [t for t in found if not t.owned]
     if stale == "clean":
+        if foreign:
+            raise StaleBuildTreeError(message, hint=_not_ours(foreign, source))
         removed = []
-        for root, _ in found:
+        for tree in found:
             try:
-                _remove(root)
+                _remove(tree.path)
             except OSError as exc:
                 raise StaleBuildTreeError(
-                    f"cannot remove the stale build tree {_shown(root, source)}: {exc}",
-                    hint=f"remove it yourself: rm -rf {_shown(root, source)}",
+                    f"cannot remove the stale build tree {_shown(tree.path, source)}: {exc}",
+                    hint=f"remove it yourself: rm -rf {_shown(tree.path, source)}",
                 ) from None
-            removed.append(root)
+            removed.append(tree.path)
         return removed
-    listed = "; ".join(f"{_shown(root, source)} (built for {had})" for root, had in found)
-    paths = " ".join(_shown(root, source) for root, _ in found)
+    if foreign:
+        raise StaleBuildTreeError(message, hint=_not_ours(foreign, source))
+    paths = " ".join(_shown(t.path, source) for t in found)
     raise StaleBuildTreeError(
-        f"build trees made for other GPU targets: {listed}; this build is for {';'.join(want) or 'no targets'}",
-        hint=f'set stale = "clean" in [tool.rocm-build-backend] (or {STALE_ENV}=clean), '
-        f"or remove them: rm -rf {paths}",
+        message,
+        hint=f'set stale = "clean" in [tool.rocm-build-backend] (or -C rocm-build-backend.stale=clean, '
+        f"or {STALE_ENV}=clean), or remove them: rm -rf {paths}",
     )
 
 
-def mark_fresh(source_dir: str | os.PathLike, targets: list[str], extra: Iterable = ()) -> list[Path]:
+def existing_trees(source_dir: str | os.PathLike[str], extra: Iterable[str | os.PathLike[str]] = ()) -> list[Path]:
+    """The build trees that exist now and are not provably ours: ``mark_fresh`` leaves them be."""
+    source = Path(source_dir).resolve()
+    return [root for root in _roots(source, extra) if not owned(root, source)]
+
+
+def mark_fresh(
+    source_dir: str | os.PathLike[str],
+    targets: list[str],
+    extra: Iterable[str | os.PathLike[str]] = (),
+    *,
+    skip: Iterable[Path] = (),
+) -> list[Path]:
     """Write the stamp into every build tree that exists after a build; return the stamps.
 
-    A tree that cannot be written (a read-only source folder) is skipped. ``*.egg-info`` folders
-    are not stamped: setuptools rewrites them on every build and packs them into sdists, which
-    must carry nothing GPU-specific.
+    ``skip``: trees that existed before the build and were not ours (``existing_trees``); a
+    stamp would make a folder of the user's look like ours. A tree that cannot be written (a
+    read-only source folder) is skipped. ``*.egg-info`` folders are not stamped: setuptools
+    rewrites them on every build and packs them into sdists, which must carry nothing
+    GPU-specific.
     """
     import json
 
     data = (json.dumps({"schema_version": FRESH_SCHEMA, "generator": "rocm-build-backend",
                         "targets": _norm(targets)}, indent=2) + "\n").encode("utf-8")
+    skipped = {Path(p) for p in skip}
     written = []
     for root in _roots(Path(source_dir), extra):
-        if root.name.endswith(".egg-info"):
+        if root.name.endswith(".egg-info") or root in skipped:
             continue
         path = root / FRESH_NAME
         tmp = root / f"{FRESH_NAME}.{os.getpid()}.tmp"
@@ -275,7 +369,7 @@ def mark_fresh(source_dir: str | os.PathLike, targets: list[str], extra: Iterabl
     return written
 
 
-def stale_wheels(outdir: str | os.PathLike, targets: list[str]) -> list[tuple[Path, list[str]]]:
+def stale_wheels(outdir: str | os.PathLike[str], targets: list[str]) -> list[tuple[Path, list[str]]]:
     """Wheels in ``outdir`` whose stamp names other targets: (path, their targets).
 
     Wheels without a stamp, or that cannot be read, are not reported (they are not the shim's).
@@ -284,7 +378,7 @@ def stale_wheels(outdir: str | os.PathLike, targets: list[str]) -> list[tuple[Pa
     from rocm_build_backend.wheel.stamp import read_stamp
 
     want = _norm(targets)
-    out = []
+    out: list[tuple[Path, list[str]]] = []
     try:
         wheels = sorted(Path(outdir).glob("*.whl"))
     except OSError:

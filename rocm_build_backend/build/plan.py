@@ -21,6 +21,17 @@ _GIB = 1 << 30
 CMAKE_VARS = ("CMAKE_HIP_ARCHITECTURES", "GPU_TARGETS", "AMDGPU_TARGETS")
 _ARCH_FLAG = re.compile(r"^--(?:offload-arch|amdgpu-target)=")
 _CMAKE_DEF = re.compile(r"^-D(" + "|".join(CMAKE_VARS) + r")(?::[A-Z]+)?=")
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./;-]+", re.ASCII)  # shlex.quote's safe set, and ';'
+
+
+def join_words(words: Sequence[str]) -> str:
+    """Words as one variable that ``shlex.split`` (and a plain ``.split()``) gives back.
+
+    ``shlex.join`` quotes every word holding ';' (``'-DGPU_TARGETS=gfx90a;gfx942'``), which made
+    CMAKE_ARGS unreadable in the log and breaks readers that split on spaces; a ';' needs no
+    quotes inside a word, so only words with spaces, quotes or other shell characters get them.
+    """
+    return " ".join(w if _PLAIN_WORD.fullmatch(w) else shlex.quote(w) for w in words)
 
 
 @dataclass(frozen=True)
@@ -34,7 +45,7 @@ class Host:
 @dataclass(frozen=True)
 class BuildPlan:
     targets: list[GpuTarget]
-    source: str  # where the targets came from, in words
+    source: str  # where the targets came from: settings, PYTORCH_ROCM_ARCH or detected:<probe>
     env: dict[str, str]  # every variable the build gets (ours, and the user's we keep)
     kept: dict[str, str]  # the user's values kept because they agree with the targets
     replaced: dict[str, tuple[str, str]]  # variable -> (the user's value, ours)
@@ -45,11 +56,13 @@ class BuildPlan:
     profile: str | None = None
     pinned_tools: bool = True
     notes: list[str] = field(default_factory=list)
+    source_detail: str = ""  # the same in words, for the log: "from -C rocm-build-backend.targets"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "targets": [str(t) for t in self.targets],
             "source": self.source,
+            "source_detail": self.source_detail or self.source,
             "backend": self.backend,
             "env": dict(self.env),
             "kept": dict(self.kept),
@@ -64,7 +77,7 @@ class BuildPlan:
 
     def summary(self) -> list[str]:
         """The lines a build log shows (without the prefix)."""
-        lines = [f"targets {join_targets(self.targets, ' ')} ({self.source})",
+        lines = [f"targets {join_targets(self.targets, ' ')} ({self.source_detail or self.source})",
                  f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
         lines.append(f"environment {shown}")
@@ -102,6 +115,127 @@ def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[i
                   f"{settings.memory_per_job} GiB a job")
 
 
+@dataclass
+class _Draft:
+    """The plan while it is being made: variables, the user's kept and replaced ones, problems."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
+    replaced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    forwarded: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    lenient: bool = False  # verify = "off": the project declares no GPU code
+
+    def words(self, env: Mapping[str, str], var: str) -> list[str] | None:
+        """The user's ``var`` split as the shell would; None (and a problem) when it does not split."""
+        try:
+            return shlex.split(env.get(var, ""))
+        except ValueError as exc:
+            what = f"{var} is not a list of shell words ({exc}): {env[var]!r}"
+            if self.lenient:
+                self.notes.append(f"warning: {what}; left as it is, the targets are not added to it")
+            else:
+                self.problems.append(what)
+            return None
+
+
+def _target_vars(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
+    """The variables that name the targets; the user's value is kept when it names the same."""
+    semi, comma = join_targets(targets, ";"), join_targets(targets, ",")
+    wanted: dict[str, str] = {
+        "PYTORCH_ROCM_ARCH": semi,
+        "GPU_TARGETS": semi,
+        "AMDGPU_TARGETS": semi,
+        "HCC_AMDGPU_TARGET": comma,
+        "HIP_PLATFORM": "amd",
+    }
+    for var, value in wanted.items():
+        user = env.get(var)
+        if user is not None and (user == value or (var != "HIP_PLATFORM" and _same_targets(user, targets))):
+            draft.kept[var] = draft.env[var] = user
+        else:
+            if user is not None:
+                draft.replaced[var] = (user, value)
+            draft.env[var] = value
+
+
+def _hipcc_flags(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
+    """hipcc: our --offload-arch flags, after the user's other flags."""
+    flags = [f"--offload-arch={t}" for t in targets]
+    user_flags = draft.words(env, "HIPCC_COMPILE_FLAGS_APPEND")
+    if user_flags is None:
+        return
+    others = [f for f in user_flags if not _ARCH_FLAG.match(f)]
+    if [f for f in user_flags if _ARCH_FLAG.match(f)] not in ([], flags):
+        draft.replaced["HIPCC_COMPILE_FLAGS_APPEND"] = (env["HIPCC_COMPILE_FLAGS_APPEND"], shlex.join(others + flags))
+    draft.env["HIPCC_COMPILE_FLAGS_APPEND"] = shlex.join(others + flags)
+
+
+def _cmake(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str], backend_kind: str) -> None:
+    """CMake: definitions through CMAKE_ARGS (read by scikit-build-core, llama-cpp-python, ...),
+    and scikit-build-core's cmake.define.* config settings."""
+    semi = join_targets(targets, ";")
+    defs = [f"-D{var}={semi}" for var in CMAKE_VARS]
+    user_args = draft.words(env, "CMAKE_ARGS")
+    if user_args is not None:
+        keep_args = [a for a in user_args if not _CMAKE_DEF.match(a)]
+        old_defs = {a for a in user_args if _CMAKE_DEF.match(a)}
+        if old_defs and not old_defs <= set(defs):
+            draft.replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], join_words(keep_args + defs))
+        draft.env["CMAKE_ARGS"] = join_words(keep_args + defs)
+    if backend_kind == "scikit-build-core":
+        for var in CMAKE_VARS:
+            key = f"cmake.define.{var}"
+            given = draft.forwarded.get(key) or draft.forwarded.get(f"skbuild.{key}")
+            if given is not None and not _same_targets(str(given), targets):
+                draft.problems.append(f"-C {key}={given} conflicts with the targets {semi}")
+            draft.forwarded.setdefault(key, semi)
+
+
+def _unprefixed(draft: _Draft) -> None:
+    """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
+    backend as it is, which is rarely what was meant; say so, with the right spelling."""
+    from rocm_build_backend.build.settings import PREFIX
+
+    ours = set(Settings.keys())
+    for key, value in draft.forwarded.items():
+        if key in ours:
+            shown = ";".join(value) if isinstance(value, list) else str(value)
+            draft.notes.append(f"warning: -C {key}={shown} is not read by rocm-build-backend: it goes to the "
+                               f"wrapped backend as it is; rocm-build-backend's setting is -C {PREFIX}{key}={shown}")
+
+
+def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env: Mapping[str, str],
+             backend_kind: str, dist_name: str | None) -> str | None:
+    """The project profile's knobs; returns the profile's name, or None."""
+    if settings.profile == "none":
+        return None
+    from rocm_build_backend.build.profiles import profile_names, select_profile
+
+    profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
+    if profile is None:
+        import difflib
+
+        near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
+        draft.problems.append(f"unknown profile '{settings.profile}'"
+                              + (f" (did you mean '{near[0]}'?)" if near else "")
+                              + "; known: " + ", ".join(profile_names()))
+        return None
+    for var, value in profile.env(targets).items():
+        if var in env and env[var] != value and not _same_targets(env[var], targets):
+            draft.replaced[var] = (env[var], value)
+        draft.env[var] = value
+    if backend_kind == "scikit-build-core":
+        for var, value in profile.cmake_defines(targets).items():
+            draft.forwarded.setdefault(f"cmake.define.{var}", value)
+    else:
+        extra = [f"-D{var}={value}" for var, value in profile.cmake_defines(targets).items()]
+        if extra and "CMAKE_ARGS" in draft.env:
+            draft.env["CMAKE_ARGS"] = join_words(shlex.split(draft.env["CMAKE_ARGS"]) + extra)
+    return profile.name
+
+
 def make_plan(
     targets: Sequence[GpuTarget],
     source: str,
@@ -112,6 +246,7 @@ def make_plan(
     config_settings: Mapping[str, Any] | None = None,
     host: Host = Host(),
     dist_name: str | None = None,
+    source_detail: str = "",
 ) -> BuildPlan:
     """Compute the variables and config settings a build gets. Pure."""
     targets = list(targets)
@@ -119,87 +254,23 @@ def make_plan(
         nv = join_targets([t for t in targets if t.vendor != "amd"], ", ")
         raise ConfigError([f"NVIDIA targets ({nv}) are read by the audit but not built for yet"],
                           hint="give AMD targets only, e.g. gfx942")
-    semi, comma = join_targets(targets, ";"), join_targets(targets, ",")
-    wanted: dict[str, str] = {
-        "PYTORCH_ROCM_ARCH": semi,
-        "GPU_TARGETS": semi,
-        "AMDGPU_TARGETS": semi,
-        "HCC_AMDGPU_TARGET": comma,
-        "HIP_PLATFORM": "amd",
-    }
-    out: dict[str, str] = {}
-    kept: dict[str, str] = {}
-    replaced: dict[str, tuple[str, str]] = {}
-    for var, value in wanted.items():
-        user = env.get(var)
-        if user is not None and (user == value or (var != "HIP_PLATFORM" and _same_targets(user, targets))):
-            kept[var] = out[var] = user
-        else:
-            if user is not None:
-                replaced[var] = (user, value)
-            out[var] = value
-
-    # hipcc: our --offload-arch flags, after the user's other flags
-    flags = [f"--offload-arch={t}" for t in targets]
-    user_flags = shlex.split(env.get("HIPCC_COMPILE_FLAGS_APPEND", ""))
-    others = [f for f in user_flags if not _ARCH_FLAG.match(f)]
-    if [f for f in user_flags if _ARCH_FLAG.match(f)] not in ([], flags):
-        replaced["HIPCC_COMPILE_FLAGS_APPEND"] = (env["HIPCC_COMPILE_FLAGS_APPEND"], shlex.join(others + flags))
-    out["HIPCC_COMPILE_FLAGS_APPEND"] = shlex.join(others + flags)
-
-    # CMake: definitions through CMAKE_ARGS (read by scikit-build-core, llama-cpp-python, ...)
-    defs = [f"-D{var}={semi}" for var in CMAKE_VARS]
-    user_args = shlex.split(env.get("CMAKE_ARGS", ""))
-    keep_args = [a for a in user_args if not _CMAKE_DEF.match(a)]
-    old_defs = {a for a in user_args if _CMAKE_DEF.match(a)}
-    if old_defs and not old_defs <= set(defs):
-        replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], shlex.join(keep_args + defs))
-    out["CMAKE_ARGS"] = shlex.join(keep_args + defs)
-
+    draft = _Draft(forwarded=dict(config_settings or {}), lenient=settings.verify == "off")
+    _unprefixed(draft)
+    _target_vars(draft, targets, env)
+    _hipcc_flags(draft, targets, env)
+    _cmake(draft, targets, env, backend_kind)
     jobs, why = _max_jobs(settings, env, host)
-    out["MAX_JOBS"] = str(jobs)
+    draft.env["MAX_JOBS"] = str(jobs)
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
-        out["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
-
-    forwarded = dict(config_settings or {})
-    problems = []
-    if backend_kind == "scikit-build-core":
-        for var in CMAKE_VARS:
-            key = f"cmake.define.{var}"
-            given = forwarded.get(key) or forwarded.get(f"skbuild.{key}")
-            if given is not None and not _same_targets(str(given), targets):
-                problems.append(f"-C {key}={given} conflicts with the targets {semi}")
-            forwarded.setdefault(key, semi)
-
-    profile_name = None
-    notes: list[str] = []
-    if settings.profile != "none":
-        from rocm_build_backend.build.profiles import profile_names, select_profile
-
-        profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
-        if profile is None:
-            import difflib
-
-            near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
-            problems.append(f"unknown profile '{settings.profile}'" + (f" (did you mean '{near[0]}'?)" if near else "")
-                            + "; known: " + ", ".join(profile_names()))
-        if profile is not None:
-            profile_name = profile.name
-            for var, value in profile.env(targets).items():
-                if var in env and env[var] != value and not _same_targets(env[var], targets):
-                    replaced[var] = (env[var], value)
-                out[var] = value
-            if backend_kind == "scikit-build-core":
-                for var, value in profile.cmake_defines(targets).items():
-                    forwarded.setdefault(f"cmake.define.{var}", value)
-            else:
-                extra = [f"-D{var}={value}" for var, value in profile.cmake_defines(targets).items()]
-                if extra:
-                    out["CMAKE_ARGS"] = shlex.join(shlex.split(out["CMAKE_ARGS"]) + extra)
-    if problems:
-        raise ConfigError(problems, hint="drop the -C cmake.define setting, or set the same targets")
+        draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
+    profile_name = _profile(draft, targets, settings, env, backend_kind, dist_name)
+    if draft.problems:
+        hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
+                else "drop the -C cmake.define setting, or set the same targets")
+        raise ConfigError(draft.problems, hint=hint)
     return BuildPlan(
-        targets=targets, source=source, env=out, kept=kept, replaced=replaced,
-        config_settings=forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
-        profile=profile_name, pinned_tools=settings.pinned_tools, notes=notes,
+        targets=targets, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
+        config_settings=draft.forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
+        profile=profile_name, pinned_tools=settings.pinned_tools, notes=draft.notes,
+        source_detail=source_detail or source,
     )

@@ -49,26 +49,44 @@ def _bool(value: Any) -> bool:
     raise ValueError("expected true or false")
 
 
+MAX_JOBS_LIMIT = 4096  # more parallel compile jobs than any machine has cores for
+MEMORY_LIMIT_GIB = 1024
+
+
+def _whole(value: Any, unit: str, limit: int) -> int:
+    """A whole number from 1 to ``limit``: an int from TOML, or its digits as text (-C, env).
+
+    A float, a bool, ``inf`` or ``1e30`` is refused, not rounded (1.9 and true used to become 1).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"expected a whole number of {unit}")
+    text = str(value).strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits.isascii() or not digits.isdigit():
+        raise ValueError(f"expected a whole number of {unit}")
+    if len(digits) > 12:
+        raise ValueError(f"expected at most {limit} {unit}")
+    number = int(text)
+    if number < 1:
+        raise ValueError(f"expected at least 1 {unit.rstrip('s') if unit == 'jobs' else unit}")
+    if number > limit:
+        raise ValueError(f"expected at most {limit} {unit}")
+    return number
+
+
 def _jobs(value: Any) -> int | str:
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     try:
-        jobs = int(value)
-    except (TypeError, ValueError):
-        raise ValueError("expected a whole number of jobs or 'auto'") from None
-    if jobs < 1:
-        raise ValueError("expected at least 1 job")
-    return jobs
+        return _whole(value, "jobs", MAX_JOBS_LIMIT)
+    except ValueError as exc:
+        if "whole number" in str(exc):
+            raise ValueError("expected a whole number of jobs or 'auto'") from None
+        raise
 
 
 def _gib(value: Any) -> int:
-    try:
-        gib = int(value)
-    except (TypeError, ValueError):
-        raise ValueError("expected a whole number of GiB") from None
-    if gib < 1:
-        raise ValueError("expected at least 1 GiB")
-    return gib
+    return _whole(value, "GiB", MEMORY_LIMIT_GIB)
 
 
 def _targets(value: Any) -> str | list[str]:
@@ -94,6 +112,9 @@ def _paths(value: Any) -> list[str]:
 def _backend(value: Any) -> str:
     text = str(value).strip()
     module, _, obj = text.partition(":")
+    if module.split(".")[0] == "rocm_build_backend":
+        raise ValueError("rocm-build-backend cannot wrap itself: name the project's real backend, "
+                         "e.g. 'setuptools.build_meta' or 'scikit_build_core.build'")
     if not module or not all(part.isidentifier() for part in module.split(".")):
         raise ValueError("expected 'module' or 'module:object', e.g. 'setuptools.build_meta'")
     if obj and not all(part.isidentifier() for part in obj.split(".")):
@@ -219,7 +240,7 @@ def settings_table() -> list[tuple[str, str, str, str]]:
         if f.name == "origin":
             continue
         key = f.name.replace("_", "-")
-        default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+        default = f.default_factory() if callable(f.default_factory) else f.default
         shown = f'"{default}"' if isinstance(default, str) else str(default).lower()
         rows.append((key, env_name(key), shown, f.metadata["doc"]))
     return rows

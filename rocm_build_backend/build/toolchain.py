@@ -99,9 +99,11 @@ class _Cache:
 
     def entry(self, key: str) -> dict[str, Any]:
         got = self.data.get(key)
-        if not isinstance(got, dict):
-            got = self.data[key] = {}
-        return got
+        if isinstance(got, dict):
+            return got
+        new: dict[str, Any] = {}
+        self.data[key] = new
+        return new
 
     def save(self) -> None:
         import json

@@ -116,12 +116,11 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.flow import load_project, prepare
+    from rocm_build_backend.build.project import plan_json, plan_project
 
-    project = load_project(_config_settings(args.config_setting), source_dir=Path(args.path))
-    prepared = prepare(project)
-    data = prepared.plan.to_json()
-    data["compiler"] = prepared.compiler.to_json() if prepared.compiler else None
+    prepared, stale = plan_project(Path(args.path), _build_settings(args))
+    clean = prepared.project.settings.stale == "clean"
+    data = plan_json(prepared, stale)
     if args.json:
         _print_json(data)
         return 0
@@ -129,6 +128,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(line)
     if prepared.compiler:
         print(f"compiler {prepared.compiler.describe()} accepts {' '.join(data['targets'])}")
+    for tree in stale:
+        if clean and tree.owned:
+            print(f"stale build tree {tree.path} (built for {tree.built_for}): stale = \"clean\" will remove it")
+        else:
+            why = "" if tree.owned else ", and nothing proves a build of this project made it"
+            print(f"warning: stale build tree {tree.path} (built for {tree.built_for}{why}) will stop the build")
     return 0
 
 
@@ -146,11 +151,24 @@ def _config_settings(items: Sequence[str] | None) -> dict[str, Any]:
     return out
 
 
+def _build_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """-C settings, with --targets as -C rocm-build-backend.targets (the same list, or an error)."""
+    settings = _config_settings(args.config_setting)
+    if args.targets is not None:
+        key = "rocm-build-backend.targets"
+        given = settings.get(key)
+        if given is not None and given != args.targets:
+            raise RocmBuildBackendError(f"--targets {args.targets} and -C {key}={given} disagree",
+                                        hint="give the targets once")
+        settings[key] = args.targets
+    return settings
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from rocm_build_backend.build.project import build_project
 
     wheel, stale = build_project(Path(args.path), Path(args.outdir) if args.outdir else None,
-                                 _config_settings(args.config_setting))
+                                 _build_settings(args))
     for path, targets in stale:
         print(f"warning: {path} in the output folder was built for {' '.join(targets) or 'no GPU target'}",
               file=sys.stderr)
@@ -159,7 +177,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_configure(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.project import configure
+    from rocm_build_backend.build.configure import configure
 
     if not Path(args.path).is_dir():
         raise RocmBuildBackendError(f"{args.path} is not a folder", hint="give the project's folder")
@@ -283,11 +301,13 @@ def parser() -> argparse.ArgumentParser:
     sp = add("plan", cmd_plan, "show what a build would get, without building")
     sp.add_argument("path", nargs="?", default=".")
     sp.add_argument("--json", action="store_true")
+    sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
     sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
 
     sp = add("build", cmd_build, "build a project's wheel through the shim (no build isolation)")
     sp.add_argument("path", nargs="?", default=".")
     sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist)")
+    sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
     sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
 
     sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")

@@ -1,0 +1,43 @@
+"""Step 6 of a build: the one place that sets ``os.environ``, for the wrapped backend's hook only.
+
+``with applied(plan):`` sets the plan's variables (and puts the pinned tools first on PATH),
+then restores the environment exactly as it was. Computes nothing: the plan is made before.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from rocm_build_backend.build.plan import BuildPlan
+
+
+@contextmanager
+def applied(plan: BuildPlan | None) -> Iterator[None]:
+    """Set the plan's variables (and pinned tools first on PATH) for the block; restore after.
+
+    ``None`` (no plan) changes nothing.
+    """
+    import shutil
+    import tempfile
+
+    saved = dict(os.environ)
+    tools = None
+    try:
+        if plan is not None:
+            os.environ.update(plan.env)
+            if plan.pinned_tools:
+                from rocm_build_backend.build.pinned import pinned_env, write_pinned_tools
+
+                tools = tempfile.mkdtemp(prefix="rocm-build-backend-tools-")
+                write_pinned_tools(Path(tools), plan.targets)
+                os.environ.update(pinned_env(Path(tools), dict(os.environ)))  # PATH and CMAKE_PROGRAM_PATH
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        if tools:
+            shutil.rmtree(tools, ignore_errors=True)

@@ -1,0 +1,118 @@
+"""Steps 8-9 of a build: audit the wheel's device code against the targets, then stamp it.
+
+The audit reads what the wheel really holds (and, for an editable build, the libraries it
+left in the source tree); a wheel that misses a target fails the build (``verify``). The
+stamp, the local version label and the import guard go into the wheel in one atomic rewrite.
+Decides nothing about targets; touches no file but the wheel.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from rocm_build_backend.build.log import log
+from rocm_build_backend.errors import TargetMismatchError
+
+if TYPE_CHECKING:
+    from rocm_build_backend.binary.audit import AuditReport
+    from rocm_build_backend.build.prepare import Prepared
+
+_NOT_SOURCES = {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
+
+
+def _libraries_since(source_dir: Path, since: float) -> list[Path]:
+    """Shared libraries written into the source tree since ``since`` (an editable build's)."""
+    found = []
+    for root, dirs, names in os.walk(source_dir):
+        dirs[:] = [d for d in dirs if d not in _NOT_SOURCES and not d.endswith(".egg-info")]
+        for name in names:
+            if name.endswith(".so") or ".so." in name:
+                path = Path(root, name)
+                try:
+                    if path.stat().st_mtime >= since:
+                        found.append(path)
+                except OSError:
+                    pass
+    return found
+
+
+def _mismatch_hint(prepared: Prepared) -> str:
+    hint = "the build ignored the targets (a hard-coded --offload-arch, or a script that picks its own)"
+    if prepared.plan.profile:
+        from rocm_build_backend.build.profiles import profile_for
+
+        prof = profile_for(prepared.project.dist_name)
+        if prof is not None and prof.no_device_code_hint:
+            hint = prof.no_device_code_hint
+    return hint + "; a project meant to have no GPU code sets verify = \"off\""
+
+
+def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> AuditReport:
+    """What the wheel's device code holds, verified against the targets (``verify``)."""
+    from rocm_build_backend.binary.audit import audit_paths, audit_wheel, verify
+
+    project, plan = prepared.project, prepared.plan
+    report = audit_wheel(wheel)
+    if editable:
+        # the compiled code of an editable install stays in the source tree
+        fresh = _libraries_since(project.source_dir, since)
+        if fresh:
+            report.files.extend(audit_paths(fresh).files)
+    if project.settings.verify == "off":
+        return report
+    problems = verify(report, plan.targets)
+    if problems:
+        message = f"{wheel.name}: " + "; ".join(problems)
+        if project.settings.verify == "error":
+            wheel.unlink(missing_ok=True)
+            raise TargetMismatchError(message, hint=_mismatch_hint(prepared))
+        log("warning: " + message)
+    else:
+        log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
+                         or "no device code"))
+    return report
+
+
+def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: bool = False) -> Path:
+    """Write the stamp (and the local version, the guard) into the wheel, atomically."""
+    from rocm_build_backend import _version
+    from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
+
+    project, plan = prepared.project, prepared.plan
+    settings = project.settings
+    host = [str(d.target) for d in prepared.detection.devices] if prepared.detection else []
+    toolchain = prepared.compiler.to_json() if prepared.compiler else {}
+    data = make_stamp(
+        requested=[str(t) for t in plan.targets], source=plan.source,
+        audit_files={f.path: {"targets": list(f.targets), "complete": list(f.complete)}
+                     for f in report.files if f.targets},
+        host_gpus=host, toolchain=toolchain, version=_version.__version__,
+    )
+    new_version = None
+    if settings.local_version:
+        from packaging.utils import parse_wheel_filename
+
+        new_version = local_version(str(parse_wheel_filename(wheel.name)[1]), plan.targets)
+    extra_files: dict[str, bytes] = {}
+    patch_files: dict[str, Callable[[bytes], bytes]] = {}
+    if settings.guard and not editable:
+        import zipfile
+
+        from rocm_build_backend.wheel.guard import guard_files
+
+        with zipfile.ZipFile(wheel) as zf:
+            names = zf.namelist()
+        dist = project.dist_name or wheel.name.split("-")[0]
+        extra_files, patch_files = guard_files(names, [str(t) for t in plan.targets], dist)
+    out = rewrite_wheel(wheel, stamp=data, new_version=new_version,
+                        extra_files=extra_files or None, patch_files=patch_files or None)
+    log(f"stamped {out.name}")
+    return out
+
+
+def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> Path:
+    """Verify the wheel's device code against the targets, then stamp it (atomically)."""
+    report = audit(prepared, wheel, editable=editable, since=since)
+    return stamp(prepared, wheel, report, editable=editable)
