@@ -14,16 +14,19 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.binary import audit
+from rocm_build_backend.binary import decompression as _decompression
+from rocm_build_backend.binary import members as _members
 from rocm_build_backend.binary.audit import (
     AuditReport,
     FileReport,
-    InflateSource,
     audit_file,
     audit_paths,
     audit_wheel,
     mismatch_error,
     verify,
 )
+from rocm_build_backend.binary.container import Container
+from rocm_build_backend.binary.members import InflateSource
 from rocm_build_backend.errors import TargetMismatchError
 from rocm_build_backend.gpu.targets import parse_target
 
@@ -88,7 +91,7 @@ def test_truncated_deflate_member_is_damage(tmp_path):
     with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("demo/k.so", data)
     info = zipfile.ZipFile(raw).infolist()[0]
-    src = audit._member_source(zipfile.ZipFile(raw), raw, info)
+    src = _members.member_source(zipfile.ZipFile(raw), raw, info)
     src._csize = info.compress_size // 2  # the compressed data stops half way
     r = audit._audit_source(src, "demo/k.so")
     assert not r.readable
@@ -277,17 +280,16 @@ def test_verify_other_vendor_only():
 def test_verify_reports_damage_and_unread(monkeypatch):
     problems = verify(_report("bad_hip_entry_offset.so"), ["gfx940"])
     assert len(problems) == 1 and "could not be read completely" in problems[0]
-    from rocm_build_backend.binary import offload as _offload
 
-    monkeypatch.setattr(_offload, "_zstd_backend", lambda: None)
+    monkeypatch.setattr(_decompression, "_zstd_backend", lambda: None)
     problems = verify(_report("hip_ccob_v2_gfx90a_gfx942_cov5.so"), ["gfx90a"])
     assert len(problems) == 1 and "rocm-build-backend[zstd]" in problems[0]
     assert "zstd" in mismatch_error(problems).hint
 
 
 def test_file_report_complete_ignores_unread():
-    f = FileReport("x", containers=[audit.Container("ccob", "file", 0, read=False, note="n"),
-                                    audit.Container("bundle", "file", 9, ["gfx90a"])]).finish()
+    f = FileReport("x", containers=[Container("ccob", "file", 0, read=False, note="n"),
+                                    Container("bundle", "file", 9, ["gfx90a"])]).finish()
     assert f.complete == ["gfx90a"] and f.readable and not f.fully_read
 
 

@@ -14,9 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocm_build_backend.binary import cuda as _cuda
+from rocm_build_backend.binary import bundle as _bundle
+from rocm_build_backend.binary import ccob as _ccob
+from rocm_build_backend.binary import decompression as _decompression
+from rocm_build_backend.binary import fatbin as _fatbin
+from rocm_build_backend.binary import offload_binary as _offload_binary
+from rocm_build_backend.binary import walk as _walk
 from rocm_build_backend.binary import elf as _elf
-from rocm_build_backend.binary import offload as _offload
 from rocm_build_backend.binary.audit import audit_bytes
 from rocm_build_backend.errors import FormatError
 
@@ -40,12 +44,12 @@ SEEDS = {
 }
 MAGICS = [
     b"\x7fELF\x02\x01\x01",
-    _offload.BUNDLE_MAGIC,
-    _offload.CCOB_MAGIC + b"\x01\x00\x00\x00",
-    _offload.CCOB_MAGIC + b"\x02\x00\x01\x00",
-    _offload.CCOB_MAGIC + b"\x03\x00\x01\x00",
-    _offload.OFFLOAD_MAGIC + b"\x01\x00\x00\x00",
-    _cuda.FATBIN_MAGIC + b"\x01\x00\x10\x00",
+    _bundle.BUNDLE_MAGIC,
+    _ccob.CCOB_MAGIC + b"\x01\x00\x00\x00",
+    _ccob.CCOB_MAGIC + b"\x02\x00\x01\x00",
+    _ccob.CCOB_MAGIC + b"\x03\x00\x01\x00",
+    _offload_binary.OFFLOAD_MAGIC + b"\x01\x00\x00\x00",
+    _fatbin.FATBIN_MAGIC + b"\x01\x00\x10\x00",
     b"",
 ]
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -68,18 +72,18 @@ def no_hang(seconds: int = 20):
 def _readers(data: bytes):
     src = _elf.BytesSource(data)
     n = len(data)
-    yield lambda: _offload.read_bundle(src, 0, n, "f")
-    yield lambda: _offload.read_bundle(src, 0, n, "f", cut=True)
-    yield lambda: _offload.read_ccob(src, 0, n, "f")
-    yield lambda: _offload.read_offload_binary(src, 0, n, "f")
-    yield lambda: _cuda.read_fatbin(src, 0, n, "f")
-    yield lambda: _offload.walk_hip_fatbin(src, "f")
-    yield lambda: _offload.walk_offloading(src, "f")
-    yield lambda: _cuda.walk_fatbins(src, "f")
-    yield lambda: _offload.zstd_frame(src, 0, n)
-    yield lambda: _cuda.lz4_block(data, 1 << 16)
+    yield lambda: _bundle.read_bundle(src, 0, n, "f")
+    yield lambda: _bundle.read_bundle(src, 0, n, "f", cut=True)
+    yield lambda: _ccob.read_ccob(src, 0, n, "f")
+    yield lambda: _offload_binary.read_offload_binary(src, 0, n, "f")
+    yield lambda: _fatbin.read_fatbin(src, 0, n, "f")
+    yield lambda: _walk.walk_hip_fatbin(src, "f")
+    yield lambda: _walk.walk_offloading(src, "f")
+    yield lambda: _fatbin.walk_fatbins(src, "f")
+    yield lambda: _decompression.zstd_frame(src, 0, n)
+    yield lambda: _decompression.lz4_block(data, 1 << 16)
     yield lambda: _elf.read_sections(src, _elf.read_header(src))
-    yield lambda: _offload.parse_bundle_id(data.decode("latin-1"))
+    yield lambda: _bundle.parse_bundle_id(data.decode("latin-1"))
 
 
 def _only_format_errors(data: bytes) -> None:
@@ -175,7 +179,7 @@ def test_zstd_bomb_is_bounded():
     # a tiny frame of RLE blocks that claims and would produce 1 GiB
     zstandard = pytest.importorskip("zstandard")
     raw = zstandard.ZstdCompressor(level=1).compress(b"\0" * (64 << 20))
-    header = _offload.CCOB_MAGIC + struct.pack("<HHIIQ", 2, 1, 24 + len(raw), 64 << 20, 0)
+    header = _ccob.CCOB_MAGIC + struct.pack("<HHIIQ", 2, 1, 24 + len(raw), 64 << 20, 0)
     tracemalloc.start()
     try:
         with no_hang():
@@ -190,7 +194,7 @@ def test_zstd_bomb_is_bounded():
 def test_bundle_count_loop_is_bounded():
     # 2**64-1 entries claimed, each entry id 1 byte: the walk stops at the data
     entry = struct.pack("<QQQ", 0x1000, 0, 1) + b"x"
-    data = _offload.BUNDLE_MAGIC + struct.pack("<Q", (1 << 64) - 1) + entry * 2000
+    data = _bundle.BUNDLE_MAGIC + struct.pack("<Q", (1 << 64) - 1) + entry * 2000
     with no_hang(10):
         r = audit_bytes(data, "b.co")
     assert not r.readable

@@ -3,7 +3,7 @@
 Everything here reads untrusted bytes through a *source*: an object with ``size`` (how many
 bytes the file claims or has) and ``read(offset, n)`` (at most ``n`` bytes, fewer at the end
 of the data, never an exception for an offset past the end). Sources exist for bytes in
-memory (``BytesSource``), a slice of an open file (``FileSource``) and, in ``audit.py``, a
+memory (``BytesSource``), a slice of an open file (``FileSource``) and, in ``members``, a
 zip member inflated on demand. Readers never ask a source for more than they can justify:
 every offset, size and count is checked against the data that is really there, and no
 buffer is sized by a header field alone.
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import IO, Callable, Iterator, Protocol
 
-from rocm_build_backend.errors import FormatError
+from rocm_build_backend.errors import FormatError as FormatError  # re-exported for the readers
 
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190
@@ -56,7 +56,7 @@ class FileSource:
     """``length`` bytes of an open binary file starting at ``base`` (a whole file or a
     stored zip member); random access by seek + read."""
 
-    def __init__(self, fh, base: int = 0, length: int | None = None) -> None:
+    def __init__(self, fh: IO[bytes], base: int = 0, length: int | None = None) -> None:
         self._fh = fh
         self._base = base
         if length is None:
@@ -188,7 +188,8 @@ def _cstr(table: bytes, off: int) -> str:
     return raw[:256].decode("latin-1")
 
 
-def read_sections(src: Source, hdr: ElfHeader, wanted=None) -> SectionTable:
+def read_sections(src: Source, hdr: ElfHeader,
+                  wanted: Callable[[str, int], bool] | None = None) -> SectionTable:
     """The section table. ``wanted(name, type)`` picks the sections to keep (all if None).
 
     Raises FormatError when the table is missing or cut short (a truncated file keeps its

@@ -1,12 +1,11 @@
-"""NVIDIA device code: fatbin containers (``.nv_fatbin``, ``__nv_relfatbin``, ``.fatbin``
-files) and cubins.
+"""NVIDIA fatbin containers (``.nv_fatbin``, ``__nv_relfatbin``, ``.fatbin`` files).
 
 A fatbin entry header names its architecture, its kind (PTX or ELF) and the ``a``/``f``
 flags, so targets are read without decompressing anything. Only small ELF entries are
 looked into, to tell an nvcc device-link stub (a cubin without any ``.text.*`` section)
 from real code. Layouts: NVIDIA's ``fatbinary.h`` / ``fatbinary_section.h`` for the outer
 header, community readers for the entry header, all checked against nvcc 13 output (see
-the research notes on binary formats).
+the research notes on binary formats). Raw cubins are read in ``cubin``.
 """
 
 from __future__ import annotations
@@ -14,15 +13,15 @@ from __future__ import annotations
 import struct
 
 from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary.decompression import ZstdUnavailable, inflate_prefix, lz4_block
+from rocm_build_backend.binary.container import Container
 from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, SubSource, need
-from rocm_build_backend.binary.offload import Container, ZstdUnavailable, inflate_prefix
 
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
 KIND_PTX, KIND_ELF = 1, 2
 FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
 FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
 STUB_CHECK_MAX = 64 << 10  # a device-link stub is a few KB; larger cubins are taken to hold code
-ELFOSABI_CUDA = 51
 
 
 def _suffix(flags: int) -> str:
@@ -53,7 +52,26 @@ def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = Fa
             f"{max(0, limit - body)} present"
         )
         end = limit
-    pos = body
+    kernels, elf_entries = _read_entries(src, c, body, end, limit, cut)
+    if not c.targets and not c.problems:
+        c.problems.append(f"fatbin at 0x{offset:x} holds no entries")
+    if c.targets and not kernels and elf_entries:
+        c.kernels = False
+        c.note = (c.note + "; " if c.note else "") + "device-link stub without kernels"
+    return c, end
+
+
+def _entry_target(c: Container, kind: int, arch: int, flags: int) -> str:
+    if kind == KIND_PTX:
+        return f"compute_{arch}{_suffix(flags)}"
+    if kind == KIND_ELF:
+        return f"sm_{arch}{_suffix(flags)}"
+    c.note = (c.note + "; " if c.note else "") + f"entry of kind {kind} for {arch}"
+    return ""
+
+
+def _read_entries(src: Source, c: Container, pos: int, end: int, limit: int, cut: bool) -> tuple[bool, int]:
+    """Read the entries of ``[pos, end)`` into ``c``; (any kernels seen, ELF entries seen)."""
     kernels = False
     elf_entries = 0
     while pos + 64 <= end:
@@ -73,13 +91,7 @@ def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = Fa
             c.problems.append(f"fatbin entry at 0x{pos:x} names architecture {arch}")
             break
         nxt = pos + ehsize + psize
-        if kind == KIND_PTX:
-            target = f"compute_{arch}{_suffix(flags)}"
-        elif kind == KIND_ELF:
-            target = f"sm_{arch}{_suffix(flags)}"
-        else:
-            target = ""
-            c.note = (c.note + "; " if c.note else "") + f"entry of kind {kind} for {arch}"
+        target = _entry_target(c, kind, arch, flags)
         if target:
             c.targets.append(target)
         if nxt > end:
@@ -93,12 +105,7 @@ def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = Fa
             if _cubin_has_kernels(src, pos + ehsize, psize, flags, csize):
                 kernels = True
         pos = nxt
-    if not c.targets and not c.problems:
-        c.problems.append(f"fatbin at 0x{offset:x} holds no entries")
-    if c.targets and not kernels and elf_entries:
-        c.kernels = False
-        c.note = (c.note + "; " if c.note else "") + "device-link stub without kernels"
-    return c, end
+    return kernels, elf_entries
 
 
 def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: int) -> bool:
@@ -121,102 +128,8 @@ def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: in
     return bool(table.sections)
 
 
-def _lz4_length(data: bytes, i: int, n: int, nibble: int) -> tuple[int, int]:
-    """An LZ4 length: the token's nibble, extended by bytes while they are 255."""
-    if nibble != 15:
-        return nibble, i
-    while True:
-        if i >= n:
-            raise FormatError("damaged LZ4 block")
-        b = data[i]
-        i += 1
-        nibble += b
-        if b != 255:
-            return nibble, i
-
-
-def lz4_block(data: bytes, cap: int) -> bytes:
-    """Decode one LZ4 block (no frame); stops at ``cap`` output bytes. Bounds-checked."""
-    out = bytearray()
-    i, n = 0, len(data)
-    while i < n:
-        token = data[i]
-        i += 1
-        lit, i = _lz4_length(data, i, n, token >> 4)
-        if i + lit > n:
-            raise FormatError("damaged LZ4 block")
-        out += data[i : i + lit]
-        i += lit
-        if len(out) > cap:
-            raise FormatError("LZ4 block inflates past the limit")
-        if i >= n:
-            break  # the last sequence has literals only
-        if i + 2 > n:
-            raise FormatError("damaged LZ4 block")
-        dist = data[i] | (data[i + 1] << 8)
-        i += 2
-        if dist == 0 or dist > len(out):
-            raise FormatError("damaged LZ4 block")
-        mlen, i = _lz4_length(data, i, n, token & 15)
-        mlen += 4
-        if len(out) + mlen > cap:
-            raise FormatError("LZ4 block inflates past the limit")
-        startpos = len(out) - dist
-        if mlen <= dist:
-            out += out[startpos : startpos + mlen]
-        else:
-            for k in range(mlen):
-                out.append(out[startpos + k])
-    return bytes(out)
-
-
-def walk_fatbins(src: Source, where: str, *, cut: bool = False):
-    from rocm_build_backend.binary.offload import walk
+def walk_fatbins(src: Source, where: str, *, cut: bool = False) -> tuple[list[Container], list[str]]:
+    """Every fatbin container of a section or file, back to back."""
+    from rocm_build_backend.binary.walk import walk
 
     return walk(src, where, {FATBIN_MAGIC: read_fatbin}, cut=cut, what="fatbin")
-
-
-def cubin_container(src: Source, hdr: _elf.ElfHeader, where: str = "file") -> Container:
-    """A raw cubin: the SM from ``e_flags`` (layout chosen by EI_ABIVERSION, never by the
-    value); ``a`` from the flags or, for CUDA 13 cubins, from ``.nv.compat`` attribute 9."""
-    flags = hdr.flags
-    c = Container("cubin", where, 0)
-    if hdr.abiversion < 8:  # "V1": CUDA <= 12.x for sm_90 and older
-        sm = flags & 0xFF
-        a = bool(flags & 0x800)
-    else:
-        sm = (flags >> 8) & 0xFF
-        a = bool(flags & 0x8)
-    if not a:
-        try:
-            a = _compat_arch_specific(src, hdr)
-        except FormatError:
-            pass  # a truncated cubin: the header alone still names the SM
-    c.targets.append(f"sm_{sm}{'a' if a else ''}")
-    c.note = f"cubin (ELF ABI version {hdr.abiversion})"
-    return c
-
-
-def _compat_arch_specific(src: Source, hdr: _elf.ElfHeader) -> bool:
-    table = _elf.read_sections(src, hdr, lambda name, typ: name == ".nv.compat")
-    for sec in table.sections:
-        data = need(src, sec.offset, min(sec.size, 4096), ".nv.compat")
-        i = 0
-        while i + 2 <= len(data):
-            fmt, attr = data[i], data[i + 1]
-            if fmt == 1:
-                step = 2
-            elif fmt in (2, 3):
-                if i + 4 > len(data):
-                    break
-                if attr == 0x09 and fmt == 2 and data[i + 2] == 1:
-                    return True
-                step = 4
-            elif fmt == 4:
-                if i + 4 > len(data):
-                    break
-                step = 4 + int.from_bytes(data[i + 2 : i + 4], "little")
-            else:
-                break
-            i += step
-    return False
