@@ -339,3 +339,13 @@ def test_damaged_target_names_do_not_break_sorting():
     data[i + 5 : i + 8] = b"9@u"  # "gfx9@u": not a processor any table knows
     r = audit_bytes(bytes(data), "x.hsaco")
     assert r.targets == ["gfx90a", "gfx9@u"]
+
+
+def test_empty_fatbin_of_a_ptx_only_link_is_not_damage():
+    """nvcc 13 links a PTX-only build with an empty device-link fatbin (fat size 0): a
+    valid container without kernels, not "holds no entries"."""
+    r = audit_file(DATA / "cuda_two_tu_ptx80.so")
+    assert r.readable and r.problems == []
+    assert [c.targets for c in r.containers] == [[], ["compute_80"], ["compute_80"]]
+    assert [c.kernels for c in r.containers] == [False, True, True]
+    assert r.complete == ["compute_80"]

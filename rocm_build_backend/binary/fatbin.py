@@ -52,6 +52,12 @@ def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = Fa
             f"{max(0, limit - body)} present"
         )
         end = limit
+    if fat_size == 0:
+        # nvcc's device-link step writes an empty container when there is no SASS to link
+        # (a PTX-only build): valid, and without kernels
+        c.kernels = False
+        c.note = (c.note + "; " if c.note else "") + "empty (device-link output without code)"
+        return c, end
     kernels, elf_entries = _read_entries(src, c, body, end, limit, cut)
     if not c.targets and not c.problems:
         c.problems.append(f"fatbin at 0x{offset:x} holds no entries")
