@@ -198,3 +198,125 @@ def test_bundle_count_loop_is_bounded():
     with no_hang(10):
         r = audit_bytes(data, "b.co")
     assert not r.readable
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile inputs (generators in data/binaries/src/hostile.py): the work each reader does is
+# measured independently of the readers (bytes read through a counting source, bytes zlib
+# inflates, Python lines run, memory traced) and must stay proportional to the input.
+
+import io  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import zipfile  # noqa: E402
+import zlib  # noqa: E402
+
+from rocm_build_backend.binary import audit as _audit  # noqa: E402
+from rocm_build_backend.binary import members as _members  # noqa: E402
+from rocm_build_backend.binary.printable import printable  # noqa: E402
+
+sys.path.insert(0, str(DATA / "src"))
+import hostile  # noqa: E402
+
+
+class CountingSource:
+    """Counts the bytes and the reads asked of a source."""
+
+    def __init__(self, src):
+        self._src, self.size, self.bytes, self.reads = src, src.size, 0, 0
+
+    def read(self, offset, n):
+        data = self._src.read(offset, n)
+        self.bytes += len(data)
+        self.reads += 1
+        return data
+
+
+def _audit_counted(name, data):
+    src = CountingSource(_elf.BytesSource(data))
+    return _audit._audit_source(src, name), src
+
+
+def test_offload_binary_entries_sharing_one_string_table():
+    """300 entries x 300 strings: the strings visited are capped by what the blob holds."""
+    name, blob = hostile.make_offload_strings(300)
+    src = CountingSource(_elf.BytesSource(blob))
+    c, _ = _offload_binary.read_offload_binary(src, 0, len(blob), "file")
+    assert src.bytes <= 16 * len(blob)
+    assert any(p.startswith("too many entries") for p in c.problems)
+    # an honest blob (each entry its own table) is read whole
+    honest = hostile.offload_binary([(-1, 2)], [(b"triple", b"amdgcn-amd-amdhsa"), (b"arch", b"gfx90a")])
+    c, _ = _offload_binary.read_offload_binary(_elf.BytesSource(honest), 0, len(honest), "f")
+    assert c.targets == ["gfx90a"] and c.problems == []
+
+
+def test_section_name_table_without_nul_is_not_copied_per_section():
+    # 64 sections naming places in an 8 MiB section-name table without a NUL
+    big = hostile.elf64([(i * 64, 1, 64, 0) for i in range(64)], b"", b"A" * (8 << 20))
+    src = _elf.BytesSource(big)
+    hdr = _elf.read_header(src)
+    tracemalloc.start()
+    try:
+        table = _elf.read_sections(src, hdr)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < (8 << 20) + (1 << 20)  # the table once, not the table and a copy of its rest
+    assert all(len(s.name) <= 256 for s in table.sections)
+
+
+def test_problems_are_capped_and_deduplicated():
+    name, data = hostile.make_many_problems(3000)
+    r = audit_bytes(data, name)
+    assert len(r.problems) <= 100 and r.problems[-1].startswith("too many problems")
+    assert all(len(c.problems) <= 100 for c in r.containers)
+    assert r.problems[0] == "entry hipv4-amdgcn-amd-amdhsa-e0- names no target"
+
+
+class _CountingInflate:
+    total = 0
+
+    def __init__(self, d):
+        self._d = d
+
+    def decompress(self, data, max_length=0):
+        out = self._d.decompress(data, max_length)
+        _CountingInflate.total += len(out)
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._d, name)
+
+    def copy(self):
+        return _CountingInflate(self._d.copy())
+
+
+def _lines_run(fn, module_file):
+    count = 0
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        if frame.f_code.co_filename != module_file:
+            return None
+        if event == "line":
+            count += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_control_characters_from_binaries_are_escaped():
+    arch = b"gfx90a\n\x1b[31mFAKE: all good\x1b[0m"
+    blob = hostile.offload_binary([(-1, 2)], [(b"triple", b"amdgcn-amd-amdhsa"), (b"arch", arch)])
+    report = _audit.AuditReport(files=[audit_bytes(blob, "evil\n.so")]).finish()
+    text = report.to_text()
+    assert "\x1b" not in text and "\nFAKE" not in text and "evil\\n.so" in text
+    assert "gfx90a\\n\\x1b[31mFAKE" in text
+    assert printable("ok gfx90a ünïcode") == "ok gfx90a ünïcode"
+    assert printable("a\u202eb\x7f\x85") == "a\\u202eb\\x7f\\x85"

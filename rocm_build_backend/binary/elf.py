@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import IO, Callable, Iterator, Protocol
 
+from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.errors import FormatError as FormatError  # re-exported for the readers
 
 ELF_MAGIC = b"\x7fELF"
@@ -31,6 +32,7 @@ SHN_XINDEX = 0xFFFF
 MAX_READ = 64 << 20  # no single read larger than this, whatever a header says
 MAX_SECTIONS = 1 << 20  # more section headers than this is not a file we should walk
 MAX_STRTAB = 64 << 20
+MAX_NAME = 256  # section names longer than this are cut
 
 
 class Source(Protocol):
@@ -181,11 +183,13 @@ def _unpack_shdr(hdr: ElfHeader, raw: bytes, pos: int) -> tuple[int, int, int, i
 
 
 def _cstr(table: bytes, off: int) -> str:
+    """The name at ``off``: up to its NUL, at most ``MAX_NAME`` bytes (a table without a NUL
+    is never scanned or copied past that), control characters escaped."""
     if off >= len(table):
         return ""
-    end = table.find(b"\0", off)
-    raw = table[off:] if end < 0 else table[off:end]
-    return raw[:256].decode("latin-1")
+    end = table.find(b"\0", off, off + MAX_NAME)
+    raw = table[off : off + MAX_NAME] if end < 0 else table[off:end]
+    return printable(raw.decode("latin-1"))
 
 
 def read_sections(src: Source, hdr: ElfHeader,

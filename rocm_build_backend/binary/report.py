@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.binary.container import Container
+from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
+
+MAX_PROBLEMS = 100  # problems kept per file and per container
 
 # what targets.sort_targets can order; anything else a damaged file names is listed last
 _SORTABLE = re.compile(r"gfx[0-9]+[0-9a-f]{2}|gfx[0-9]+(?:-[0-9]+)?-generic|(?:sm|compute)_[0-9]+[af]?")
@@ -64,6 +67,14 @@ def units(containers: Sequence[Container]) -> list[set[str]]:
     return out
 
 
+def kept(problems: list[str]) -> list[str]:
+    """At most ``MAX_PROBLEMS`` problems, the last one saying how many more there were."""
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    more = len(problems) - MAX_PROBLEMS + 1
+    return problems[: MAX_PROBLEMS - 1] + [f"too many problems: {more} more not listed"]
+
+
 @dataclass
 class FileReport:
     """One file's device code. ``path`` is the file, or the member inside ``archive``."""
@@ -91,11 +102,12 @@ class FileReport:
         return self.path
 
     def finish(self) -> "FileReport":
+        found = dict.fromkeys(self.problems)  # ordered and de-duplicated in linear time
         for c in self.containers:
             for p in c.problems:
-                msg = p if p.startswith(c.where) or c.where == "file" else f"{c.where}: {p}"
-                if msg not in self.problems:
-                    self.problems.append(msg)
+                found.setdefault(p if p.startswith(c.where) or c.where == "file" else f"{c.where}: {p}")
+            c.problems = kept(c.problems)
+        self.problems = kept(list(found))
         # In a linked library, __nv_relfatbin keeps the relocatable cubins for later device
         # linking; the runtime loads .nv_fatbin (cuobjdump lists only that). Count what loads.
         linked = any(c.where == ".nv_fatbin" for c in self.containers)
@@ -158,45 +170,53 @@ class AuditReport:
         }
 
     def to_text(self) -> str:
-        """A table: one row per file, one indented row per container when there are several."""
-        rows = [("FILE", "KIND", "TARGETS", "EVERY KERNEL", "NOTE")]
-        several = len(self._archives()) > 1
-        for f in self.files:
-            name = f"{f.archive}!{f.path}" if several else f.path
-            if f.containers:
-                every = "same" if f.complete == f.targets else (", ".join(f.complete) or "none")
-                note = f.containers[0].note if len(f.containers) == 1 else f"{len(f.containers)} containers"
-                if not f.readable:
-                    note = "damaged (see problems)" + (f"; {note}" if note else "")
-                rows.append((name, f.kind, ", ".join(f.targets) or "(none read)", every, note))
-                if len(f.containers) > 1:
-                    # containers that hold the same thing share a row (libtorch_cuda: 444 fatbins)
-                    groups: dict[tuple[str, str, tuple[str, ...], str, bool, bool], list[Container]] = {}
-                    for c in f.containers:
-                        key = (c.where, c.kind, tuple(c.targets), c.note, c.kernels, c.read)
-                        groups.setdefault(key, []).append(c)
-                    for (where, kind, targets, cnote, _k, _r), cs in groups.items():
-                        label = f"  {where} +0x{cs[0].offset:x}" if len(cs) == 1 else f"  {where} x{len(cs)}"
-                        rows.append((label, kind, ", ".join(targets) or "-", "", cnote))
-            else:
-                rows.append((name, f.kind, "no device code" if f.readable else "(unreadable)", "", ""))
+        """A table: one row per file, one indented row per container when there are several.
+
+        Every string that came from a file (paths, targets, notes, problems) is passed
+        through ``printable``, so a control character in a binary cannot forge a line.
+        """
+        rows = [tuple(printable(cell) for cell in row) for row in self._rows()]
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = [self.source] if self.source else []
+        lines = [printable(self.source)] if self.source else []
         for r in rows:
             cells = "  ".join(f"{r[i]:<{widths[i]}}" for i in range(4))
             lines.append((cells + "  " + r[4]) if r[4] else cells.rstrip())
         if not self.files:
             lines.append("(no binaries)")
         lines.append("")
-        lines.append("targets: " + (", ".join(self.targets) if self.targets else "none"))
+        lines.append("targets: " + (printable(", ".join(self.targets)) if self.targets else "none"))
         if self.skipped:
             lines.append(f"{self.skipped} other file(s) hold no device code and are not listed")
         problems = list(self.problems) + [f"{f.path}: {p}" for f in self.files for p in f.problems]
         problems += [f"{f.path}: {c.note}" for f in self.files for c in f.containers if not c.read]
         if problems:
             lines.append("problems:")
-            lines.extend(f"  {p}" for p in problems)
+            lines.extend(f"  {printable(p)}" for p in problems)
         return "\n".join(lines)
+
+    def _rows(self) -> list[tuple[str, str, str, str, str]]:
+        rows = [("FILE", "KIND", "TARGETS", "EVERY KERNEL", "NOTE")]
+        several = len(self._archives()) > 1
+        for f in self.files:
+            name = f"{f.archive}!{f.path}" if several else f.path
+            if not f.containers:
+                rows.append((name, f.kind, "no device code" if f.readable else "(unreadable)", "", ""))
+                continue
+            every = "same" if f.complete == f.targets else (", ".join(f.complete) or "none")
+            note = f.containers[0].note if len(f.containers) == 1 else f"{len(f.containers)} containers"
+            if not f.readable:
+                note = "damaged (see problems)" + (f"; {note}" if note else "")
+            rows.append((name, f.kind, ", ".join(f.targets) or "(none read)", every, note))
+            if len(f.containers) > 1:
+                # containers that hold the same thing share a row (libtorch_cuda: 444 fatbins)
+                groups: dict[tuple[str, str, tuple[str, ...], str, bool, bool], list[Container]] = {}
+                for c in f.containers:
+                    key = (c.where, c.kind, tuple(c.targets), c.note, c.kernels, c.read)
+                    groups.setdefault(key, []).append(c)
+                for (where, kind, targets, cnote, _k, _r), cs in groups.items():
+                    label = f"  {where} +0x{cs[0].offset:x}" if len(cs) == 1 else f"  {where} x{len(cs)}"
+                    rows.append((label, kind, ", ".join(targets) or "-", "", cnote))
+        return rows
 
     def _archives(self) -> set[str]:
         return {f.archive for f in self.files if f.archive}
