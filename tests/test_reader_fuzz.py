@@ -266,6 +266,14 @@ def test_section_name_table_without_nul_is_not_copied_per_section():
     assert all(len(s.name) <= 256 for s in table.sections)
 
 
+def test_scan_of_damaged_file_with_many_bundle_magics_is_bounded():
+    """Every entry id is also a bundle header whose table runs to the end of the file."""
+    name, data = hostile.make_scan_magics(1000)
+    r, src = _audit_counted(name, data)
+    assert src.bytes <= 20 * len(data) + (2 << 20)
+    assert any(p.startswith("too many entries") for p in r.problems)
+
+
 def test_problems_are_capped_and_deduplicated():
     name, data = hostile.make_many_problems(3000)
     r = audit_bytes(data, name)
@@ -292,6 +300,38 @@ class _CountingInflate:
         return _CountingInflate(self._d.copy())
 
 
+def test_sections_over_one_ccob_stream_are_not_each_inflated(tmp_path, monkeypatch):
+    """20 .hip_fatbin sections over one zlib CCOB that inflates to 64 MiB, in a tiny wheel:
+    the bytes inflated stay within the file's budget and the file is reported too large."""
+    name, data = hostile.make_ccob_sections(1)
+    path = tmp_path / name
+    path.write_bytes(data)
+    real = zlib.decompressobj
+    monkeypatch.setattr(zlib, "decompressobj", lambda *a: _CountingInflate(real(*a)))
+    _CountingInflate.total = 0
+    report = _audit.audit_wheel(path)
+    assert _CountingInflate.total <= 64 * len(data) + (80 << 20)
+    (f,) = report.files
+    assert not f.readable and any(p.startswith("too large") for p in f.problems)
+
+
+def test_fatbin_stub_check_does_not_inflate_every_entry(monkeypatch):
+    """200 LZ4 ELF entries that each inflate to the stub check's cap."""
+    calls = []
+    real = _fatbin.lz4_block
+    monkeypatch.setattr(_fatbin, "lz4_block", lambda data, cap: calls.append(1) or real(data, cap))
+    name, data = hostile.make_lz4_fatbin(200)
+    r = audit_bytes(data, name)
+    assert r.targets == ["sm_80"]
+    assert len(calls) <= 8
+
+
+def test_lz4_overlapping_matches():
+    # dist 3, length 4+9 = 13 repeating "abc"; dist 1 runs
+    assert _decompression.lz4_block(b"\x39abc\x03\x00\x00", 100) == b"abc" + b"abcabcabcabca"
+    assert _decompression.lz4_block(b"\x1fa\x01\x00\x01\x10z", 100) == b"a" * 21 + b"z"
+
+
 def _lines_run(fn, module_file):
     count = 0
 
@@ -309,6 +349,47 @@ def _lines_run(fn, module_file):
     finally:
         sys.settrace(None)
     return count
+
+
+def test_many_small_reads_of_an_inflated_member_are_linear(tmp_path):
+    """Small bundles back to back in a deflated wheel member: each read must not walk the
+    chunks of output kept so far."""
+    lines = {}
+    for n in (200, 800):
+        name, data = hostile.make_small_bundles_wheel(n)
+        path = tmp_path / f"{n}.whl"
+        path.write_bytes(data)
+        report = None
+
+        def run():
+            nonlocal report
+            report = _audit.audit_wheel(path)
+
+        lines[n] = _lines_run(run, _members.__file__)
+        assert report.files[0].targets == ["gfx90a"] and report.files[0].readable
+    assert lines[800] <= 5 * lines[200]  # 4x the input: about 4x the work, not 16x
+
+
+def test_fifo_in_a_folder_is_not_read(tmp_path):
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "k.so").write_bytes((DATA / "cuda_ptx80.so").read_bytes())
+    os.mkfifo(folder / "pipe.so")
+    code = (
+        "import sys, json\n"
+        "from rocm_build_backend.binary.audit import audit_paths\n"
+        "r = audit_paths([sys.argv[1]]); g = audit_paths([sys.argv[2]])\n"
+        "print(json.dumps([r.targets, r.skipped, r.problems, g.problems]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(folder), str(folder / "pipe.so")],
+                         capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent)))
+    assert out.returncode == 0, out.stderr
+    import json
+
+    targets, skipped, problems, given = json.loads(out.stdout)
+    assert targets == ["compute_80"] and skipped == 1 and problems == []
+    assert len(given) == 1 and "not a regular file" in given[0]
 
 
 def test_control_characters_from_binaries_are_escaped():

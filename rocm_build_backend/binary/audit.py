@@ -20,9 +20,11 @@ Wheels are read in place, member by member, nothing is extracted (``members``).
 from __future__ import annotations
 
 import os
-from typing import Iterable, Union
+import stat
+from typing import TYPE_CHECKING, Iterable, Union
 
 from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary.budget import BudgetSource, budget_for
 from rocm_build_backend.binary.bundle import BUNDLE_MAGIC
 from rocm_build_backend.binary.ccob import CCOB_MAGIC
 from rocm_build_backend.binary.container import Container
@@ -47,13 +49,31 @@ __all__ = [
     "verify",
 ]
 
+if TYPE_CHECKING:
+    import zipfile
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _audit_source(src: Source, name: str, archive: str = "") -> FileReport:
+def _audit_source(src: Source, name: str, archive: str = "", stored: int | None = None) -> FileReport:
+    """One file's report; its work is bounded by a budget set from ``stored`` (the bytes it
+    really has: its size, or a zip member's compressed size)."""
+    r = FileReport(path=name, archive=archive, size=src.size)
+    with budget_for(src.size if stored is None else stored) as budget:
+        _read_by_magic(BudgetSource(src, budget), r)
+    damaged = getattr(src, "damaged", "")
+    if damaged:
+        r.problems.append(damaged)
+    r.finish()
+    if budget.exceeded:
+        r.problems = [p for p in r.problems if budget.exceeded not in p] + [budget.exceeded]
+        r.readable = False
+    return r
+
+
+def _read_by_magic(src: Source, r: FileReport) -> None:
     from rocm_build_backend.binary.walk import walk_hip_fatbin, walk_offloading
 
-    r = FileReport(path=name, archive=archive, size=src.size)
     head = src.read(0, 64)
     try:
         if head[:4] == _elf.ELF_MAGIC:
@@ -79,10 +99,6 @@ def _audit_source(src: Source, name: str, archive: str = "") -> FileReport:
             r.problems.extend(problems)
     except FormatError as exc:  # the readers catch their own; this is a last line of defence
         r.problems.append(msg(exc))
-    damaged = getattr(src, "damaged", "")
-    if damaged:
-        r.problems.append(damaged)
-    return r.finish()
 
 
 def audit_bytes(data: bytes, name: str) -> FileReport:
@@ -90,11 +106,25 @@ def audit_bytes(data: bytes, name: str) -> FileReport:
     return _audit_source(BytesSource(data), name)
 
 
+NOT_REGULAR = "not a regular file (a FIFO, device or socket is not read)"
+
+
 def audit_file(path: PathLike) -> FileReport:
-    """One file on disk, read at the offsets the formats point to (not read whole)."""
+    """One regular file on disk, read at the offsets the formats point to (not read whole).
+
+    Opened without blocking and checked before any read: a FIFO or a device is reported,
+    never read (it could block forever or never end).
+    """
     path = os.fspath(path)
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        return FileReport(path=path, problems=[f"cannot read: {exc.strerror or exc}"], readable=False)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return FileReport(path=path, problems=[NOT_REGULAR], readable=False)
+        with os.fdopen(fd, "rb") as fh:
             return _audit_source(FileSource(fh), path)
     except OSError as exc:
         return FileReport(path=path, problems=[f"cannot read: {exc.strerror or exc}"], readable=False)
@@ -112,17 +142,21 @@ def audit_wheel(path: PathLike) -> AuditReport:
     report = AuditReport(source=path)
     name = os.path.basename(path)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            report.problems.append(f"{name}: {NOT_REGULAR}")
+            return report
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
         report.problems.append(f"{name}: cannot be read as a wheel ({exc})")
         return report
     with zf, open(path, "rb") as raw:
+        size = os.fstat(raw.fileno()).st_size
         for info in zf.infolist():
             if info.is_dir():
                 continue
             try:
                 src = member_source(zf, raw, info)
-                r = _audit_source(src, info.filename, archive=path)
+                r = _audit_source(src, info.filename, archive=path, stored=_stored_size(info, size))
             except FormatError as exc:
                 r = FileReport(info.filename, archive=path, problems=[msg(exc)], readable=False)
             except (OSError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
@@ -132,6 +166,11 @@ def audit_wheel(path: PathLike) -> AuditReport:
             else:
                 report.skipped += 1
     return report.finish()
+
+
+def _stored_size(info: "zipfile.ZipInfo", archive_size: int) -> int:
+    """The bytes a member really takes in the archive (its header may claim more)."""
+    return max(0, min(info.compress_size, archive_size))
 
 
 def _is_zip(path: str) -> bool:
@@ -158,19 +197,26 @@ def audit_paths(paths: PathLike | Iterable[PathLike]) -> AuditReport:
     report = AuditReport(source=", ".join(given))
     for p in given:
         if os.path.isdir(p):
-            files = _files_under(p)
+            for f in _files_under(p):
+                _audit_one_path(f, report)
         elif os.path.exists(p):
-            files = [p]
+            _audit_one_path(p, report, given=True)
         else:
             report.problems.append(f"{p}: no such file or directory")
-            continue
-        for f in files:
-            _audit_one_path(f, report)
     return report.finish()
 
 
-def _audit_one_path(f: str, report: AuditReport) -> None:
-    if os.path.islink(f) and not os.path.exists(f):
+def _audit_one_path(f: str, report: AuditReport, *, given: bool = False) -> None:
+    """One file; in a folder only regular files are read (a FIFO there would block)."""
+    try:
+        mode = os.stat(f).st_mode
+    except OSError:
+        return  # a dangling link, or gone since the folder was listed
+    if not stat.S_ISREG(mode):
+        if given:
+            report.problems.append(f"{f}: {NOT_REGULAR}")
+        else:
+            report.skipped += 1
         return
     if f.endswith(".whl") and not _is_zip(f):  # named as a wheel, is none: say so
         report.problems.append(f"{f}: not a wheel (not a zip archive)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from rocm_build_backend.binary.budget import charge
 from rocm_build_backend.binary.elf import FormatError, Source, need
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -107,6 +108,7 @@ def _inflate_zlib(src: Source, start: int, end: int, want: int) -> bytes:
                 raise FormatError(f"damaged zlib stream: {exc}") from None
             out.append(piece)
             got += len(piece)
+            charge(len(piece), "bytes inflated")
             data = d.unconsumed_tail
     return b"".join(out)
 
@@ -124,6 +126,7 @@ def _inflate_zstandard(mod: Any, reader: _SourceReader, want: int) -> bytes:
                     break
                 out.append(piece)
                 got += len(piece)
+                charge(len(piece), "bytes inflated")
     except mod.ZstdError as exc:
         if got:
             return b"".join(out)
@@ -147,6 +150,7 @@ def _inflate_stdlib_zstd(mod: Any, reader: _SourceReader, want: int) -> bytes:
             piece = d.decompress(chunk, max_length=want - got)
             out.append(piece)
             got += len(piece)
+            charge(len(piece), "bytes inflated")
     except mod.ZstdError as exc:
         if got:
             return b"".join(out)
@@ -207,7 +211,7 @@ def zlib_stream_length(src: Source, start: int, end: int) -> int:
         data = chunk
         try:
             while data and not d.eof:
-                d.decompress(data, 1 << 20)
+                charge(len(d.decompress(data, 1 << 20)), "bytes inflated")
                 data = d.unconsumed_tail
         except zlib.error as exc:
             raise FormatError(f"damaged zlib stream: {exc}") from None
@@ -260,7 +264,7 @@ def lz4_block(data: bytes, cap: int) -> bytes:
         startpos = len(out) - dist
         if mlen <= dist:
             out += out[startpos : startpos + mlen]
-        else:
-            for k in range(mlen):
-                out.append(out[startpos + k])
+        else:  # the match overlaps its own output: the last ``dist`` bytes repeat
+            out += (out[startpos:] * (mlen // dist + 1))[:mlen]
+    charge(len(out), "bytes inflated")
     return bytes(out)

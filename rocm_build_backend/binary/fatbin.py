@@ -22,6 +22,7 @@ KIND_PTX, KIND_ELF = 1, 2
 FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
 FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
 STUB_CHECK_MAX = 64 << 10  # a device-link stub is a few KB; larger cubins are taken to hold code
+STUB_CHECK_ENTRIES = 8  # a container with more ELF entries than this is taken to hold code
 
 
 def _suffix(flags: int) -> str:
@@ -108,7 +109,9 @@ def _read_entries(src: Source, c: Container, pos: int, end: int, limit: int, cut
             kernels = True
         elif kind == KIND_ELF:
             elf_entries += 1
-            if _cubin_has_kernels(src, pos + ehsize, psize, flags, csize):
+            # a stub has one cubin (a few): once code is seen, or past a few entries, stop looking
+            if not kernels and (elf_entries > STUB_CHECK_ENTRIES
+                                or _cubin_has_kernels(src, pos + ehsize, psize, flags, csize)):
                 kernels = True
         pos = nxt
     return kernels, elf_entries

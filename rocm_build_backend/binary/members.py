@@ -10,6 +10,7 @@ import zipfile
 from typing import IO, Any
 
 from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary.budget import charge
 from rocm_build_backend.binary.elf import FileSource, FormatError, Source
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -29,6 +30,7 @@ class InflateSource:
     OUT_STEP = 1 << 20
     SPACING = 8 << 20
     RECENT = 1 << 20
+    MIN_STEP = 64 << 10
 
     def __init__(self, fh: IO[bytes], base: int, csize: int, usize: int) -> None:
         import zlib
@@ -39,8 +41,8 @@ class InflateSource:
         self.damaged = ""
         self.inflated = 0
         self._cps: list[tuple[int, int, Any]] = []
-        self._recent: list[tuple[int, bytes]] = []
-        self._recent_len = 0
+        self._win = bytearray()
+        self._win_start = 0
         self._fresh()
 
     def _fresh(self) -> None:
@@ -97,6 +99,7 @@ class InflateSource:
         return b""
 
     def _emit(self, out: bytes) -> bytes:
+        charge(len(out), "bytes inflated")
         start = self._out
         self._out += len(out)
         self.inflated += len(out)
@@ -106,28 +109,40 @@ class InflateSource:
         return out
 
     def _remember(self, start: int, data: bytes) -> None:
-        if self._recent and self._recent[-1][0] + len(self._recent[-1][1]) != start:
-            self._recent, self._recent_len = [], 0
-        self._recent.append((start, data))
-        self._recent_len += len(data)
-        while len(self._recent) > 1 and self._recent_len - len(self._recent[0][1]) >= self.RECENT:
-            self._recent_len -= len(self._recent.pop(0)[1])
+        """Keep the last ``RECENT`` (up to twice that) bytes of output in one buffer."""
+        if self._win_start + len(self._win) != start:
+            self._win, self._win_start = bytearray(), start
+        self._win += data
+        if len(self._win) > 2 * self.RECENT:
+            drop = len(self._win) - self.RECENT
+            del self._win[:drop]
+            self._win_start += drop
 
     def _from_recent(self, off: int, n: int) -> bytes:
         """The part of [off, off+n) that the recent output holds, from ``off`` on."""
-        if not self._recent:
+        s = off - self._win_start
+        if s < 0 or s >= len(self._win):
             return b""
-        first, (last_start, last) = self._recent[0][0], self._recent[-1]
-        last_end = last_start + len(last)
-        if off < first or off >= last_end:
-            return b""
-        parts = []
-        want_end = min(off + n, last_end)
-        for start, data in self._recent:
-            s, e = max(off, start), min(want_end, start + len(data))
-            if s < e:
-                parts.append(data[s - start : e - start])
-        return b"".join(parts)
+        return bytes(self._win[s : s + n])
+
+    def _seek(self, pos: int) -> None:
+        """Move the stream to output offset ``pos`` (restart behind, inflate ahead)."""
+        if pos < self._out or pos - self._out > self.SPACING:
+            cp = None
+            for c in reversed(self._cps):
+                if c[0] <= pos:
+                    cp = c
+                    break
+            if pos < self._out:
+                if cp is None:
+                    self._fresh()
+                else:
+                    self._restore(cp)
+            elif cp is not None and cp[0] > self._out:
+                self._restore(cp)
+        while self._out < pos:
+            if not self._step(min(pos - self._out, self.OUT_STEP)):
+                return
 
     def read(self, offset: int, n: int) -> bytes:
         if offset < 0 or n <= 0 or offset >= self.size:
@@ -138,30 +153,18 @@ class InflateSource:
             return head
         pos = offset + len(head)
         if pos != self._out:
-            if pos < self._out or pos - self._out > self.SPACING:
-                cp = None
-                for c in reversed(self._cps):
-                    if c[0] <= pos:
-                        cp = c
-                        break
-                if pos < self._out:
-                    if cp is None:
-                        self._fresh()
-                    else:
-                        self._restore(cp)
-                elif cp is not None and cp[0] > self._out:
-                    self._restore(cp)
-            while self._out < pos:
-                if not self._step(min(pos - self._out, self.OUT_STEP)):
-                    return head
+            self._seek(pos)
+            if self._out != pos:
+                return head
         parts = [head] if head else []
         got = len(head)
         while got < n:
-            out = self._step(min(n - got, self.OUT_STEP))
+            # inflate at least MIN_STEP: the next small reads are then served from the buffer
+            out = self._step(max(min(n - got, self.OUT_STEP), self.MIN_STEP))
             if not out:
                 break
-            parts.append(out)
-            got += len(out)
+            parts.append(out[: n - got])
+            got += min(len(out), n - got)
         return b"".join(parts)
 
 

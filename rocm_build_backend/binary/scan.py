@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from rocm_build_backend.binary.budget import Budget, BudgetExceeded, BudgetSource
 from rocm_build_backend.binary.bundle import BUNDLE_MAGIC, read_bundle
 from rocm_build_backend.binary.ccob import CCOB_MAGIC, read_ccob
 from rocm_build_backend.binary.container import Container
@@ -17,6 +18,7 @@ from rocm_build_backend.binary.offload_binary import OFFLOAD_MAGIC, read_offload
 from rocm_build_backend.binary.report import FileReport
 
 _SCAN_ATTEMPTS = 4096
+SCAN_FACTOR = 16
 _SCAN_MAGICS = (BUNDLE_MAGIC, CCOB_MAGIC, OFFLOAD_MAGIC, FATBIN_MAGIC)
 
 
@@ -25,21 +27,41 @@ def scan(src: Source, r: FileReport) -> None:
 
     Only used when the section table is gone (libraries carry these magics in their data,
     so this is never how a healthy file is read). Whatever is found is reported together
-    with the damage, never as a clean result.
+    with the damage, never as a clean result. Candidates may overlap and each may claim
+    the rest of the file, so all attempts together may read at most ``SCAN_FACTOR`` times
+    the file (plus 1 MiB); past that the scan stops and says so.
     """
+    budget = Budget(src.size, factor=SCAN_FACTOR, base=1 << 20)
+    try:
+        attempts = _scan(BudgetSource(src, budget, "bytes read by the scan"), src.size, r)
+    except BudgetExceeded:
+        if not budget.exceeded:
+            raise  # the file's own budget, not the scan's
+        r.problems.append(
+            "too many entries: the damaged file holds more candidate containers than can be "
+            f"checked in {SCAN_FACTOR}x its size; scanning stopped"
+        )
+        attempts = -1
+    if r.containers:
+        r.problems.append("device code found by scanning the damaged file; the list may be incomplete")
+    elif attempts >= 0:
+        r.problems.append("no device code found in the bytes present (the file is damaged, so some may be missing)")
+
+
+def _scan(src: Source, size: int, r: FileReport) -> int:
     from rocm_build_backend.binary.fatbin import read_fatbin
 
     readers: dict[bytes, Callable[[int], tuple[Container, int | None]]] = {
-        BUNDLE_MAGIC: lambda p: read_bundle(src, p, src.size, "scan", cut=True),
-        CCOB_MAGIC: lambda p: read_ccob(src, p, src.size, "scan", cut=True),
-        OFFLOAD_MAGIC: lambda p: read_offload_binary(src, p, src.size, "scan"),
-        FATBIN_MAGIC: lambda p: read_fatbin(src, p, src.size, "scan", True),
+        BUNDLE_MAGIC: lambda p: read_bundle(src, p, size, "scan", cut=True),
+        CCOB_MAGIC: lambda p: read_ccob(src, p, size, "scan", cut=True),
+        OFFLOAD_MAGIC: lambda p: read_offload_binary(src, p, size, "scan"),
+        FATBIN_MAGIC: lambda p: read_fatbin(src, p, size, "scan", True),
     }
     attempts = 0
     pos = 0
     skip_until = 0
     overlap = len(BUNDLE_MAGIC) - 1
-    while pos < src.size and attempts < _SCAN_ATTEMPTS:
+    while pos < size and attempts < _SCAN_ATTEMPTS:
         chunk = src.read(pos, 4 << 20)
         if not chunk:
             break
@@ -50,6 +72,8 @@ def scan(src: Source, r: FileReport) -> None:
             attempts += 1
             try:
                 c, nxt = readers[m](at)
+            except BudgetExceeded:
+                raise
             except FormatError:
                 continue
             if not c.targets and c.kind != "ccob":
@@ -61,10 +85,7 @@ def scan(src: Source, r: FileReport) -> None:
         if len(chunk) <= overlap:
             break
         pos += len(chunk) - overlap
-    if r.containers:
-        r.problems.append("device code found by scanning the damaged file; the list may be incomplete")
-    else:
-        r.problems.append("no device code found in the bytes present (the file is damaged, so some may be missing)")
+    return attempts
 
 
 def _find_all(data: bytes, magic: bytes) -> list[int]:

@@ -21,14 +21,16 @@ Found = tuple[list[Container], list[str]]
 
 def skip_zeros(src: Source, pos: int, end: int) -> int:
     """The first offset in ``[pos, end)`` whose byte is not zero (``end`` when none)."""
+    step = 256  # padding is short: read a little first, more while it goes on
     while pos < end:
-        chunk = src.read(pos, min(1 << 16, end - pos))
+        chunk = src.read(pos, min(step, end - pos))
         if not chunk:
             return end
         stripped = len(chunk) - len(chunk.lstrip(b"\0"))
         pos += stripped
         if stripped < len(chunk):
             return pos
+        step = min(step * 2, 1 << 16)
     return end
 
 
