@@ -401,3 +401,27 @@ def test_control_characters_from_binaries_are_escaped():
     assert "gfx90a\\n\\x1b[31mFAKE" in text
     assert printable("ok gfx90a ünïcode") == "ok gfx90a ünïcode"
     assert printable("a\u202eb\x7f\x85") == "a\\u202eb\\x7f\\x85"
+
+
+def test_containers_per_file_are_capped(monkeypatch):
+    from rocm_build_backend.binary import budget
+
+    monkeypatch.setattr(budget, "MAX_CONTAINERS", 20)
+    name, data = hostile.make_small_bundles_wheel(50)
+    member = zipfile.ZipFile(io.BytesIO(data)).read("pkg/k.hipfb")
+    r = audit_bytes(member, "k.hipfb")
+    assert len(r.containers) <= 21
+    assert any(p.startswith("too many entries") for p in r.problems) and not r.readable
+
+
+def test_problems_of_one_container_are_not_all_kept_while_reading():
+    """A hostile bundle has one problem per entry: the container keeps 100 and counts the rest."""
+    from rocm_build_backend.binary.container import Container
+
+    c = Container("bundle", "file", 0)
+    for i in range(1000):
+        c.problems.append(f"entry {i} names no target")
+    assert len(c.problems) == 100
+    name, data = hostile.make_many_problems(20000)
+    r = audit_bytes(data, name)
+    assert r.problems[-1] == "too many problems: 19901 more not listed"

@@ -18,6 +18,7 @@ from rocm_build_backend.binary.elf import FormatError, Source
 FACTOR = 64  # work allowed per byte of input
 BASE = 64 << 20  # plus this much for any file: small honest files may inflate a lot
 MIN_READ_COST = 64  # a read costs at least this much, so many tiny reads count too
+MAX_CONTAINERS = 1 << 15  # libcublasLt has ~2,800 fatbins; a report of 32k stays small
 
 
 class BudgetExceeded(FormatError):
@@ -25,13 +26,22 @@ class BudgetExceeded(FormatError):
 
 
 class Budget:
-    """Work allowed for one input: ``FACTOR`` per stored byte plus ``BASE``."""
+    """Work allowed for one input: ``FACTOR`` per stored byte plus ``BASE``, and at most
+    ``MAX_CONTAINERS`` containers (what a report holds grows with them)."""
 
     def __init__(self, stored: int, *, factor: int = FACTOR, base: int = BASE) -> None:
         self.stored = max(0, stored)
         self.limit = self.stored * factor + base
         self.spent = 0
+        self.containers = 0
         self.exceeded = ""
+
+    def count_container(self) -> None:
+        self.containers += 1
+        if self.containers > MAX_CONTAINERS:
+            if not self.exceeded:
+                self.exceeded = f"too many entries: more than {MAX_CONTAINERS:,} device-code containers; stopped"
+            raise BudgetExceeded(self.exceeded)
 
     def charge(self, n: int, what: str) -> None:
         self.spent += max(0, n)
@@ -52,6 +62,13 @@ def charge(n: int, what: str) -> None:
     budget = _ACTIVE.get()
     if budget is not None:
         budget.charge(n, what)
+
+
+def count_container() -> None:
+    """Count one more container for the file being read, if any."""
+    budget = _ACTIVE.get()
+    if budget is not None:
+        budget.count_container()
 
 
 def active() -> Budget | None:

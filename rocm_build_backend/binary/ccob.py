@@ -18,14 +18,14 @@ from rocm_build_backend.binary.decompression import (
     zlib_stream_length,
     zstd_frame,
 )
-from rocm_build_backend.binary.container import Container, add_note
+from rocm_build_backend.binary.container import Container, ProblemList, add_note
 from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, msg, need
 
 CCOB_MAGIC = b"CCOB"
 PREFIX_STEPS = (64 << 10, 1 << 20, 8 << 20)  # how much of a compressed bundle to inflate, at most
 
 
-class _Problems(list[str]):
+class _Problems(ProblemList):
     """A problem list that keeps only the first "truncated" problem (one cut shows up in
     the header, the frame walk and the inflation alike)."""
 

@@ -6,7 +6,27 @@ Holds ``Container`` and the note helper; it reads no bytes and imports no reader
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
+
+MAX_PROBLEMS = 100  # problems a container keeps; the rest are only counted
+
+
+class ProblemList(list[str]):
+    """A container's problems: the first ``MAX_PROBLEMS`` kept, the others counted in
+    ``more`` (a hostile container can have one per entry)."""
+
+    more = 0
+
+    def append(self, item: str) -> None:
+        if len(self) >= MAX_PROBLEMS:
+            self.more += 1
+            return
+        super().append(item)
+
+    def extend(self, items: Iterable[str]) -> None:
+        for item in items:
+            self.append(item)
+
 
 @dataclass
 class Container:
@@ -22,7 +42,7 @@ class Container:
     where: str
     offset: int
     targets: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=ProblemList)
     note: str = ""
     kernels: bool = True
     read: bool = True

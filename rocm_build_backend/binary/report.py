@@ -15,6 +15,7 @@ from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
 
 MAX_PROBLEMS = 100  # problems kept per file and per container
+SCHEMA_VERSION = 1  # of AuditReport.to_json; bump on an incompatible change
 
 # what targets.sort_targets can order; anything else a damaged file names is listed last
 _SORTABLE = re.compile(r"gfx[0-9]+[0-9a-f]{2}|gfx[0-9]+(?:-[0-9]+)?-generic|(?:sm|compute)_[0-9]+[af]?")
@@ -67,12 +68,13 @@ def units(containers: Sequence[Container]) -> list[set[str]]:
     return out
 
 
-def kept(problems: list[str]) -> list[str]:
-    """At most ``MAX_PROBLEMS`` problems, the last one saying how many more there were."""
-    if len(problems) <= MAX_PROBLEMS:
-        return problems
-    more = len(problems) - MAX_PROBLEMS + 1
-    return problems[: MAX_PROBLEMS - 1] + [f"too many problems: {more} more not listed"]
+def kept(problems: list[str], dropped: int = 0) -> list[str]:
+    """At most ``MAX_PROBLEMS`` problems, the last one saying how many more there were
+    (``dropped``: problems a container counted without keeping)."""
+    if len(problems) + (1 if dropped else 0) <= MAX_PROBLEMS:
+        return list(problems) + ([f"too many problems: {dropped} more not listed"] if dropped else [])
+    more = len(problems) - MAX_PROBLEMS + 1 + dropped
+    return list(problems[: MAX_PROBLEMS - 1]) + [f"too many problems: {more} more not listed"]
 
 
 @dataclass
@@ -103,11 +105,13 @@ class FileReport:
 
     def finish(self) -> "FileReport":
         found = dict.fromkeys(self.problems)  # ordered and de-duplicated in linear time
+        more = 0
         for c in self.containers:
             for p in c.problems:
                 found.setdefault(p if p.startswith(c.where) or c.where == "file" else f"{c.where}: {p}")
-            c.problems = kept(c.problems)
-        self.problems = kept(list(found))
+            more += getattr(c.problems, "more", 0)
+            c.problems = kept(c.problems, getattr(c.problems, "more", 0))
+        self.problems = kept(list(found), more)
         # In a linked library, __nv_relfatbin keeps the relocatable cubins for later device
         # linking; the runtime loads .nv_fatbin (cuobjdump lists only that). Count what loads.
         linked = any(c.where == ".nv_fatbin" for c in self.containers)
@@ -161,7 +165,9 @@ class AuditReport:
         return self
 
     def to_json(self) -> dict[str, Any]:
+        """The ``audit --json`` document (``data/schemas/audit.schema.json``)."""
         return {
+            "schema_version": SCHEMA_VERSION,
             "files": [f.to_json() for f in self.files],
             "targets": list(self.targets),
             "problems": list(self.problems),

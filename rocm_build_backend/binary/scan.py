@@ -18,7 +18,7 @@ from rocm_build_backend.binary.offload_binary import OFFLOAD_MAGIC, read_offload
 from rocm_build_backend.binary.report import FileReport
 
 _SCAN_ATTEMPTS = 4096
-SCAN_FACTOR = 16
+SCAN_FACTOR = 4
 _SCAN_MAGICS = (BUNDLE_MAGIC, CCOB_MAGIC, OFFLOAD_MAGIC, FATBIN_MAGIC)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from rocm_build_backend.binary.budget import BudgetExceeded, count_container
 from rocm_build_backend.binary.bundle import BUNDLE_MAGIC, read_bundle
 from rocm_build_backend.binary.ccob import CCOB_MAGIC, read_ccob
 from rocm_build_backend.binary.container import Container
@@ -65,6 +66,11 @@ def walk(src: Source, where: str, readers: Mapping[bytes, Reader], *, cut: bool 
             problems.append(_where(where, msg(exc)))
             break
         out.append(c)
+        try:
+            count_container()
+        except BudgetExceeded as exc:
+            problems.append(msg(exc))
+            break
         if nxt is None or nxt <= pos:
             break
         pos = nxt
