@@ -315,3 +315,40 @@ def test_relocatable_fatbin_of_a_linked_library_is_not_counted():
     # an object file has only relocatable code: there it is what counts
     obj = audit_file(DATA / "cuda_rdc_sm80_sm90.o")
     assert obj.targets == ["sm_80", "sm_90"]
+
+
+def _cli_audit_json(*paths):
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent))
+    out = subprocess.run([sys.executable, "-m", "rocm_build_backend", "audit", "--json", *map(str, paths)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode in (0, 1), out.stderr
+    assert "Traceback" not in out.stderr
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_audit_json_validates_against_its_schema(tmp_path):
+    """Real `audit --json` outputs (every fixture, damaged ones included, a folder, a wheel
+    with a hostile member) against data/schemas/audit.schema.json."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from rocm_build_backend.data import path as data_path
+
+    schema = json.loads(Path(data_path("schemas/audit.schema.json")).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("demo/k.so", (DATA / "hip_two_tu_ccob_v2_cov5.so").read_bytes())
+        zf.writestr("demo/bad.so", (DATA / "trunc_hip_two_tu_cov4.so").read_bytes())
+        zf.writestr("demo/__init__.py", "")
+    fake = tmp_path / "fake-1.0-py3-none-any.whl"
+    fake.write_bytes(b"not a zip")
+    runs = [[DATA / name for name in ALL], [DATA], [wheel], [DATA / "cuda_ptx80.so"], [fake, DATA / "cuda_ptx80.so"]]
+    seen_rc = set()
+    for paths in runs:
+        rc, doc = _cli_audit_json(*paths)
+        seen_rc.add(rc)
+        errors = sorted(validator.iter_errors(doc), key=str)
+        assert not errors, (paths, [e.message for e in errors[:3]])
+        assert list(doc)[0] == "schema_version" and doc["schema_version"] == 1
+        assert (rc == 0) == doc["ok"]
+    assert seen_rc == {0, 1}
