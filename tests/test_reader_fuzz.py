@@ -425,3 +425,19 @@ def test_problems_of_one_container_are_not_all_kept_while_reading():
     name, data = hostile.make_many_problems(20000)
     r = audit_bytes(data, name)
     assert r.problems[-1] == "too many problems: 19901 more not listed"
+
+
+def test_backward_reads_of_an_lzma_member_are_charged(tmp_path):
+    """zipfile re-decompresses an lzma member from its start on every backward seek: 200
+    sections over one bundle behind 2 MiB of zeros must not cost 200 x 2 MiB."""
+    ident = b"hipv4-amdgcn-amd-amdhsa--gfx90a"
+    bundle = (hostile.BUNDLE_MAGIC + struct.pack("<QQQQ", 1, 32 + 24 + len(ident), 64, len(ident))
+              + ident + b"\x7fELF" + b"\0" * 60)
+    body = b"\0" * (2 << 20) + bundle
+    so = hostile.elf64([(1, 1, 64 + (2 << 20), len(bundle))] * 200, body, b"\0.hip_fatbin\0")
+    path = tmp_path / "lzma-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_LZMA) as zf:
+        zf.writestr("pkg/_k.so", so)
+    (f,) = _audit.audit_wheel(path).files
+    assert any(p.startswith("too large") for p in f.problems)
+    assert "gfx90a" in f.targets

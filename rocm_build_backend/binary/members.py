@@ -176,16 +176,22 @@ class _ZipStreamSource:
         self._f = zf.open(info)
         self.size = info.file_size
         self.damaged = ""
+        self._pos = 0
 
     def read(self, offset: int, n: int) -> bytes:
         if offset < 0 or n <= 0 or offset >= self.size or self.damaged:
             return b""
+        n = min(n, self.size - offset, _elf.MAX_READ)
+        # what zipfile will decompress: from the start when going back, else the gap
+        charge((offset if offset < self._pos else offset - self._pos) + n, "bytes inflated")
         try:
             self._f.seek(offset)
-            return self._f.read(min(n, self.size - offset, _elf.MAX_READ))
+            data = self._f.read(n)
         except Exception as exc:  # zipfile raises many types for bad data
             self.damaged = f"the zip member cannot be read ({exc})"
             return b""
+        self._pos = offset + len(data)
+        return data
 
 
 def member_source(zf: zipfile.ZipFile, raw: IO[bytes], info: zipfile.ZipInfo) -> Source:
