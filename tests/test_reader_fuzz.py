@@ -422,9 +422,17 @@ def test_problems_of_one_container_are_not_all_kept_while_reading():
     for i in range(1000):
         c.problems.append(f"entry {i} names no target")
     assert len(c.problems) == 100
-    name, data = hostile.make_many_problems(20000)
+    name, data = hostile.make_many_problems(3000)
     r = audit_bytes(data, name)
-    assert r.problems[-1] == "too many problems: 19901 more not listed"
+    assert r.problems[-1] == "too many problems: 2901 more not listed"
+
+
+def test_bundle_entries_are_capped():
+    """A bundle's entry list is kept in memory: real ones hold one entry per target."""
+    name, data = hostile.make_many_problems(5000)
+    r = audit_bytes(data, name)
+    assert any("too many entries: at most 4096 are read" in p for p in r.problems)
+    assert r.problems[-1] == "too many problems: 3998 more not listed"
 
 
 def test_backward_reads_of_an_lzma_member_are_charged(tmp_path):

@@ -17,6 +17,7 @@ from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, msg,
 
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 MAX_ID = 4096  # a bundle entry id longer than this is not an id
+MAX_ENTRIES = 4096  # real bundles hold one entry per target (tens); the list is kept in memory
 _HOST_ARCHES = ("x86_64", "i386", "i686", "aarch64", "arm", "powerpc", "ppc64", "ppc64le", "riscv64", "s390x")
 
 
@@ -100,6 +101,11 @@ def _read_entry_table(src: Source, offset: int, limit: int, claimed: int,
     first_code = limit
     entries: list[tuple[str, int, int]] = []
     max_entries = max(0, (limit - offset - 32) // 25)  # every entry takes at least 25 bytes
+    if claimed > MAX_ENTRIES and max_entries > MAX_ENTRIES:
+        max_entries = MAX_ENTRIES
+        too_many = f"too many entries: at most {MAX_ENTRIES} are read"
+    else:
+        too_many = ""
     for i in range(min(claimed, max_entries)):
         if pos + 24 > min(limit, first_code):
             stop = "the entry table runs into the code objects" if pos + 24 <= limit else "the entry table runs past the end"
@@ -122,7 +128,7 @@ def _read_entry_table(src: Source, offset: int, limit: int, claimed: int,
         pos += 24 + idlen
         if eoff and offset + eoff < first_code and eoff >= 32:
             first_code = offset + eoff
-    return entries, pos, ""
+    return entries, pos, too_many
 
 
 def _read_code_objects(src: Source, c: Container, entries: list[tuple[str, int, int]],
