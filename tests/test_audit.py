@@ -352,3 +352,11 @@ def test_audit_json_validates_against_its_schema(tmp_path):
         assert list(doc)[0] == "schema_version" and doc["schema_version"] == 1
         assert (rc == 0) == doc["ok"]
     assert seen_rc == {0, 1}
+
+
+def test_mismatch_error_escapes_names_from_the_wheel():
+    report = AuditReport(files=[audit.audit_bytes((DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes(),
+                                                  "pkg/evil\n\x1b[2Kok.so")]).finish()
+    problems = verify(report, ["gfx1100"])
+    err = mismatch_error(problems + ["second"])
+    assert "\x1b" not in str(err) and "evil\\n\\x1b[2Kok.so" in str(err)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
+from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.binary.report import AuditReport, FileReport, target_obj, units
 from rocm_build_backend.errors import TargetMismatchError
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
@@ -183,6 +184,7 @@ HINT = (
 
 def mismatch_error(problems: Sequence[str]) -> TargetMismatchError:
     """The error the build shim raises for a failed ``verify``."""
+    problems = [printable(p) for p in problems]  # paths and names from the wheel: no raw controls
     if len(problems) == 1:
         message = problems[0]
     else:
