@@ -12,6 +12,7 @@ from typing import IO, Any
 from rocm_build_backend.binary import elf as _elf
 from rocm_build_backend.binary.budget import charge
 from rocm_build_backend.binary.elf import FileSource, FormatError, Source
+from rocm_build_backend.binary.lookahead import Lookahead
 
 ZIP_MAGIC = b"PK\x03\x04"
 
@@ -43,6 +44,7 @@ class InflateSource:
         self._cps: list[tuple[int, int, Any]] = []
         self._win = bytearray()
         self._win_start = 0
+        self._ahead = Lookahead()
         self._fresh()
 
     def _fresh(self) -> None:
@@ -104,6 +106,7 @@ class InflateSource:
         self._out += len(out)
         self.inflated += len(out)
         self._remember(start, out)
+        self._ahead.feed(self._win, self._win_start)
         if not self._eof and (not self._cps or self._out >= self._cps[-1][0] + self.SPACING):
             self._cps.append((self._out, self._fed - len(self._tail), self._d.copy()))
         return out
@@ -148,6 +151,9 @@ class InflateSource:
         if offset < 0 or n <= 0 or offset >= self.size:
             return b""
         n = min(n, self.size - offset, _elf.MAX_READ)
+        kept = self._ahead.get(offset, n)
+        if kept is not None and len(kept) == n:
+            return kept
         head = self._from_recent(offset, n)
         if len(head) == n:
             return head
