@@ -449,3 +449,34 @@ def test_backward_reads_of_an_lzma_member_are_charged(tmp_path):
     (f,) = _audit.audit_wheel(path).files
     assert any(p.startswith("too large") for p in f.problems)
     assert "gfx90a" in f.targets
+
+
+def test_lookahead_of_a_member_full_of_fatbin_magics_is_bounded(tmp_path, monkeypatch):
+    """A deflated member of nothing but aligned fatbin magics: what the first pass keeps for
+    later stays within its caps (lowered here), and the audit still ends with an answer."""
+    from rocm_build_backend.binary import lookahead
+
+    monkeypatch.setattr(lookahead, "MAX_BYTES", 256 << 10)
+    monkeypatch.setattr(lookahead, "MAX_PENDING", 1000)
+    data = (hostile.FATBIN_MAGIC + struct.pack("<HHQ", 1, 16, 0)) * (1 << 13)
+    path = tmp_path / "magics-1.0-py3-none-any.whl"
+    path.write_bytes(hostile.wheel({"pkg/k.fatbin": data}))
+    seen = []
+    real = _members.InflateSource.__init__
+
+    def spy(self, *args):
+        real(self, *args)
+        seen.append(self)
+
+    _members.InflateSource.__init__ = spy
+    try:
+        tracemalloc.start()
+        report = _audit.audit_wheel(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        _members.InflateSource.__init__ = real
+    assert seen[0]._ahead._kept <= lookahead.MAX_BYTES + (64 << 10)
+    assert len(seen[0]._ahead._todo) <= lookahead.MAX_PENDING + 4
+    assert peak < 16 << 20
+    assert report.files and report.files[0].kind == "fatbin"

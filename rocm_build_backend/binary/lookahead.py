@@ -19,6 +19,7 @@ from bisect import bisect_right
 
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
 MAX_BYTES = 16 << 20  # bytes kept per member
+MAX_PENDING = 1 << 16  # places waiting for their bytes (a file of magics must not grow this)
 HEAD = 256  # kept at a container's start and end (the walker reads 256 bytes there)
 ENTRY = 64
 SMALL_CUBIN = 64 << 10  # fatbin.STUB_CHECK_MAX
@@ -51,7 +52,7 @@ class Lookahead:
             return
         scan_from = max(win_start, self._seen - 3)
         pos = win.find(FATBIN_MAGIC, scan_from - win_start)
-        while pos >= 0:
+        while pos >= 0 and len(self._todo) < MAX_PENDING:
             at = win_start + pos
             if at % 8 == 0:
                 heapq.heappush(self._todo, (at, HEAD, 0, 0))
