@@ -14,16 +14,19 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.binary import audit
+from rocm_build_backend.binary import decompression as _decompression
+from rocm_build_backend.binary import members as _members
 from rocm_build_backend.binary.audit import (
     AuditReport,
     FileReport,
-    InflateSource,
     audit_file,
     audit_paths,
     audit_wheel,
     mismatch_error,
     verify,
 )
+from rocm_build_backend.binary.container import Container
+from rocm_build_backend.binary.members import InflateSource
 from rocm_build_backend.errors import TargetMismatchError
 from rocm_build_backend.gpu.targets import parse_target
 
@@ -88,7 +91,7 @@ def test_truncated_deflate_member_is_damage(tmp_path):
     with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("demo/k.so", data)
     info = zipfile.ZipFile(raw).infolist()[0]
-    src = audit._member_source(zipfile.ZipFile(raw), raw, info)
+    src = _members.member_source(zipfile.ZipFile(raw), raw, info)
     src._csize = info.compress_size // 2  # the compressed data stops half way
     r = audit._audit_source(src, "demo/k.so")
     assert not r.readable
@@ -277,17 +280,16 @@ def test_verify_other_vendor_only():
 def test_verify_reports_damage_and_unread(monkeypatch):
     problems = verify(_report("bad_hip_entry_offset.so"), ["gfx940"])
     assert len(problems) == 1 and "could not be read completely" in problems[0]
-    from rocm_build_backend.binary import offload as _offload
 
-    monkeypatch.setattr(_offload, "_zstd_backend", lambda: None)
+    monkeypatch.setattr(_decompression, "_zstd_backend", lambda: None)
     problems = verify(_report("hip_ccob_v2_gfx90a_gfx942_cov5.so"), ["gfx90a"])
     assert len(problems) == 1 and "rocm-build-backend[zstd]" in problems[0]
     assert "zstd" in mismatch_error(problems).hint
 
 
 def test_file_report_complete_ignores_unread():
-    f = FileReport("x", containers=[audit.Container("ccob", "file", 0, read=False, note="n"),
-                                    audit.Container("bundle", "file", 9, ["gfx90a"])]).finish()
+    f = FileReport("x", containers=[Container("ccob", "file", 0, read=False, note="n"),
+                                    Container("bundle", "file", 9, ["gfx90a"])]).finish()
     assert f.complete == ["gfx90a"] and f.readable and not f.fully_read
 
 
@@ -313,3 +315,93 @@ def test_relocatable_fatbin_of_a_linked_library_is_not_counted():
     # an object file has only relocatable code: there it is what counts
     obj = audit_file(DATA / "cuda_rdc_sm80_sm90.o")
     assert obj.targets == ["sm_80", "sm_90"]
+
+
+def _cli_audit_json(*paths):
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent))
+    out = subprocess.run([sys.executable, "-m", "rocm_build_backend", "audit", "--json", *map(str, paths)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode in (0, 1), out.stderr
+    assert "Traceback" not in out.stderr
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_audit_json_validates_against_its_schema(tmp_path):
+    """Real `audit --json` outputs (every fixture, damaged ones included, a folder, a wheel
+    with a hostile member) against data/schemas/audit.schema.json."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from rocm_build_backend.data import path as data_path
+
+    schema = json.loads(Path(data_path("schemas/audit.schema.json")).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("demo/k.so", (DATA / "hip_two_tu_ccob_v2_cov5.so").read_bytes())
+        zf.writestr("demo/bad.so", (DATA / "trunc_hip_two_tu_cov4.so").read_bytes())
+        zf.writestr("demo/__init__.py", "")
+    fake = tmp_path / "fake-1.0-py3-none-any.whl"
+    fake.write_bytes(b"not a zip")
+    runs = [[DATA / name for name in ALL], [DATA], [wheel], [DATA / "cuda_ptx80.so"], [fake, DATA / "cuda_ptx80.so"]]
+    seen_rc = set()
+    for paths in runs:
+        rc, doc = _cli_audit_json(*paths)
+        seen_rc.add(rc)
+        errors = sorted(validator.iter_errors(doc), key=str)
+        assert not errors, (paths, [e.message for e in errors[:3]])
+        assert list(doc)[0] == "schema_version" and doc["schema_version"] == 1
+        assert (rc == 0) == doc["ok"]
+    assert seen_rc == {0, 1}
+
+
+def test_mismatch_error_escapes_names_from_the_wheel():
+    report = AuditReport(files=[audit.audit_bytes((DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes(),
+                                                  "pkg/evil\n\x1b[2Kok.so")]).finish()
+    problems = verify(report, ["gfx1100"])
+    err = mismatch_error(problems + ["second"])
+    assert "\x1b" not in str(err) and "evil\\n\\x1b[2Kok.so" in str(err)
+
+
+def _fatbin_library(cubin: bytes, containers: int, host: int) -> bytes:
+    """A library-shaped ELF: ``host`` bytes of code-like data, then a .nv_fatbin of
+    ``containers`` fatbins, each one ELF entry holding ``cubin``, then more host data."""
+    import struct
+
+    sys.path.insert(0, str(DATA / "src"))
+    import hostile
+
+    rng = random.Random(7)
+    code = bytes(rng.getrandbits(8) for _ in range(4096)) * (host // 8192) + bytes(host // 2)
+    payload = cubin + bytes(-len(cubin) % 8)
+    fat = b""
+    for i in range(containers):
+        entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x101, 64, len(payload), 0, 0, 8, 1, 80 + 10 * (i % 2),
+                            0, 0, 0x11, 0, 0) + payload
+        fat += hostile.FATBIN_MAGIC + struct.pack("<HHQ", 1, 16, len(entry)) + entry
+    return hostile.elf64([(1, 1, 64 + len(code), len(fat))], code + fat + code[:4096], b"\0.nv_fatbin\0")
+
+
+def test_fatbins_of_a_deflated_member_are_not_inflated_twice(tmp_path):
+    """The section table is at the end: the first pass keeps what the fatbin reader needs, so
+    coming back to .nv_fatbin does not inflate it again (it cost 1.33-1.75x on CUDA wheels)."""
+    cubin = (DATA / "cubin_abi8_sm80_cuda13.0.cubin").read_bytes()
+    so = _fatbin_library(cubin, containers=400, host=10 << 20)
+    path = tmp_path / "cuda-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        zf.writestr("pkg/libk.so", so)
+    seen = []
+    real = InflateSource.__init__
+
+    def spy(self, *args):
+        real(self, *args)
+        seen.append(self)
+
+    InflateSource.__init__ = spy
+    try:
+        report = audit_wheel(path)
+    finally:
+        InflateSource.__init__ = real
+    (f,) = report.files
+    assert f.targets == ["sm_80", "sm_90"] and f.problems == []
+    assert all(c.kernels for c in f.containers) and len(f.containers) == 400
+    assert seen[0].inflated <= 1.05 * len(so)

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.binary import cuda as _cuda
+from rocm_build_backend.binary import amdgpu as _amdgpu
+from rocm_build_backend.binary import bundle as _bundle
+from rocm_build_backend.binary import decompression as _decompression
+from rocm_build_backend.binary import fatbin as _fatbin
 from rocm_build_backend.binary import elf as _elf
-from rocm_build_backend.binary import offload as _offload
 from rocm_build_backend.binary.audit import audit_bytes, audit_file
 from rocm_build_backend.errors import FormatError
 
@@ -91,7 +93,7 @@ def test_magic_in_data_is_not_device_code():
     data[name_off : name_off + 10] = b".rodata_xx"
     r = audit_bytes(bytes(data), "lib.so")
     assert r.containers == [] and r.readable
-    assert (DATA / "cuda_sm75_80_90_ptx90.so").read_bytes()[nv.offset : nv.offset + 4] == _cuda.FATBIN_MAGIC
+    assert (DATA / "cuda_sm75_80_90_ptx90.so").read_bytes()[nv.offset : nv.offset + 4] == _fatbin.FATBIN_MAGIC
 
 
 # ------------------------------------------------------------------ e_flags, ids
@@ -115,14 +117,14 @@ def test_magic_in_data_is_not_device_code():
 )
 def test_amdgpu_e_flags(flags, abi, want):
     hdr = _elf.ElfHeader(True, "<", 64, abi, 3, _elf.EM_AMDGPU, flags, 0, 0, 64, 0, 0)
-    info = _offload.amdgpu_code_object(hdr)
+    info = _amdgpu.amdgpu_code_object(hdr)
     assert info.target == want
     assert info.version == abi + 2
     assert info.generic_version == (1 if abi == 4 else 0)
 
 
 def test_mach_table_matches_csv_rows():
-    table = _offload.mach_table()
+    table = _amdgpu.mach_table()
     assert len(table) == 80
     assert table[0x3F] == "gfx90a" and table[0x4C] == "gfx942" and table[0x5F] == "gfx9-4-generic"
     assert 0x56 not in table
@@ -142,7 +144,7 @@ def test_mach_table_matches_csv_rows():
     ],
 )
 def test_bundle_ids(text, kind, target):
-    bid = _offload.parse_bundle_id(text)
+    bid = _bundle.parse_bundle_id(text)
     assert (bid.kind, bid.target) == (kind, target)
     assert bid.is_host == (kind == "host")
 
@@ -150,7 +152,7 @@ def test_bundle_ids(text, kind, target):
 @pytest.mark.parametrize("text", ["", "hip", "-amdgcn", "hip-amdgcn"])
 def test_bad_bundle_ids(text):
     with pytest.raises(FormatError):
-        _offload.parse_bundle_id(text)
+        _bundle.parse_bundle_id(text)
 
 
 def test_bundle_id_cross_checked_with_e_flags():
@@ -172,12 +174,12 @@ def test_cubin_a_suffix_from_nv_compat_only():
 
 def test_lz4_block_decoder():
     # literals only; then a match that overlaps itself (run-length)
-    assert _cuda.lz4_block(b"\x50hello", 100) == b"hello"
-    assert _cuda.lz4_block(b"\x14a\x01\x00\x10b", 100) == b"a" * 9 + b"b"
+    assert _decompression.lz4_block(b"\x50hello", 100) == b"hello"
+    assert _decompression.lz4_block(b"\x14a\x01\x00\x10b", 100) == b"a" * 9 + b"b"
     with pytest.raises(FormatError):
-        _cuda.lz4_block(b"\x14a\x05\x00", 100)  # distance past the start
+        _decompression.lz4_block(b"\x14a\x05\x00", 100)  # distance past the start
     with pytest.raises(FormatError):
-        _cuda.lz4_block(b"\x1fa\x01\x00\xff\xff\xff\xff", 300)  # inflates past the cap
+        _decompression.lz4_block(b"\x1fa\x01\x00\xff\xff\xff\xff", 300)  # inflates past the cap
 
 
 def test_lz4_fixture_stub_check_reads_compressed_cubins():
@@ -230,7 +232,7 @@ def test_ccob_magic_inside_payload_does_not_split_it():
 
 
 def test_zstd_missing_is_a_note_not_a_failure(monkeypatch):
-    monkeypatch.setattr(_offload, "_zstd_backend", lambda: None)
+    monkeypatch.setattr(_decompression, "_zstd_backend", lambda: None)
     r = audit_file(DATA / "hip_ccob_v2_gfx90a_gfx942_cov5.so")
     (c,) = r.containers
     assert not c.read and c.targets == []
@@ -242,7 +244,7 @@ def test_zstd_missing_is_a_note_not_a_failure(monkeypatch):
 
 def test_zstd_frame_walk_finds_v1_end():
     data = (DATA / "synthetic_ccob_v1_zstd.bin").read_bytes()
-    length, content = _offload.zstd_frame(_elf.BytesSource(data), 20, len(data))
+    length, content = _decompression.zstd_frame(_elf.BytesSource(data), 20, len(data))
     assert 20 + length == len(data)
     assert content == struct.unpack_from("<I", data, 8)[0]
 
@@ -337,3 +339,13 @@ def test_damaged_target_names_do_not_break_sorting():
     data[i + 5 : i + 8] = b"9@u"  # "gfx9@u": not a processor any table knows
     r = audit_bytes(bytes(data), "x.hsaco")
     assert r.targets == ["gfx90a", "gfx9@u"]
+
+
+def test_empty_fatbin_of_a_ptx_only_link_is_not_damage():
+    """nvcc 13 links a PTX-only build with an empty device-link fatbin (fat size 0): a
+    valid container without kernels, not "holds no entries"."""
+    r = audit_file(DATA / "cuda_two_tu_ptx80.so")
+    assert r.readable and r.problems == []
+    assert [c.targets for c in r.containers] == [[], ["compute_80"], ["compute_80"]]
+    assert [c.kernels for c in r.containers] == [False, True, True]
+    assert r.complete == ["compute_80"]

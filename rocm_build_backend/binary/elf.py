@@ -3,7 +3,7 @@
 Everything here reads untrusted bytes through a *source*: an object with ``size`` (how many
 bytes the file claims or has) and ``read(offset, n)`` (at most ``n`` bytes, fewer at the end
 of the data, never an exception for an offset past the end). Sources exist for bytes in
-memory (``BytesSource``), a slice of an open file (``FileSource``) and, in ``audit.py``, a
+memory (``BytesSource``), a slice of an open file (``FileSource``) and, in ``members``, a
 zip member inflated on demand. Readers never ask a source for more than they can justify:
 every offset, size and count is checked against the data that is really there, and no
 buffer is sized by a header field alone.
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import IO, Callable, Iterator, Protocol
 
-from rocm_build_backend.errors import FormatError
+from rocm_build_backend.binary.printable import printable
+from rocm_build_backend.errors import FormatError as FormatError  # re-exported for the readers
 
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190
@@ -31,6 +32,7 @@ SHN_XINDEX = 0xFFFF
 MAX_READ = 64 << 20  # no single read larger than this, whatever a header says
 MAX_SECTIONS = 1 << 20  # more section headers than this is not a file we should walk
 MAX_STRTAB = 64 << 20
+MAX_NAME = 256  # section names longer than this are cut
 
 
 class Source(Protocol):
@@ -56,7 +58,7 @@ class FileSource:
     """``length`` bytes of an open binary file starting at ``base`` (a whole file or a
     stored zip member); random access by seek + read."""
 
-    def __init__(self, fh, base: int = 0, length: int | None = None) -> None:
+    def __init__(self, fh: IO[bytes], base: int = 0, length: int | None = None) -> None:
         self._fh = fh
         self._base = base
         if length is None:
@@ -181,14 +183,17 @@ def _unpack_shdr(hdr: ElfHeader, raw: bytes, pos: int) -> tuple[int, int, int, i
 
 
 def _cstr(table: bytes, off: int) -> str:
+    """The name at ``off``: up to its NUL, at most ``MAX_NAME`` bytes (a table without a NUL
+    is never scanned or copied past that), control characters escaped."""
     if off >= len(table):
         return ""
-    end = table.find(b"\0", off)
-    raw = table[off:] if end < 0 else table[off:end]
-    return raw[:256].decode("latin-1")
+    end = table.find(b"\0", off, off + MAX_NAME)
+    raw = table[off : off + MAX_NAME] if end < 0 else table[off:end]
+    return printable(raw.decode("latin-1"))
 
 
-def read_sections(src: Source, hdr: ElfHeader, wanted=None) -> SectionTable:
+def read_sections(src: Source, hdr: ElfHeader,
+                  wanted: Callable[[str, int], bool] | None = None) -> SectionTable:
     """The section table. ``wanted(name, type)`` picks the sections to keep (all if None).
 
     Raises FormatError when the table is missing or cut short (a truncated file keeps its

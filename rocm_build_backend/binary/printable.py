@@ -1,0 +1,31 @@
+"""Text from binaries made safe to print: control characters escaped.
+
+Strings read from untrusted files (an OffloadBinary ``arch``, a section name, a zip member's
+name) may hold newlines and terminal escape codes that would forge lines or colours in the
+output. ``printable`` escapes them; every text output of the audit (and of ``check``) goes
+through it. It imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls, DEL, C1 controls, and the Unicode line/paragraph separators and bidi overrides
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    ch = m.group(0)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    if ch in named:
+        return named[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\n``, ``\\x1b``, ``\\u202e``);
+    printable text (including non-ASCII letters) is returned unchanged."""
+    if _UNSAFE.search(text) is None:
+        return text
+    return _UNSAFE.sub(_escape, text)

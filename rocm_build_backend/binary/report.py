@@ -1,0 +1,230 @@
+"""The audit's report model: ``FileReport`` per file, ``AuditReport`` for a run, and how
+both are written as JSON and as a text table.
+
+It holds no reader and does no I/O; the readers fill it, ``verify`` judges it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from rocm_build_backend.binary.container import Container
+from rocm_build_backend.binary.printable import printable
+from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
+
+MAX_PROBLEMS = 100  # problems kept per file and per container
+SCHEMA_VERSION = 1  # of AuditReport.to_json; bump on an incompatible change
+
+# what targets.sort_targets can order; anything else a damaged file names is listed last
+_SORTABLE = re.compile(r"gfx[0-9]+[0-9a-f]{2}|gfx[0-9]+(?:-[0-9]+)?-generic|(?:sm|compute)_[0-9]+[af]?")
+
+
+def target_obj(text: str) -> GpuTarget | None:
+    processor, *features = text.split(":")
+    values: dict[str, str] = {}
+    for feat in features:
+        name, sign = feat[:-1], feat[-1:]
+        if name not in ("sramecc", "xnack") or sign not in "+-" or not sign or name in values:
+            return None
+        values[name] = sign
+    if not processor:
+        return None
+    return GpuTarget(processor, sramecc=values.get("sramecc"), xnack=values.get("xnack"))
+
+
+def sorted_targets(targets: Iterable[str]) -> list[str]:
+    """Target strings in the order ``targets.sort_targets`` uses; odd ones last."""
+    known: dict[GpuTarget, str] = {}
+    odd: set[str] = set()
+    for text in set(targets):
+        t = target_obj(text)
+        if t is not None and str(t) == text and _SORTABLE.fullmatch(t.processor):
+            known[t] = text
+        else:
+            odd.add(text)
+    return [known[t] for t in sort_targets(known)] + sorted(odd)
+
+
+def units(containers: Sequence[Container]) -> list[set[str]]:
+    """Target sets that must each cover a target for it to reach every kernel.
+
+    A container with no kernels (nvcc device-link stub) does not count; OffloadBinary
+    images of one section are one translation unit built for several targets.
+    """
+    read = [c for c in containers if c.read]
+    withk = [c for c in read if c.kernels] or read
+    out: list[set[str]] = []
+    grouped: dict[str, set[str]] = {}
+    for c in withk:
+        if c.kind == "offload-binary":
+            if c.where not in grouped:
+                grouped[c.where] = set()
+                out.append(grouped[c.where])
+            grouped[c.where].update(c.targets)
+        else:
+            out.append(set(c.targets))
+    return out
+
+
+def kept(problems: list[str], dropped: int = 0) -> list[str]:
+    """At most ``MAX_PROBLEMS`` problems, the last one saying how many more there were
+    (``dropped``: problems a container counted without keeping)."""
+    if len(problems) + (1 if dropped else 0) <= MAX_PROBLEMS:
+        return list(problems) + ([f"too many problems: {dropped} more not listed"] if dropped else [])
+    more = len(problems) - MAX_PROBLEMS + 1 + dropped
+    return list(problems[: MAX_PROBLEMS - 1]) + [f"too many problems: {more} more not listed"]
+
+
+@dataclass
+class FileReport:
+    """One file's device code. ``path`` is the file, or the member inside ``archive``."""
+
+    path: str
+    containers: list[Container] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    complete: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    readable: bool = True
+    kind: str = "other"  # elf, code-object, cubin, bundle, ccob, fatbin, offload-binary, other
+    archive: str = ""
+    size: int = 0
+
+    @property
+    def has_device_code(self) -> bool:
+        return bool(self.containers)
+
+    @property
+    def fully_read(self) -> bool:
+        return self.readable and all(c.read for c in self.containers)
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+    def finish(self) -> "FileReport":
+        found = dict.fromkeys(self.problems)  # ordered and de-duplicated in linear time
+        more = 0
+        for c in self.containers:
+            for p in c.problems:
+                found.setdefault(p if p.startswith(c.where) or c.where == "file" else f"{c.where}: {p}")
+            more += getattr(c.problems, "more", 0)
+            c.problems = kept(c.problems, getattr(c.problems, "more", 0))
+        self.problems = kept(list(found), more)
+        # In a linked library, __nv_relfatbin keeps the relocatable cubins for later device
+        # linking; the runtime loads .nv_fatbin (cuobjdump lists only that). Count what loads.
+        linked = any(c.where == ".nv_fatbin" for c in self.containers)
+        counted = []
+        for c in self.containers:
+            if linked and c.where == "__nv_relfatbin":
+                c.note = c.note or "relocatable code for device linking; not loaded at run time"
+            else:
+                counted.append(c)
+        self.targets = sorted_targets(t for c in counted for t in c.targets)
+        every = units(counted)
+        common = set.intersection(*every) if every else set()
+        self.complete = sorted_targets(common)
+        self.readable = not self.problems
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "kind": self.kind,
+            "targets": list(self.targets),
+            "complete": list(self.complete),
+            "problems": list(self.problems),
+            "readable": self.readable,
+            "containers": [c.to_json() for c in self.containers],
+        }
+        if self.archive:
+            out["archive"] = self.archive
+        return out
+
+
+@dataclass
+class AuditReport:
+    files: list[FileReport] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    source: str = ""  # what was audited: a wheel's path, or paths joined
+    skipped: int = 0  # files that hold nothing a GPU reads (Python, text, data): not listed
+
+    @property
+    def ok(self) -> bool:
+        """True when every file was read completely (no damage, no unread container)."""
+        return not self.problems and all(f.fully_read for f in self.files)
+
+    @property
+    def device_files(self) -> list[FileReport]:
+        return [f for f in self.files if f.has_device_code]
+
+    def finish(self) -> "AuditReport":
+        self.targets = sorted_targets(t for f in self.files for t in f.targets)
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``audit --json`` document (``data/schemas/audit.schema.json``)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "files": [f.to_json() for f in self.files],
+            "targets": list(self.targets),
+            "problems": list(self.problems),
+            "ok": self.ok,
+            "skipped": self.skipped,
+        }
+
+    def to_text(self) -> str:
+        """A table: one row per file, one indented row per container when there are several.
+
+        Every string that came from a file (paths, targets, notes, problems) is passed
+        through ``printable``, so a control character in a binary cannot forge a line.
+        """
+        rows = [tuple(printable(cell) for cell in row) for row in self._rows()]
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        lines = [printable(self.source)] if self.source else []
+        for r in rows:
+            cells = "  ".join(f"{r[i]:<{widths[i]}}" for i in range(4))
+            lines.append((cells + "  " + r[4]) if r[4] else cells.rstrip())
+        if not self.files:
+            lines.append("(no binaries)")
+        lines.append("")
+        lines.append("targets: " + (printable(", ".join(self.targets)) if self.targets else "none"))
+        if self.skipped:
+            lines.append(f"{self.skipped} other file(s) hold no device code and are not listed")
+        problems = list(self.problems) + [f"{f.path}: {p}" for f in self.files for p in f.problems]
+        problems += [f"{f.path}: {c.note}" for f in self.files for c in f.containers if not c.read]
+        if problems:
+            lines.append("problems:")
+            lines.extend(f"  {printable(p)}" for p in problems)
+        return "\n".join(lines)
+
+    def _rows(self) -> list[tuple[str, str, str, str, str]]:
+        rows = [("FILE", "KIND", "TARGETS", "EVERY KERNEL", "NOTE")]
+        several = len(self._archives()) > 1
+        for f in self.files:
+            name = f"{f.archive}!{f.path}" if several else f.path
+            if not f.containers:
+                rows.append((name, f.kind, "no device code" if f.readable else "(unreadable)", "", ""))
+                continue
+            every = "same" if f.complete == f.targets else (", ".join(f.complete) or "none")
+            note = f.containers[0].note if len(f.containers) == 1 else f"{len(f.containers)} containers"
+            if not f.readable:
+                note = "damaged (see problems)" + (f"; {note}" if note else "")
+            rows.append((name, f.kind, ", ".join(f.targets) or "(none read)", every, note))
+            if len(f.containers) > 1:
+                # containers that hold the same thing share a row (libtorch_cuda: 444 fatbins)
+                groups: dict[tuple[str, str, tuple[str, ...], str, bool, bool], list[Container]] = {}
+                for c in f.containers:
+                    key = (c.where, c.kind, tuple(c.targets), c.note, c.kernels, c.read)
+                    groups.setdefault(key, []).append(c)
+                for (where, kind, targets, cnote, _k, _r), cs in groups.items():
+                    label = f"  {where} +0x{cs[0].offset:x}" if len(cs) == 1 else f"  {where} x{len(cs)}"
+                    rows.append((label, kind, ", ".join(targets) or "-", "", cnote))
+        return rows
+
+    def _archives(self) -> set[str]:
+        return {f.archive for f in self.files if f.archive}
+
+
