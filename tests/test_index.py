@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.wheel import index as I
+from rocm_build_backend.wheel import index_files
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
 from wheelmaker import make_wheel
 
@@ -446,7 +447,7 @@ def test_uv(served, tmp_path, target):
 def test_copies_when_hard_links_are_refused(tmp_path, monkeypatch):
     wheels = tmp_path / "wheels"
     src = make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
-    monkeypatch.setattr(I, "_link", lambda a, b: False)  # another filesystem
+    monkeypatch.setattr(index_files, "_link", lambda a, b: False)  # another filesystem
     I.build_index(wheels, tmp_path / "out")
     hosted = tmp_path / "out/files/pkg-1.0-py3-none-any.whl"
     assert hosted.read_bytes() == src.read_bytes() and not os.path.samefile(hosted, src)

@@ -392,9 +392,10 @@ KILL_SCRIPT = """\
 import sys, time
 from pathlib import Path
 import rocm_build_backend.wheel.stamp as stamp
+import rocm_build_backend.wheel.zipcopy as zipcopy
 
 wheel, marker = Path(sys.argv[1]), Path(sys.argv[2])
-real = stamp._emit
+real = zipcopy._emit
 calls = []
 
 def slow_emit(dst, chunk):
@@ -405,7 +406,7 @@ def slow_emit(dst, chunk):
         marker.write_text("writing")
         time.sleep(60)
 
-stamp._emit = slow_emit
+zipcopy._emit = slow_emit
 stamp.rewrite_wheel(wheel, stamp={"schema_version": 1}, new_version="1.0+gfx942")
 """
 
