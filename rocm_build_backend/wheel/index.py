@@ -364,7 +364,10 @@ def build_index(
     lay = layout(Path(wheel_dir), Path(out_dir), base_url)
     result = IndexResult(out_dir=lay.out_dir, metadata_upload=lay.files_dir if lay.base_url is not None else None)
     state_path = lay.out_dir / STATE_NAME
-    state = load_state(state_path)
+    state, damaged = load_state(state_path)
+    if damaged:
+        result.warnings.append(f"the state file {STATE_NAME} is damaged ({damaged}): rebuilt from the folder; "
+                               "nothing it listed was removed")
     wheels, metadata = _gather(lay, state["wheels"], result)
     _write_sidecars(lay, wheels, metadata, result)
     plan = index_plan(targets, family, list(wheels.values()))
