@@ -2,15 +2,27 @@
 
 Library code raises these; only the CLI and the hook wrapper turn them into
 ``error: ...`` / ``hint: ...`` lines. Nothing here imports anything heavy.
+
+Every class carries the exit code its case gets, the same for every command:
+
+    0  success, or "yes"                     (nothing raised)
+    1  a definite no: does not load, build refused       DEFINITE_NO
+    2  a usage or input error                            USAGE
+    3  cannot tell: no GPU found, a file we cannot read  CANNOT_TELL
 """
 
 from __future__ import annotations
+
+OK = 0
+DEFINITE_NO = 1
+USAGE = 2
+CANNOT_TELL = 3
 
 
 class RocmBuildBackendError(Exception):
     """A problem the user can fix: ``message`` says what happened, ``hint`` what to do."""
 
-    exit_code = 1
+    exit_code = USAGE
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -46,7 +58,7 @@ class UnknownTargetError(RocmBuildBackendError):
 class NoGpuDetectedError(RocmBuildBackendError):
     """``targets = "auto"`` and no probe found a GPU."""
 
-    exit_code = 2
+    exit_code = CANNOT_TELL
 
 
 class BackendUnavailableError(RocmBuildBackendError):
@@ -56,18 +68,28 @@ class BackendUnavailableError(RocmBuildBackendError):
 class ToolchainError(RocmBuildBackendError):
     """The HIP compiler is missing or cannot emit code for a requested target."""
 
+    exit_code = DEFINITE_NO
+
 
 class StaleBuildTreeError(RocmBuildBackendError):
     """A build tree or wheel was made for other GPU targets."""
+
+    exit_code = DEFINITE_NO
 
 
 class TargetMismatchError(RocmBuildBackendError):
     """The built wheel's device code does not match the requested targets."""
 
+    exit_code = DEFINITE_NO
+
 
 class FormatError(RocmBuildBackendError):
     """Bytes that do not parse as the container they claim to be (truncated, damaged)."""
 
+    exit_code = CANNOT_TELL
+
 
 class WheelError(RocmBuildBackendError):
     """A wheel that cannot be read or rewritten."""
+
+    exit_code = CANNOT_TELL

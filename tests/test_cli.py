@@ -33,10 +33,10 @@ def test_detect_features_keeps_the_modes():
     assert json.loads(proc.stdout)["targets"] == ["gfx942:sramecc+:xnack-"]
 
 
-def test_detect_on_an_empty_root_exits_2_with_a_hint(tmp_path):
+def test_detect_on_an_empty_root_exits_3_cannot_tell_with_a_hint(tmp_path):
     (tmp_path / "sys").mkdir()
     proc = cli("detect", "--root", tmp_path)
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     assert "hint:" in proc.stderr and "ROCM_BUILD_BACKEND_TARGETS=" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -68,7 +68,7 @@ def test_audit_exit_codes_and_json(tmp_path):
 ])
 def test_bad_input_one_line_no_traceback(args, words):
     proc = cli(*args)
-    assert proc.returncode != 0
+    assert proc.returncode == 2  # a usage or input error, for every verb
     assert words in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("error: ")
 
@@ -83,6 +83,18 @@ def test_targets_listing():
 def test_version_and_help():
     assert cli("--version").stdout.startswith("rocm-build-backend ")
     assert "audit" in cli("--help").stdout
+
+
+@pytest.mark.parametrize("verb", [[], ["detect"], ["check"], ["audit"], ["index"], ["cache"], ["plan"], ["build"]])
+def test_help_documents_the_exit_codes(verb):
+    text = cli(*verb, "--help").stdout
+    for code, words in (("0", "success"), ("1", "definite no"), ("2", "usage or input error"), ("3", "cannot tell")):
+        assert f"  {code}  " in text and words in text, (verb, code)
+
+
+def test_usage_error_exits_2():
+    proc = cli("check")  # no wheel given
+    assert proc.returncode == 2 and "usage:" in proc.stderr
 
 
 def test_audit_of_a_file_named_whl_that_is_no_zip(tmp_path):

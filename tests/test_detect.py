@@ -574,7 +574,7 @@ def test_no_gpu_message_names_each_probe(tmp_path):
     assert err.message == ("no AMD GPU found (KFD: no GPU nodes (1 CPU node); "
                            "rocminfo: 'ROCk module is NOT loaded, possibly no GPU devices')")
     assert "Secure Boot" in err.hint and err.hint.endswith("set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942")
-    assert err.exit_code == 2 and str(err).splitlines()[1].startswith("hint: ")
+    assert err.exit_code == 3 and str(err).splitlines()[1].startswith("hint: ")
 
 
 def test_permission_hint():

@@ -20,7 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
+
+EXIT_CODES = """exit codes, the same for every command:
+  0  success, or yes (every wheel loads here, targets found, ...)
+  1  a definite no: does not load, build refused, a problem found
+  2  a usage or input error (bad option, unknown target, missing file)
+  3  cannot tell: no GPU found, a file that cannot be read"""
 
 
 def _print_json(data: Any) -> None:
@@ -92,7 +98,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         except RocmBuildBackendError as exc:  # the table above already says what each probe saw
             if exc.hint:
                 print(f"hint: {exc.hint}", file=sys.stderr)
-    return 2
+    return CANNOT_TELL
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -234,13 +240,15 @@ def parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog="rocm-build-backend",
-        description="Build GPU Python packages for the right AMD GPU targets, and prove it.",
+        description="Build GPU Python packages for the right GPU targets, and prove it.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"rocm-build-backend {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help, description=help)
+        sp = sub.add_parser(name, help=help, description=help, epilog=EXIT_CODES,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         sp.set_defaults(func=func)
         return sp
 
