@@ -12,8 +12,8 @@ every device.
 
 Verdicts are ``ok``, ``fails`` or ``unknown`` (no stamp and no readable binaries, a damaged
 binary, no device to check against, generic code with an unknown ROCm version). The report's
-exit code: 0 when every wheel loads on every device, 1 when at least one does not, 2 when some
-answer is unknown and none fails.
+exit code: 0 when every wheel loads on every device, 1 when at least one does not, 3 (cannot
+tell) when some answer is unknown and none fails.
 
 The facts and the verdict rules are ``facts.py``; reading a wheel is ``reader.py`` (which
 ``cache.py`` and ``index.py`` use too). This module builds the report and must not open a wheel
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.wheel.facts import FAILS, OK, UNKNOWN, DeviceFile, WheelTargets  # noqa: F401 (re-exported)
 from rocm_build_backend.wheel.reader import (  # noqa: F401 (re-exported)
@@ -109,7 +109,7 @@ class CheckReport:
         if FAILS in statuses:
             return 1
         if UNKNOWN in statuses:
-            return 2
+            return CANNOT_TELL
         return 0
 
     @property
