@@ -73,3 +73,143 @@ def test_index_state_file_naming_a_file_it_does_not_make_is_damaged(tmp_path):
     state_path.write_text(json.dumps(state))
     I.build_index(wheels, out)
     assert mine.read_text() == "index of our wheels"
+
+
+# --------------------------------------------------------------------------- damaged METADATA or stamp
+
+from wheelmaker import damage_member, huge_member  # noqa: E402
+
+HOWS = ["corrupt", "encrypted", "method", "huge"]
+
+
+def bad_wheel(folder: Path, how: str, member: str) -> Path:
+    """A wheel named bad-1.0 whose METADATA or stamp is damaged ``how``."""
+    whl = make_wheel(folder, "bad", "1.0", device={"bad/_k.so": ["gfx90a"]})
+    name = f"bad-1.0.dist-info/{'METADATA' if member == 'metadata' else 'rocm_build.json'}"
+    if how == "huge":
+        head = b"Metadata-Version: 2.1\nName: bad\nVersion: 1.0\n\n" if member == "metadata" else b"{"
+        huge_member(whl, name, 40 << 20, head)
+    else:
+        damage_member(whl, name, how)
+    return whl
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_check_says_cannot_tell_for_a_wheel_with_unreadable_metadata(tmp_path, how):
+    whl = bad_wheel(tmp_path, how, "metadata")
+    proc = cli("check", "--targets", "gfx90a", whl)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "cannot tell" in proc.stdout and "METADATA" in proc.stdout
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_check_reports_an_unreadable_stamp_without_a_traceback(tmp_path, how):
+    whl = bad_wheel(tmp_path, how, "stamp")
+    proc = cli("check", "--targets", "gfx90a", "--json", whl)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    wheel = json.loads(proc.stdout)["wheels"][0]
+    assert wheel["stamped"] is False
+    assert any("stamp" in p for p in wheel["problems"]), wheel
+    if how == "huge":  # not read whole: the stamp has a size limit
+        assert any("allowed" in p for p in wheel["problems"]), wheel
+
+
+@pytest.mark.parametrize("member", ["metadata", "stamp"])
+def test_index_skips_unreadable_wheels_and_writes_the_others(tmp_path, member):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
+    for how in HOWS:
+        bad_wheel(tmp_path / how, how, member).rename(wheels / f"bad{how}-1.0-py3-none-any.whl")
+    out = tmp_path / "out"
+    proc = cli("index", "--targets", "gfx90a", wheels, out)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "good-1.0-py3-none-any.whl" in (out / "gfx90a/simple/good/index.html").read_text()
+    hosted = {p.name for p in (out / "files").rglob("*")}
+    assert not any(name.startswith("bad") for name in hosted if member == "metadata"), hosted
+    assert all(p.stat().st_size < 1 << 20 for p in out.rglob("*") if p.is_file())
+    if member == "metadata":
+        assert proc.returncode == 1
+        for how in HOWS:
+            assert f"skipped bad{how}-1.0-py3-none-any.whl: " in proc.stdout, proc.stdout
+
+
+def test_index_into_an_unwritable_place_is_a_clear_error(tmp_path):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
+    for out in ("/proc/rocm-build-backend-index", "/proc/self/status/x"):
+        proc = cli("index", wheels, out)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
+
+
+def pip_cache_with(tmp_path: Path, wheels: list[Path]) -> Path:
+    cache = tmp_path / "pip-cache"
+    for i, whl in enumerate(wheels):
+        folder = cache / "wheels" / "ab" / "cd" / "ef" / f"{i:056x}"
+        folder.mkdir(parents=True)
+        whl.rename(folder / whl.name)
+    return cache
+
+
+@pytest.mark.parametrize("member", ["metadata", "stamp"])
+def test_cache_list_reports_unreadable_wheels_and_carries_on(tmp_path, member):
+    good = make_wheel(tmp_path / "g", "good", "1.0", device={"good/_k.so": ["gfx942"]})
+    bad = [bad_wheel(tmp_path / how, how, member) for how in HOWS]
+    for how, whl in zip(HOWS, bad):
+        whl.rename(whl.with_name(f"bad{how}-1.0-py3-none-any.whl"))
+    cache = pip_cache_with(tmp_path, [good] + [tmp_path / how / f"bad{how}-1.0-py3-none-any.whl" for how in HOWS])
+    proc = cli("cache", "list", "--targets", "gfx90a", "--cache-dir", cache, "--json")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    entries = {e["wheel"]: e for e in json.loads(proc.stdout)["entries"]}
+    assert entries["good-1.0-py3-none-any.whl"]["status"] in ("ok", "fails")  # read and judged
+    if member == "metadata":
+        for how in HOWS:
+            e = entries[f"bad{how}-1.0-py3-none-any.whl"]
+            assert e["status"] == "unknown" and "METADATA" in " ".join(e["reasons"]), e
+
+
+def uv_cache_with_special_files(tmp_path: Path) -> Path:
+    cache = tmp_path / "uv-cache"
+    archive = cache / "archive-v0" / "a1b2c3d4e5f6"
+    (archive / "pkg").mkdir(parents=True)
+    (archive / "pkg" / "__init__.py").write_text("")
+    dist = archive / "pkg-1.0.dist-info"
+    dist.mkdir()
+    (dist / "WHEEL").write_text("Wheel-Version: 1.0\n")
+    (dist / "METADATA").symlink_to("/dev/zero")
+    (dist / "rocm_build.json").symlink_to("/dev/zero")
+    wheels = cache / "wheels-v5" / "pypi" / "pkg"
+    wheels.mkdir(parents=True)
+    os.mkfifo(wheels / "pkg-1.0-py3-none-any.rev")  # a pointer file that is a FIFO
+    return cache
+
+
+def test_cache_reads_regular_files_only(tmp_path):
+    cache = uv_cache_with_special_files(tmp_path)
+    proc = cli("cache", "list", "--targets", "gfx90a", "--cache-dir", cache, "--json")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    (entry,) = json.loads(proc.stdout)["entries"]
+    assert entry["status"] == "unknown"
+    assert "not a regular file" in " ".join(entry["reasons"]), entry
+
+
+# --------------------------------------------------------------------------- control characters
+
+
+def test_check_escapes_control_characters_from_the_wheel(tmp_path):
+    forged = "\x1b[2J\nok      forged-9.9-py3-none-any.whl"
+    whl = make_wheel(tmp_path, "pkg", "1.0", device={f"pkg/_k{forged}.so": [f"gfx90a{forged}"]})
+    proc = cli("check", "--targets", "gfx90a", whl)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stdout
+    assert not any(line.startswith("ok      forged") for line in proc.stdout.splitlines()), proc.stdout
+    assert "\\x1b[2J\\nok" in proc.stdout
+
+
+def test_index_and_cache_text_escape_control_characters_in_file_names(tmp_path):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
+    (wheels / "x\x1b[2J\nok-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+    proc = cli("index", "--targets", "gfx90a", wheels, tmp_path / "out")
+    assert "\x1b" not in proc.stdout and "\\x1b" in proc.stdout, proc.stdout

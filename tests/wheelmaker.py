@@ -65,3 +65,52 @@ def make_wheel(folder: Path, name: str, version: str, *, device: dict | None = N
         for n, d in files.items():
             zf.writestr(n, d)
     return path
+
+
+def damage_member(path: Path, member: str, how: str) -> None:
+    """Damage one member of a wheel in place, as a hostile or broken wheel would carry it.
+
+    ``how``: ``corrupt`` (its compressed bytes overwritten), ``encrypted`` (the encryption flag
+    set), ``method`` (an unknown compression method, 99), ``huge`` is made by ``huge_member``.
+    The zip's directory stays readable, so only reading that member fails.
+    """
+    import struct
+
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+        start_dir = zf.start_dir
+    local = info.header_offset
+    name_len, extra_len = struct.unpack("<HH", data[local + 26: local + 30])
+    body = local + 30 + name_len + extra_len
+    central = start_dir
+    while data[central: central + 4] == b"PK\x01\x02":
+        n, e, c = struct.unpack("<HHH", data[central + 28: central + 34])
+        if data[central + 46: central + 46 + n].decode() == member:
+            break
+        central += 46 + n + e + c
+    else:
+        raise ValueError(f"{member} is not in the central directory")
+    if how == "corrupt":
+        for i in range(body, body + info.compress_size):
+            data[i] = 0xFF
+    elif how == "encrypted":
+        for at in (local + 6, central + 8):
+            struct.pack_into("<H", data, at, struct.unpack_from("<H", data, at)[0] | 0x1)
+    elif how == "method":
+        for at in (local + 8, central + 10):
+            struct.pack_into("<H", data, at, 99)
+    else:
+        raise ValueError(how)
+    path.write_bytes(bytes(data))
+
+
+def huge_member(path: Path, member: str, size: int, head: bytes = b"") -> None:
+    """Replace ``member`` with ``head`` and zeros up to ``size`` bytes (deflate makes it small)."""
+    with zipfile.ZipFile(path) as zf:
+        members = [(i, zf.read(i)) for i in zf.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for info, data in members:
+            if info.filename == member:
+                data = head + bytes(size - len(head))
+            zf.writestr(info.filename, data)

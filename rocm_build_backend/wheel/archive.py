@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # Bounds for what is read whole into memory from an untrusted wheel.
 MAX_STAMP = 1 << 20  # the stamp JSON
 MAX_TEXT = 16 << 20  # METADATA, RECORD, a file handed to a patch function
+MAX_METADATA = MAX_TEXT  # METADATA, also what index writes out as PEP 658 metadata
 MAX_MEMBERS = 1_000_000
 
 
@@ -81,3 +82,32 @@ def read_member(zf: "zipfile.ZipFile", info: "zipfile.ZipInfo", limit: int, what
     if len(data) > limit:
         raise WheelError(f"{info.filename} is larger than the {limit} bytes allowed for {what}")
     return data
+
+
+def read_named(zf: "zipfile.ZipFile", name: str, limit: int, what: str) -> bytes:
+    """The member ``name``, read whole up to ``limit`` bytes; WheelError for anything that fails.
+
+    A member that is missing, larger than ``limit`` (counted as it inflates), damaged (a bad
+    deflate stream, a CRC that does not match), encrypted, or compressed with a method this
+    Python cannot inflate is a WheelError naming the member, never a ``zlib.error``,
+    ``RuntimeError`` or ``NotImplementedError``.
+    """
+    import zipfile
+    import zlib
+
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        raise WheelError(f"{name} is missing", hint="is it a wheel?") from None
+    try:
+        return read_member(zf, info, limit, what)
+    except WheelError:
+        raise
+    except NotImplementedError as exc:
+        raise WheelError(f"{name} cannot be read: {exc} (compression method {info.compress_type})",
+                         hint="rebuild the wheel with a standard zip (deflate)") from None
+    except RuntimeError as exc:  # zipfile raises it for an encrypted member
+        why = "it is encrypted" if info.flag_bits & 0x1 else str(exc)
+        raise WheelError(f"{name} cannot be read: {why}", hint="a wheel is never encrypted; rebuild it") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+        raise WheelError(f"{name} is damaged ({exc})", hint="rebuild or re-download the wheel") from None

@@ -151,7 +151,9 @@ class CacheReport:
         else:
             done = sum(e.action == "removed" for e in bad)
             lines.append(f"{done} of {len(bad)} removed")
-        return "\n".join(lines)
+        from rocm_build_backend.wheel.printable import printable_lines
+
+        return printable_lines(lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,6 +232,8 @@ def _walk_refs(bucket: Path) -> Iterator[tuple[str, Path]]:
 
 def _uv_refs(cache: Path) -> tuple[dict[str, Path], dict[str, list[Path]], list[Path]]:
     """uv's unpacked archives (id -> folder), what points at each, and built wheels beside them."""
+    from rocm_build_backend.wheel.reader import read_regular_file
+
     archives: dict[str, Path] = {}
     for bucket in sorted(cache.glob("archive-v*")):
         if bucket.is_dir():
@@ -257,11 +261,9 @@ def _uv_refs(cache: Path) -> tuple[dict[str, Path], dict[str, list[Path]], list[
                         refs[key].append(sibling)
             elif kind == "pointer":
                 try:
-                    if p.stat().st_size > _MAX_POINTER:
-                        continue
-                    data = p.read_bytes()
-                except OSError:
-                    continue
+                    data = read_regular_file(p, _MAX_POINTER, str(p))
+                except RocmBuildBackendError:
+                    continue  # a FIFO, a device, too large: not one of uv's pointers
                 for tok in set(_TOKEN.findall(data)):
                     key = tok.decode("ascii")
                     if key in refs:

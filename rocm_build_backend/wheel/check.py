@@ -156,7 +156,9 @@ class CheckReport:
             f"{good} of {len(self.wheels)} wheel{'s' if len(self.wheels) != 1 else ''} "
             f"load{'s' if len(self.wheels) == 1 else ''} on every device"
         )
-        return "\n".join(lines)
+        from rocm_build_backend.wheel.printable import printable_lines
+
+        return printable_lines(lines)
 
 
 def check_wheels(

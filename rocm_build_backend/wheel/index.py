@@ -153,7 +153,9 @@ class IndexResult:
         lines += [f"warning: {w}" for w in self.warnings]
         if self.metadata_upload:
             lines.append(f"note: upload the .metadata files in {self.metadata_upload} beside the wheels")
-        return "\n".join(lines)
+        from rocm_build_backend.wheel.printable import printable_lines
+
+        return printable_lines(lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,6 +215,7 @@ def _gather(lay: Layout, old_wheels: dict[str, Record], result: IndexResult) -> 
         dict[str, Record], dict[str, bytes]]:
     """Every listable wheel's record (read only when new or changed) and the METADATA read now."""
     import zipfile
+    import zlib
 
     todo = _listing(lay, old_wheels, result)
     if lay.copy and any(item[6] is None for item in todo):
@@ -222,7 +225,8 @@ def _gather(lay: Layout, old_wheels: dict[str, Record], result: IndexResult) -> 
         fn, path, st, host = item[:4]
         try:
             return read_wheel(path, st.st_size, host), None
-        except (RocmBuildBackendError, zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as exc:
+        except (RocmBuildBackendError, zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError,
+                zlib.error, RuntimeError, NotImplementedError) as exc:
             if host is not None and fn not in old_wheels:
                 try:
                     host.unlink()
@@ -265,7 +269,9 @@ def _write_sidecars(lay: Layout, wheels: dict[str, Record], metadata: dict[str, 
     import hashlib
     import zipfile
 
-    from rocm_build_backend.wheel.reader import pick_dist_info
+    from rocm_build_backend.wheel.reader import pick_dist_info, read_metadata
+
+    problems: dict[str, str] = {}
 
     def one(fn: str) -> str | None:
         side = lay.sidecar_for(fn)
@@ -277,8 +283,12 @@ def _write_sidecars(lay: Layout, wheels: dict[str, Record], metadata: dict[str, 
                 current = None
             if current is not None and hashlib.sha256(current).hexdigest() == wheels[fn]["metadata_sha256"]:
                 return None
-            with zipfile.ZipFile(lay.wheel_dir / fn) as zf:
-                data = zf.read(f"{pick_dist_info(zf.namelist(), fn, fn.split('-', 1)[0])}/METADATA")
+            try:
+                with zipfile.ZipFile(lay.wheel_dir / fn) as zf:
+                    data = read_metadata(zf, pick_dist_info(zf.namelist(), fn, fn.split("-", 1)[0]), fn)
+            except (RocmBuildBackendError, zipfile.BadZipFile, OSError, EOFError) as exc:
+                problems[fn] = exc.message if isinstance(exc, RocmBuildBackendError) else str(exc)
+                return None
         return lay.rel(side) if write_if_changed(side, data, mkdir=False) else None
 
     if wheels and not lay.in_place:
@@ -286,6 +296,9 @@ def _write_sidecars(lay: Layout, wheels: dict[str, Record], metadata: dict[str, 
     for rel in parallel(one, list(wheels), key=lambda fn: fn).values():
         if rel:
             result.files_written.append(rel)
+    for fn, why in problems.items():  # its METADATA cannot be served: it is not listed
+        result.skipped[fn] = why
+        del wheels[fn]
 
 
 def _facts(path: Path, rec: Record) -> "WheelTargets":

@@ -140,7 +140,7 @@ def read_wheel(path: Path, size: int, host: Path | None) -> tuple[Record, bytes]
     import hashlib
     import zipfile
 
-    from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info
+    from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info, read_metadata
 
     h: Any = hashlib.sha256()
     linked = host is not None and _link(path, host)
@@ -155,9 +155,9 @@ def read_wheel(path: Path, size: int, host: Path | None) -> tuple[Record, bytes]
                 h.update(buf[:n])
         fh.seek(0)
         with zipfile.ZipFile(fh) as zf:
-            wt = facts_from_zip(zf, path, audit=False)
             dist_info = pick_dist_info(zf.namelist(), path.name, path.name.split("-", 1)[0])
-            metadata = zf.read(f"{dist_info}/METADATA")
+            metadata = read_metadata(zf, dist_info, path.name)
+            wt = facts_from_zip(zf, path, audit=False, metadata=metadata)
     meta = parse_metadata(metadata.decode("utf-8", "replace"))
     rec = {
         "sha256": h.hexdigest(),
@@ -229,6 +229,13 @@ def layout(wheel_dir: Path, out_dir: Path, base_url: str | None) -> Layout:
                 f"bad base URL {base_url!r}", hint="pass a URL such as https://cdn.example.com/wheels"
             )
         base_url = base_url.rstrip("/")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = tmp_name(out_dir / ".write-test")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise RocmBuildBackendError(f"cannot write the index into {out_dir}: {exc.strerror or exc}",
+                                    hint="pick an output folder you can write to") from None
     in_place = base_url is None and inside(wheel_dir.resolve(), out_dir.resolve())
     return Layout(wheel_dir, out_dir, base_url, in_place, base_url is None and not in_place)

@@ -13,11 +13,13 @@ It decides no verdict (``facts.py``), builds no report (``check.py``) and writes
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from rocm_build_backend.errors import RocmBuildBackendError, UnknownTargetError, WheelError
+from rocm_build_backend.wheel.archive import MAX_METADATA, MAX_STAMP, read_named
 from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, sorted_names
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -213,20 +215,35 @@ def _take_stamp(wt: WheelTargets, raw: bytes) -> None:
         wt.stamped, wt.stamp_files = True, files
 
 
-def facts_from_zip(zf: "zipfile.ZipFile", path: Path, *, audit: bool = True) -> WheelTargets:
-    """Read a wheel already opened as a ZipFile (``index.py`` hashes and parses in one read)."""
+def read_metadata(zf: "zipfile.ZipFile", dist_info: str, where: str) -> bytes:
+    """A wheel's METADATA bytes, at most ``MAX_METADATA``; WheelError when it cannot be read."""
+    if f"{dist_info}/METADATA" not in zf.NameToInfo:
+        raise WheelError(f"{where} has no {dist_info}/METADATA", hint="is it a wheel?")
+    return read_named(zf, f"{dist_info}/METADATA", MAX_METADATA, "METADATA")
+
+
+def facts_from_zip(zf: "zipfile.ZipFile", path: Path, *, audit: bool = True,
+                   metadata: bytes | None = None) -> WheelTargets:
+    """Read a wheel already opened as a ZipFile (``index.py`` hashes and parses in one read).
+
+    ``metadata``: the METADATA bytes when the caller has read them already.
+    """
     names = zf.namelist()
     hint = path.name.split("-", 1)[0] if path.name.endswith(".whl") else None
     dist_info = pick_dist_info(names, path.name, hint)
     wt = WheelTargets(path=path)
-    try:
-        meta = parse_metadata(zf.read(f"{dist_info}/METADATA").decode("utf-8", "replace"))
-    except KeyError:
-        raise WheelError(f"{path.name} has no {dist_info}/METADATA", hint="is it a wheel?") from None
+    if metadata is None:
+        metadata = read_metadata(zf, dist_info, path.name)
+    meta = parse_metadata(metadata.decode("utf-8", "replace"))
     wt.name, wt.version = meta.get("name"), meta.get("version")
     stamp_name = f"{dist_info}/{STAMP_NAME}"
     if stamp_name in names:
-        _take_stamp(wt, zf.read(stamp_name))
+        try:
+            raw = read_named(zf, stamp_name, MAX_STAMP, "the stamp")
+        except WheelError as exc:
+            wt.problems.append(f"the stamp cannot be used: {exc.message}")
+        else:
+            _take_stamp(wt, raw)
     if audit or not wt.stamped:
         binaries, problems = _audit_wheel(path)
         if binaries is None and not wt.stamped:
@@ -256,6 +273,40 @@ def _settle(wt: WheelTargets, binaries: list[DeviceFile] | None, problems: list[
         wt.known = False
 
 
+def read_regular_file(path: Path, limit: int, what: str) -> bytes:
+    """A regular file's bytes, at most ``limit``; WheelError for a FIFO, a device, a symlink,
+    a file larger than ``limit`` or one that cannot be read. Never blocks on a FIFO."""
+    import stat
+
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise WheelError(f"{what} is not a regular file (a symlink)") from None
+        raise WheelError(f"{what} cannot be read ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise WheelError(f"{what} is not a regular file")
+        if st.st_size > limit:
+            raise WheelError(f"{what} is {st.st_size} bytes, larger than the {limit} allowed")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise WheelError(f"{what} is larger than the {limit} bytes allowed")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise WheelError(f"{what} cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
 def facts_from_tree(root: Path, *, audit: bool = True) -> WheelTargets:
     """Read an unpacked wheel (uv keeps wheels unzipped in its cache)."""
     members = []
@@ -264,17 +315,18 @@ def facts_from_tree(root: Path, *, audit: bool = True) -> WheelTargets:
             members.append(p.relative_to(root).as_posix())
     dist_info = pick_dist_info(members, str(root))
     wt = WheelTargets(path=root)
-    try:
-        meta = parse_metadata((root / dist_info / "METADATA").read_text("utf-8", "replace"))
-    except OSError:
-        raise WheelError(f"{root} has no {dist_info}/METADATA", hint="is it an unpacked wheel?") from None
+    metadata = root / dist_info / "METADATA"
+    if not os.path.lexists(metadata):
+        raise WheelError(f"{root} has no {dist_info}/METADATA", hint="is it an unpacked wheel?")
+    raw_meta = read_regular_file(metadata, MAX_METADATA, f"{dist_info}/METADATA")
+    meta = parse_metadata(raw_meta.decode("utf-8", "replace"))
     wt.name, wt.version = meta.get("name"), meta.get("version")
     stamp_path = root / dist_info / STAMP_NAME
-    if stamp_path.is_file():
+    if os.path.lexists(stamp_path):
         try:
-            raw = stamp_path.read_bytes()
-        except OSError as exc:
-            wt.problems.append(f"cannot read the stamp {STAMP_NAME} ({exc.strerror})")
+            raw = read_regular_file(stamp_path, MAX_STAMP, f"the stamp {STAMP_NAME}")
+        except WheelError as exc:
+            wt.problems.append(f"the stamp cannot be used: {exc.message}")
         else:
             _take_stamp(wt, raw)
     if audit or not wt.stamped:
@@ -296,10 +348,14 @@ def wheel_targets(path: str | Path, *, audit: bool = True) -> WheelTargets:
     """
     import zipfile
 
+    import stat
+
     path = Path(path)
     if path.is_dir():
         return facts_from_tree(path, audit=audit)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise WheelError(f"{path} is not a regular file", hint="give the path of a .whl file")
         with zipfile.ZipFile(path) as zf:
             return facts_from_zip(zf, path, audit=audit)
     except FileNotFoundError:
