@@ -213,3 +213,47 @@ def test_index_and_cache_text_escape_control_characters_in_file_names(tmp_path):
     (wheels / "x\x1b[2J\nok-1.0-py3-none-any.whl").write_bytes(b"not a zip")
     proc = cli("index", "--targets", "gfx90a", wheels, tmp_path / "out")
     assert "\x1b" not in proc.stdout and "\\x1b" in proc.stdout, proc.stdout
+
+
+# --------------------------------------------------------------------------- --targets values
+
+
+@pytest.mark.parametrize("value", [";;", ",", " ", ""])
+def test_an_empty_target_list_is_a_usage_error(tmp_path, value):
+    wheels = tmp_path / "wheels"
+    whl = make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
+    cache = tmp_path / "pip-cache"
+    (cache / "wheels").mkdir(parents=True)
+    for args in (["index", "--targets", value, wheels, tmp_path / "out"],
+                 ["index", "--family", "--targets", value, wheels, tmp_path / "out"],
+                 ["check", "--targets", value, whl],
+                 ["cache", "list", "--targets", value, "--cache-dir", cache]):
+        proc = cli(*args)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_index_family_accepts_family_names_on_the_command_line(tmp_path):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "mi300", "1.0", device={"mi300/_k.so": ["gfx942"]})
+    out = tmp_path / "out"
+    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu,gfx1100", wheels, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "mi300" in (out / "gfx94X-dcgpu/simple/index.html").read_text()
+    assert (out / "gfx110X-all/simple/index.html").is_file()
+    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu", "--json", wheels, out)
+    assert json.loads(proc.stdout)["indexes"] == {"gfx94X-dcgpu": ["mi300-1.0-py3-none-any.whl"]}
+
+
+def test_build_index_with_no_targets_named_writes_nothing(tmp_path):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
+    from rocm_build_backend.errors import ConfigError
+
+    for value in (";;", [], ["", " "]):
+        with pytest.raises(ConfigError):
+            I.build_index(wheels, tmp_path / "out", targets=value)
+        with pytest.raises(ConfigError):
+            I.build_index(wheels, tmp_path / "out", targets=value, family=True)
+    assert not (tmp_path / "out").exists()

@@ -171,8 +171,10 @@ def _check_devices(args: argparse.Namespace) -> tuple[list, list[str], bool | No
     from rocm_build_backend.wheel.check import devices_from_detection, generic_ok_for, host_rocm_version
     from rocm_build_backend.gpu.targets import parse_targets
 
-    if getattr(args, "targets", None):
-        return parse_targets(args.targets), [], True
+    if getattr(args, "targets", None) is not None:
+        from rocm_build_backend.wheel.index_plan import named_targets
+
+        return parse_targets(named_targets(args.targets)), [], True
     found = _detection(args, keep_features=True)
     devices, notes = devices_from_detection(found)
     root = Path(args.root) if args.root else Path("/")
@@ -198,8 +200,10 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from rocm_build_backend.wheel.cache import list_cache, purge_cache
     from rocm_build_backend.gpu.targets import parse_targets
 
-    if args.targets:
-        targets = parse_targets(args.targets)
+    if args.targets is not None:
+        from rocm_build_backend.wheel.index_plan import named_targets
+
+        targets = parse_targets(named_targets(args.targets))
     else:
         from rocm_build_backend.gpu.amd.detect import require_targets
 
@@ -223,8 +227,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     from rocm_build_backend.wheel.index import build_index
     from rocm_build_backend.gpu.targets import parse_targets
 
-    result = build_index(Path(args.wheel_dir), Path(args.out_dir),
-                         targets=parse_targets(args.targets) if args.targets else None,
+    from rocm_build_backend.wheel.index_plan import named_targets
+
+    targets: Any = None
+    if args.targets is not None:  # with --family, family names too: build_index parses them
+        names = named_targets(args.targets)
+        targets = names if args.family else parse_targets(names)
+    result = build_index(Path(args.wheel_dir), Path(args.out_dir), targets=targets,
                          family=args.family, base_url=args.base_url)
     if args.json:
         _print_json(result.to_json())

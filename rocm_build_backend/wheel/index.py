@@ -78,7 +78,7 @@ from rocm_build_backend.wheel.index_pages import (  # noqa: F401 (API_VERSION, n
     root_json,
     version_key,
 )
-from rocm_build_backend.wheel.index_plan import FAMILIES, family_of, index_plan  # noqa: F401 (re-exported)
+from rocm_build_backend.wheel.index_plan import FAMILIES, family_of, index_plan, named_targets  # noqa: F401
 from rocm_build_backend.wheel.index_state import STATE_NAME, STATE_VERSION, load_state, remove_owned
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -374,6 +374,8 @@ def build_index(
     from, when not beside the index. ``generic_ok``: whether generic code counts as loading
     (ROCm 6.4 and newer on the index's users' machines).
     """
+    if targets is not None:
+        named_targets(targets)  # an empty list is a usage error, before anything is written
     lay = layout(Path(wheel_dir), Path(out_dir), base_url)
     result = IndexResult(out_dir=lay.out_dir, metadata_upload=lay.files_dir if lay.base_url is not None else None)
     state_path = lay.out_dir / STATE_NAME

@@ -67,11 +67,23 @@ def _derive_targets(records: Iterable[dict[str, Any]]) -> list[GpuTarget]:
     return sort_targets(found)
 
 
+def named_targets(value: str | Sequence[str | GpuTarget]) -> list[str]:
+    """The names in a ``--targets`` value (``;``, ``,`` or spaces between them); ConfigError when
+    it names none (``";;"``, ``""``), which would otherwise mean "do nothing" and succeed."""
+    from rocm_build_backend.gpu.targets import split_targets
+
+    names = split_targets(value if isinstance(value, str) else [str(v) for v in value])
+    if not names:
+        raise ConfigError([f"--targets {value!r} names no GPU target"],
+                          hint="name one or more, e.g. --targets gfx90a,gfx942")
+    return names
+
+
 def index_plan(
     targets: Sequence[str | GpuTarget] | str | None, family: bool, records: list[dict[str, Any]]
 ) -> dict[str, list[GpuTarget]]:
     """Index name -> the devices a wheel must load on to be listed there."""
-    from rocm_build_backend.gpu.targets import parse_target, parse_targets, split_targets
+    from rocm_build_backend.gpu.targets import parse_target, parse_targets
 
     plan: dict[str, list[GpuTarget]] = {}
     if targets is None:
@@ -83,9 +95,8 @@ def index_plan(
             )
     elif family:
         chosen = []
-        names = [str(t) for t in targets] if not isinstance(targets, str) else split_targets(targets)
         problems = []
-        for name in split_targets(names):
+        for name in named_targets(targets):
             if name in FAMILIES:
                 plan[name] = [GpuTarget(p) for p in FAMILIES[name]]
                 continue
@@ -98,9 +109,11 @@ def index_plan(
     else:
         given = [targets] if isinstance(targets, str) else list(targets)
         if isinstance(targets, str) or not all(isinstance(t, GpuTarget) for t in given):
-            chosen = parse_targets([str(t) for t in given])
+            chosen = parse_targets(named_targets(targets))
         else:
             chosen = [t for t in given if isinstance(t, GpuTarget)]
+    if not chosen and not plan:
+        raise ConfigError(["no GPU targets named"], hint="name one or more, e.g. targets=['gfx90a']")
     if family:
         for t in chosen:
             fam = family_of(t.processor)
