@@ -6,9 +6,11 @@
     OUT/T/simple/index.json            the same as PEP 691 JSON
     OUT/T/simple/<name>/index.html     PEP 503 project page: one anchor per wheel that loads on T
     OUT/T/simple/<name>/index.json     the same as PEP 691 JSON
-    OUT/files/<wheel>                  the wheels (hard links when possible, else copies)
-    OUT/files/<wheel>.metadata         PEP 658/714 core metadata, byte-for-byte the wheel's METADATA
+    OUT/files/<hash>/<wheel>           the wheels, copied (a copy-on-write clone where the
+                                       filesystem has them); <hash>: 16 hex digits of its sha256
+    OUT/files/<hash>/<wheel>.metadata  PEP 658/714 core metadata, byte-for-byte the wheel's METADATA
     OUT/.rocm-build-backend-index.json per-wheel facts, so a later run does not re-hash them
+    OUT/.rocm-build-backend-index.lock held while a run writes, so concurrent runs take turns
 
 A wheel appears under every target its device code loads on (``compat.py``'s rules, read from
 its stamp, or from an audit when it has none); a wheel with no device code appears under all.
@@ -44,6 +46,12 @@ is written only when its bytes change; every write goes to a temporary file in t
 and is moved into place with ``os.replace``, so a reader never sees half a page. Pages this run
 no longer produces (in the indexes it builds) are removed.
 
+Consistent at every moment: a hosted wheel is named after its content, so a new wheel under an
+old file name is hosted beside the old one; its ``.metadata`` file, then the project pages,
+then the root pages are written, and only then is the old copy removed. A page read at any
+moment links to files that exist with the hashes it gives. (When WHEEL_DIR is inside OUT the
+wheels are served where they are: replacing one there is the user's own step.)
+
 This module strings the steps together and keeps the state file; the plan is
 ``index_plan.py``, the page bytes ``index_pages.py``, the file work ``index_files.py``. It must
 not delete anything outside the output folder nor anything it did not write there.
@@ -57,7 +65,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.wheel.index_files import (
     FILES_DIR,
@@ -65,7 +72,6 @@ from rocm_build_backend.wheel.index_files import (
     Record,
     layout,
     parallel,
-    read_wheel,
     write_if_changed,
 )
 from rocm_build_backend.wheel.index_pages import (  # noqa: F401 (API_VERSION, normalize: re-exported)
@@ -79,7 +85,8 @@ from rocm_build_backend.wheel.index_pages import (  # noqa: F401 (API_VERSION, n
     version_key,
 )
 from rocm_build_backend.wheel.index_plan import FAMILIES, family_of, index_plan, named_targets  # noqa: F401
-from rocm_build_backend.wheel.index_state import STATE_NAME, STATE_VERSION, load_state, remove_owned
+from rocm_build_backend.wheel.index_wheels import gather, write_sidecars
+from rocm_build_backend.wheel.index_state import STATE_NAME, STATE_VERSION, load_state, locked, remove_owned
 
 if TYPE_CHECKING:  # pragma: no cover
     from rocm_build_backend.wheel.facts import WheelTargets
@@ -162,145 +169,6 @@ class IndexResult:
 # the steps
 
 
-# (file name, path, stat, hosted copy or None, name and version from the file name, fresh record)
-_Todo = tuple[str, Path, os.stat_result, "Path | None", str, Any, "Record | None"]
-
-
-def _listing(lay: Layout, old_wheels: dict[str, Record], result: IndexResult) -> list[_Todo]:
-    """The wheels to index, each with its state-file record when that is still fresh."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    try:
-        listing = sorted(p for p in lay.wheel_dir.iterdir() if p.name.endswith(".whl") and p.is_file())
-    except OSError as exc:
-        raise RocmBuildBackendError(f"cannot list {lay.wheel_dir}: {exc.strerror or exc}") from None
-    if not listing:
-        result.warnings.append(f"{lay.wheel_dir} holds no wheels")
-    todo: list[_Todo] = []
-    for path in listing:
-        fn = path.name
-        try:
-            fname_name, fname_version, _build, _tags = parse_wheel_filename(fn)
-        except InvalidWheelFilename as exc:
-            result.skipped[fn] = f"not a valid wheel file name ({exc})"
-            continue
-        st = path.stat()
-        host = lay.host_for(fn)
-        rec = old_wheels.get(fn)
-        fresh = rec is not None and rec.get("size") == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns
-        if fresh and host is not None:
-            try:
-                hst = host.stat()
-                fresh = (hst.st_ino == st.st_ino and hst.st_dev == st.st_dev) or (
-                    hst.st_size == st.st_size and hst.st_mtime_ns == st.st_mtime_ns
-                )
-            except OSError:
-                fresh = False
-        todo.append((fn, path, st, host, str(fname_name), fname_version, rec if fresh else None))
-    return todo
-
-
-def _mismatch(rec: Record, fname_name: str, fname_version: Any) -> str | None:
-    """Why a wheel's record cannot be listed (METADATA disagrees with its name, unreadable code)."""
-    if rec.get("name") is None or normalize(rec["name"]) != normalize(fname_name):
-        return f"its METADATA names {rec.get('name')!r}, the file name {fname_name!s}"
-    if version_key(rec.get("version") or "")[1] != fname_version:
-        return f"its METADATA says version {rec.get('version')}, the file name {fname_version}"
-    if not rec.get("known", True):
-        return "; ".join(rec.get("problems", [])) or "its device code could not be read"
-    return None
-
-
-def _gather(lay: Layout, old_wheels: dict[str, Record], result: IndexResult) -> tuple[
-        dict[str, Record], dict[str, bytes]]:
-    """Every listable wheel's record (read only when new or changed) and the METADATA read now."""
-    import zipfile
-    import zlib
-
-    todo = _listing(lay, old_wheels, result)
-    if lay.copy and any(item[6] is None for item in todo):
-        lay.files_dir.mkdir(parents=True, exist_ok=True)
-
-    def read_one(item: _Todo) -> tuple[tuple[Record, bytes] | None, str | None]:
-        fn, path, st, host = item[:4]
-        try:
-            return read_wheel(path, st.st_size, host), None
-        except (RocmBuildBackendError, zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError,
-                zlib.error, RuntimeError, NotImplementedError) as exc:
-            if host is not None and fn not in old_wheels:
-                try:
-                    host.unlink()
-                except OSError:
-                    pass
-            return None, exc.message if isinstance(exc, RocmBuildBackendError) else f"not a readable wheel ({exc})"
-
-    read = parallel(read_one, [item for item in todo if item[6] is None], key=lambda item: item[0])
-    new_wheels: dict[str, Record] = {}
-    metadata: dict[str, bytes] = {}
-    for fn, _path, st, host, fname_name, fname_version, rec in todo:
-        if rec is None:
-            got, why = read[fn]
-            if got is None:
-                result.skipped[fn] = why or "not a readable wheel"
-                continue
-            rec, metadata[fn] = got
-            rec["size"], rec["mtime_ns"] = st.st_size, st.st_mtime_ns
-            result.read += 1
-            if host is not None:
-                result.files_written.append(f"{FILES_DIR}/{fn}")
-        else:
-            result.reused += 1
-        why = _mismatch(rec, fname_name, fname_version)
-        if why is None:
-            new_wheels[fn] = rec
-            continue
-        result.skipped[fn] = why
-        if host is not None and f"{FILES_DIR}/{fn}" in result.files_written:
-            result.files_written.remove(f"{FILES_DIR}/{fn}")
-            try:
-                host.unlink()
-            except OSError:
-                pass
-    return new_wheels, metadata
-
-
-def _write_sidecars(lay: Layout, wheels: dict[str, Record], metadata: dict[str, bytes], result: IndexResult) -> None:
-    """The PEP 658 ``.metadata`` files, byte for byte each wheel's METADATA."""
-    import hashlib
-    import zipfile
-
-    from rocm_build_backend.wheel.reader import pick_dist_info, read_metadata
-
-    problems: dict[str, str] = {}
-
-    def one(fn: str) -> str | None:
-        side = lay.sidecar_for(fn)
-        data = metadata.get(fn)
-        if data is None:
-            try:
-                current: bytes | None = side.read_bytes()
-            except OSError:
-                current = None
-            if current is not None and hashlib.sha256(current).hexdigest() == wheels[fn]["metadata_sha256"]:
-                return None
-            try:
-                with zipfile.ZipFile(lay.wheel_dir / fn) as zf:
-                    data = read_metadata(zf, pick_dist_info(zf.namelist(), fn, fn.split("-", 1)[0]), fn)
-            except (RocmBuildBackendError, zipfile.BadZipFile, OSError, EOFError) as exc:
-                problems[fn] = exc.message if isinstance(exc, RocmBuildBackendError) else str(exc)
-                return None
-        return lay.rel(side) if write_if_changed(side, data, mkdir=False) else None
-
-    if wheels and not lay.in_place:
-        lay.files_dir.mkdir(parents=True, exist_ok=True)
-    for rel in parallel(one, list(wheels), key=lambda fn: fn).values():
-        if rel:
-            result.files_written.append(rel)
-    for fn, why in problems.items():  # its METADATA cannot be served: it is not listed
-        result.skipped[fn] = why
-        del wheels[fn]
-
-
 def _facts(path: Path, rec: Record) -> "WheelTargets":
     from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets
 
@@ -328,7 +196,7 @@ def _pages_for(lay: Layout, index: str, listed: list[str], wheels: dict[str, Rec
         fns = sorted(by_project[norm], key=lambda f: file_sort_key(wheels[f], f))
         projects.append((norm, str(wheels[fns[-1]]["name"])))
         page_dir = simple / norm
-        entries = [(fn, wheels[fn], lay.href(fn, page_dir)) for fn in fns]
+        entries = [(fn, wheels[fn], lay.href(fn, wheels[fn], page_dir)) for fn in fns]
         pages[page_dir / "index.html"] = project_html(norm, entries)
         pages[page_dir / "index.json"] = project_json(norm, entries)
     pages[simple / "index.html"] = root_html(index, projects)
@@ -377,14 +245,35 @@ def build_index(
     if targets is not None:
         named_targets(targets)  # an empty list is a usage error, before anything is written
     lay = layout(Path(wheel_dir), Path(out_dir), base_url)
+    with locked(lay.out_dir):  # runs into one folder (CI jobs publishing at once) take turns
+        return _build(lay, targets, family, generic_ok)
+
+
+def _index_one(lay: Layout, index: str, listed: list[str], wheels: dict[str, Record]) -> tuple[
+        dict[Path, bytes], dict[str, Any]]:
+    """One index's pages, and its entry in the state: its pages, wheels and the files they link to."""
+    pages = _pages_for(lay, index, listed, wheels)
+    hosted = {lay.rel(lay.sidecar_for(fn, wheels[fn])) for fn in listed}
+    if lay.copy:
+        hosted |= {lay.rel(lay.host_for(fn, wheels[fn]) or lay.files_dir) for fn in listed}
+    return pages, {"pages": sorted(lay.rel(p) for p in pages), "wheels": sorted(listed), "hosted": sorted(hosted)}
+
+
+def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family: bool,
+           generic_ok: bool) -> IndexResult:
+    """``build_index`` with the output folder held: read, host, write pages, then clean up."""
     result = IndexResult(out_dir=lay.out_dir, metadata_upload=lay.files_dir if lay.base_url is not None else None)
     state_path = lay.out_dir / STATE_NAME
     state, damaged = load_state(state_path)
     if damaged:
         result.warnings.append(f"the state file {STATE_NAME} is damaged ({damaged}): rebuilt from the folder; "
                                "nothing it listed was removed")
-    wheels, metadata = _gather(lay, state["wheels"], result)
-    _write_sidecars(lay, wheels, metadata, result)
+    wheels, metadata = gather(lay, state["wheels"], result.skipped)
+    result.read, result.reused = len(metadata), len(wheels) - len(metadata)
+    result.files_written += [lay.rel(host) for fn in metadata if (host := lay.host_for(fn, wheels[fn]))]
+    result.files_written += write_sidecars(lay, wheels, metadata, result.skipped)
+    if not wheels and not result.skipped:
+        result.warnings.append(f"{lay.wheel_dir} holds no wheels")
     plan = index_plan(targets, family, list(wheels.values()))
     facts = {fn: _facts(lay.wheel_dir / fn, rec) for fn, rec in wheels.items()}
     old_indexes: dict[str, Any] = state["indexes"]
@@ -395,22 +284,21 @@ def build_index(
         listed = [fn for fn, wt in facts.items()
                   if all(wt.verdict(d, generic_ok=generic_ok)[0] == "ok" for d in devices)]
         result.indexes[index] = listed
-        pages = _pages_for(lay, index, listed, wheels)
+        pages, new_indexes[index] = _index_one(lay, index, listed, wheels)
         all_pages.update(pages)
-        produced = {lay.rel(p) for p in pages}
-        stale += [rel for rel in old_indexes.get(index, {}).get("pages", []) if rel not in produced]
-        new_indexes[index] = {"pages": sorted(produced), "wheels": sorted(listed)}
+        stale += [rel for rel in old_indexes.get(index, {}).get("pages", []) if rel not in new_indexes[index]["pages"]]
     _publish(lay, all_pages, result)
     for rel in stale:
         _note_removal(remove_owned(lay.out_dir, rel), rel, result)
-    # hosted copies and sidecars nobody links to any more
-    referenced = {fn for idx in new_indexes.values() for fn in idx.get("wheels", [])}
-    hosted = {lay.rel(lay.sidecar_for(fn)) for fn in referenced}
-    if lay.copy:
-        hosted |= {f"{FILES_DIR}/{fn}" for fn in referenced}
-    for rel in state.get("hosted", []):
-        if rel not in hosted:
-            _note_removal(remove_owned(lay.out_dir, rel), rel, result)
+    # hosted copies and sidecars no page links to any more; an index kept from an older state
+    # that does not say what it links to keeps everything this run
+    hosted = {rel for idx in new_indexes.values() for rel in idx.get("hosted", [])}
+    if all("hosted" in idx for idx in new_indexes.values()):
+        for rel in state.get("hosted", []):
+            if rel not in hosted:
+                _note_removal(remove_owned(lay.out_dir, rel), rel, result)
+    else:
+        hosted |= set(state.get("hosted", []))
     state = {"version": STATE_VERSION, "wheels": wheels, "indexes": new_indexes, "hosted": sorted(hosted)}
     write_if_changed(state_path, (json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8"))
     for fn, wt in facts.items():

@@ -1,9 +1,10 @@
 """The files of a static index on disk: atomic writes, hosted wheels, one read per wheel.
 
 ``atomic_write`` and ``write_if_changed`` put bytes in place with ``os.replace`` (a reader
-never sees half a file; an unchanged file is not touched). ``read_wheel`` hashes a wheel, reads
-its facts (``reader.py``) and its METADATA in one open, and hosts it on the way (a hard link,
-else a copy). ``parallel`` runs such work on a few threads (hashing releases the GIL). ``Layout`` says
+never sees half a file; an unchanged file is not touched). ``read_wheel`` copies a wheel to a
+staging file (a copy-on-write clone where the filesystem offers one), hashes it and reads its
+facts (``reader.py``) and METADATA from that copy; the caller moves it to
+``OUT/files/<hash>/<wheel>``, so a file the pages link to is never replaced or changed. ``parallel`` runs such work on a few threads (hashing releases the GIL). ``Layout`` says
 where one run reads wheels and where it writes pages, hosted copies and sidecars.
 
 It decides nothing about which wheel goes where (``index_plan.py``) and renders no page
@@ -27,6 +28,7 @@ R = TypeVar("R")
 
 Record = dict[str, Any]
 FILES_DIR = "files"
+HASH_DIR = 16  # hex digits of the wheel's sha256 that name its folder under OUT/files
 
 
 def parallel(fn: Callable[[T], R], items: list[T], key: Callable[[T], K]) -> dict[K, R]:
@@ -83,73 +85,66 @@ def _buffer() -> memoryview:
     return buf
 
 
-def _link(src: Path, dst: Path) -> bool:
-    """Hard-link ``src`` to ``dst`` atomically; False when the filesystem will not."""
+def _clone(src_fd: int, dst_fd: int) -> bool:
+    """A copy-on-write clone (``FICLONE``: btrfs, XFS, ...); False where the filesystem has none."""
     try:
-        if os.path.samefile(src, dst):
-            return True
-    except OSError:
-        pass
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.lnk")
-    try:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
-        os.link(src, tmp)
-    except OSError:
+        import fcntl
+
+        fcntl.ioctl(dst_fd, 0x40049409, src_fd)  # FICLONE
+    except (ImportError, OSError, ValueError):
         return False
-    try:
-        os.replace(tmp, dst)
-    finally:
-        try:  # rename() between two links to one file does nothing and leaves both
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
     return True
 
 
-def _copy_hashing(fh: Any, path: Path, host: Path, h: Any) -> None:
-    """Copy the open wheel ``fh`` to ``host`` through a temporary file, hashing as it goes."""
+def _stage(src: Path, stage: Path) -> tuple[Any, os.stat_result]:
+    """Copy ``src`` to ``stage`` (a clone where the filesystem can); its sha256 and status.
+
+    The copy is what gets hashed, read and hosted, so a wheel rewritten in place while or
+    after it is indexed cannot change what the pages describe.
+    """
+    import hashlib
     import shutil
 
+    h = hashlib.sha256()
     buf = _buffer()
-    tmp = tmp_name(host)
-    try:
-        with open(tmp, "wb") as dst:
+    with open(src, "rb") as fh, open(stage, "w+b") as dst:
+        st = os.fstat(fh.fileno())
+        if _clone(fh.fileno(), dst.fileno()):
+            while n := dst.readinto(buf):
+                h.update(buf[:n])
+        else:
             while n := fh.readinto(buf):
                 h.update(buf[:n])
                 dst.write(buf[:n])
-        shutil.copystat(path, tmp)
-        os.replace(tmp, host)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
+    os.utime(stage, ns=(st.st_atime_ns, st.st_mtime_ns))
+    shutil.copymode(src, stage)
+    return h, st
 
 
-def read_wheel(path: Path, size: int, host: Path | None) -> tuple[Record, bytes]:
-    """Hash a wheel and read its facts in one open; copy it to ``host`` on the way when asked.
+def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
+    """Hash a wheel and read its facts (``reader.py``) and METADATA from the same bytes.
 
-    The bytes are hashed through one reused buffer (no allocation per wheel), then the zip's
-    central directory and the two small members are read from the same open file.
-    Returns (record for the state file, METADATA bytes).
+    With ``stage`` the wheel is first copied there (the hosted copy to be) and everything is
+    read from that copy; the caller moves it into place or removes it. The record's size and
+    time are the source's, as they were read.
     """
     import hashlib
     import zipfile
 
     from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info, read_metadata
 
-    h: Any = hashlib.sha256()
-    linked = host is not None and _link(path, host)
-    with open(path, "rb") as fh:
-        if host is not None and not linked:
-            _copy_hashing(fh, path, host, h)
+    h: Any = None
+    if stage is not None:
+        h, st = _stage(path, stage)
+    with open(stage or path, "rb") as fh:
+        if h is not None:
+            pass
         elif hasattr(hashlib, "file_digest"):
+            st = os.fstat(fh.fileno())
             h = hashlib.file_digest(fh, "sha256")
         else:  # Python 3.10
+            st = os.fstat(fh.fileno())
+            h = hashlib.sha256()
             buf = _buffer()
             while n := fh.readinto(buf):
                 h.update(buf[:n])
@@ -157,7 +152,7 @@ def read_wheel(path: Path, size: int, host: Path | None) -> tuple[Record, bytes]
         with zipfile.ZipFile(fh) as zf:
             dist_info = pick_dist_info(zf.namelist(), path.name, path.name.split("-", 1)[0])
             metadata = read_metadata(zf, dist_info, path.name)
-            wt = facts_from_zip(zf, path, audit=False, metadata=metadata)
+            wt = facts_from_zip(zf, stage or path, audit=False, metadata=metadata)
     meta = parse_metadata(metadata.decode("utf-8", "replace"))
     rec = {
         "sha256": h.hexdigest(),
@@ -169,6 +164,8 @@ def read_wheel(path: Path, size: int, host: Path | None) -> tuple[Record, bytes]
         "stamped": wt.stamped,
         "problems": list(wt.problems),
         "files": [[f.path, list(f.targets), list(f.complete), list(f.problems)] for f in wt.files],
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
     }
     return rec, metadata
 
@@ -199,19 +196,25 @@ class Layout:
     def rel(self, path: Path) -> str:
         return os.path.relpath(path, self.out_dir).replace(os.sep, "/")
 
-    def host_for(self, fn: str) -> Path | None:
-        return self.files_dir / fn if self.copy else None
+    def host_for(self, fn: str, rec: Record) -> Path | None:
+        """Where a hosted copy lives: ``OUT/files/<hash>/<wheel>``, one folder per content."""
+        return self.files_dir / str(rec["sha256"])[:HASH_DIR] / fn if self.copy else None
 
-    def sidecar_for(self, fn: str) -> Path:
-        """The PEP 658 ``.metadata`` file: beside the wheel in place, else in OUT/files."""
-        return (self.wheel_dir / f"{fn}.metadata") if self.in_place else (self.files_dir / f"{fn}.metadata")
+    def sidecar_for(self, fn: str, rec: Record) -> Path:
+        """The PEP 658 ``.metadata`` file: beside the wheel (in place, or its hosted copy), else
+        (wheels served from ``base_url``) in OUT/files, to be uploaded beside them."""
+        if self.in_place:
+            return self.wheel_dir / f"{fn}.metadata"
+        host = self.host_for(fn, rec)
+        return Path(f"{host}.metadata") if host is not None else self.files_dir / f"{fn}.metadata"
 
-    def href(self, fn: str, page_dir: Path) -> str:
+    def href(self, fn: str, rec: Record, page_dir: Path) -> str:
         from urllib.parse import quote
 
         if self.base_url is not None:
             return f"{self.base_url}/{quote(fn)}"
-        target = (self.wheel_dir / fn) if self.in_place else (self.files_dir / fn)
+        target = (self.wheel_dir / fn) if self.in_place else self.host_for(fn, rec)
+        assert target is not None
         rel = os.path.relpath(target, page_dir).replace(os.sep, "/")
         return "/".join(quote(part) for part in rel.split("/"))
 

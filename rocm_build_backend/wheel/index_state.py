@@ -1,8 +1,9 @@
 """The index's state file, ``OUT/.rocm-build-backend-index.json``: what earlier runs wrote.
 
 It records, per wheel, the facts read from it (so an unchanged wheel is not read again), the
-pages of each index and the files hosted in OUT; a later run removes what it no longer
-produces, and only that. ``remove_owned`` removes one such path relative to OUT.
+pages of each index and the files hosted in OUT (and which index links to which); a later run
+removes what it no longer produces, and only that. ``remove_owned`` removes one such path
+relative to OUT; ``locked`` makes runs into one folder take turns.
 
 A state file is trusted only when every path it names is one this index could have written
 (a page, a hosted wheel or ``.metadata`` file) inside the output folder; otherwise it is damaged
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +97,11 @@ def state_problem(state: dict[str, Any], out_dir: Path) -> str | None:
         for rel in index.get("pages", []):
             if owned_path(out_dir, rel, _PAGE_SUFFIXES) is None:
                 return f"it lists {rel!r}, which is not a page inside the output folder"
+        if "hosted" in index and not _str_list(index["hosted"]):
+            return f"the index {name!r} has no list of hosted files"
+        for rel in index.get("hosted", []):
+            if owned_path(out_dir, rel, _HOSTED_SUFFIXES) is None:
+                return f"it lists {rel!r}, which is not a wheel or .metadata file inside the output folder"
     if not _str_list(state.get("hosted")):
         return "its hosted files are not a list of paths"
     for rel in state["hosted"]:
@@ -156,3 +164,27 @@ def remove_owned(out_dir: Path, rel: str) -> str | None:
             break
         parent = parent.parent
     return None
+
+
+LOCK_NAME = ".rocm-build-backend-index.lock"
+
+
+@contextmanager
+def locked(out_dir: Path) -> Iterator[None]:
+    """Hold OUT's lock file for the length of a run: runs into one folder take turns.
+
+    ``flock`` on ``OUT/.rocm-build-backend-index.lock`` (created once, never removed: removing a
+    lock file lets two runs hold two different files). Without ``fcntl`` (Windows) runs are
+    not serialised; each still writes every file atomically.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(out_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
