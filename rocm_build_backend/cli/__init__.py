@@ -209,7 +209,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
         targets = [d.target for d in _detection(args, keep_features=True).devices if d.included]
         if not targets:
-            require_targets(_detection(args))
+            try:
+                require_targets(_detection(args))
+            except RocmBuildBackendError as exc:  # cache reads --targets, not the build settings
+                exc.hint = "name the targets the cached wheels must load on: --targets gfx942"
+                raise
     kw: dict[str, Any] = {"cache_dirs": [Path(d) for d in args.cache_dir] if args.cache_dir else None,
                           "tools": ("pip", "uv") if args.tool == "all" else (args.tool,)}
     if args.action == "list":
