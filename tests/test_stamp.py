@@ -37,6 +37,8 @@ from rocm_build_backend.wheel.stamp import (
     target_label,
 )
 
+from wheelmaker import valid_stamp
+
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "rocm_build_backend" / "data" / "stamp.schema.json"
 
@@ -124,7 +126,7 @@ def sample_stamp(**over) -> dict:
         version="0.1.0",
     )
     args.update(over)
-    return make_stamp(**args)
+    return valid_stamp(make_stamp(**args))
 
 
 # ---------------------------------------------------------------- strict tools

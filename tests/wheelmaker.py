@@ -14,16 +14,28 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def stamp_for(device: dict[str, list[str] | tuple[list[str], list[str]]]) -> dict:
+SCHEMA = Path(__file__).resolve().parents[1] / "rocm_build_backend" / "data" / "stamp.schema.json"
+
+
+def valid_stamp(stamp: dict) -> dict:
+    """``stamp``, once it validates against the shipped ``stamp.schema.json`` (jsonschema)."""
+    import jsonschema
+
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(stamp)
+    return stamp
+
+
+def stamp_for(device: dict[str, list[str] | tuple[list[str], list[str]]], *, check: bool = True) -> dict:
     """A stamp (docs/stamp.md) whose audit found ``device``: member -> targets, or
-    member -> (targets, complete)."""
+    member -> (targets, complete). Validated against the shipped schema unless ``check`` is
+    False (a hostile stamp made on purpose)."""
     files = {}
     for member, spec in device.items():
         targets, complete = spec if isinstance(spec, tuple) else (spec, spec)
         files[member] = {"targets": list(targets), "complete": list(complete)}
     union = sorted({t for f in files.values() for t in f["targets"]})
     common = set.intersection(*(set(f["complete"]) for f in files.values())) if files else set()
-    return {
+    stamp = {
         "schema_version": 1,
         "generator": {"name": "rocm-build-backend", "version": "0.1.0"},
         "requested": {"targets": union, "source": "settings"},
@@ -31,6 +43,7 @@ def stamp_for(device: dict[str, list[str] | tuple[list[str], list[str]]]) -> dic
         "host": {"gpus": []},
         "toolchain": {"compiler": "hipcc", "version": "5.2.21153", "hip_version": None, "rocm_version": None},
     }
+    return valid_stamp(stamp) if check else stamp
 
 
 def make_wheel(folder: Path, name: str, version: str, *, device: dict | None = None,

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+SCHEMA_VERSION = 1  # of the --json output: docs/json/cache.md, data/schemas/cache.schema.json
+
 
 @dataclass
 class CacheEntry:
@@ -68,6 +70,7 @@ class CacheReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "targets": list(self.targets),
             "caches": [{"tool": t, "path": str(p), "summary": s, "source": src}
                        for (t, p, s), src in zip(self.caches, self.sources)],

@@ -60,6 +60,8 @@ __all__ = [
     "host_rocm_version",
 ]
 
+SCHEMA_VERSION = 1  # of the --json output: docs/json/check.md, data/schemas/check.schema.json
+
 
 # --------------------------------------------------------------------------------------------
 # the report
@@ -118,6 +120,7 @@ class CheckReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "devices": list(self.devices),
             "generic_targets": {True: "load", False: "do not load", None: "unknown"}[self.generic_ok],
             "notes": list(self.notes),

@@ -103,6 +103,9 @@ __all__ = [
     "normalize",
 ]
 
+SCHEMA_VERSION = 1  # of the --json output: docs/json/index.md, data/schemas/index.schema.json
+
+
 @dataclass
 class IndexResult:
     """What ``build_index`` did. Paths are relative to ``out_dir``."""
@@ -129,6 +132,7 @@ class IndexResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "out_dir": str(self.out_dir),
             "indexes": {k: list(v) for k, v in self.indexes.items()},
             "pages_written": list(self.pages_written),
