@@ -258,3 +258,14 @@ def test_build_index_with_no_targets_named_writes_nothing(tmp_path):
         with pytest.raises(ConfigError):
             I.build_index(wheels, tmp_path / "out", targets=value, family=True)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("how", ["corrupt", "encrypted", "method", "huge"])
+def test_read_stamp_raises_a_wheel_error_for_an_unreadable_stamp(tmp_path, how):
+    from rocm_build_backend.errors import WheelError
+    from rocm_build_backend.wheel.stamp import read_stamp
+
+    whl = bad_wheel(tmp_path, how, "stamp")
+    with pytest.raises(WheelError) as exc:
+        read_stamp(whl)
+    assert "rocm_build.json" in exc.value.message

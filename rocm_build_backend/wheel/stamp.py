@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
-from rocm_build_backend.wheel.archive import MAX_MEMBERS, MAX_STAMP, dist_info_dir, open_wheel, read_member
+from rocm_build_backend.wheel.archive import MAX_MEMBERS, MAX_STAMP, dist_info_dir, open_wheel, read_named
 from rocm_build_backend.wheel.rewrite import (  # noqa: F401  (re-exported: the documented import path)
     clean_stale_temps,
     rewrite_members,
@@ -296,8 +296,12 @@ def read_stamp(wheel_path: str | os.PathLike[str]) -> Stamp | None:
             name = f"{dist_info}/{STAMP_NAME}"
             if name not in names:
                 return None
-            raw = read_member(zf, zf.getinfo(name), MAX_STAMP, "the stamp")
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
+            try:
+                raw = read_named(zf, name, MAX_STAMP, "the stamp")
+            except WheelError as exc:
+                raise WheelError(f"cannot read the stamp of {path.name}: {exc.message}",
+                                 hint="rebuild the wheel through rocm-build-backend") from None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
         raise WheelError(f"cannot read the stamp of {path.name}: {exc}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
