@@ -309,7 +309,7 @@ def parser() -> argparse.ArgumentParser:
     sp = add("index", cmd_index, "write a static package index per GPU target")
     sp.add_argument("wheel_dir")
     sp.add_argument("out_dir")
-    sp.add_argument("--targets", help="only these targets")
+    sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")
     sp.add_argument("--json", action="store_true")

@@ -13,6 +13,9 @@ target counts for every processor it covers), and it honours ``HSA_OVERRIDE_GFX_
 (and the per-node ``HSA_OVERRIDE_GFX_VERSION_<n>`` values, each counted as a GPU).
 ``ROCM_BUILD_BACKEND_GUARD_OFF=1`` turns it off; ``ROCM_BUILD_BACKEND_SYSFS_ROOT`` points it at
 another root holding ``sys/class/kfd/...`` (tests, containers).
+
+This module writes the guard's source and edits ``__init__.py`` bytes; it must not decide
+which targets a wheel holds (the build's audit does) nor touch a wheel on disk.
 """
 
 from __future__ import annotations
