@@ -269,3 +269,21 @@ def test_read_stamp_raises_a_wheel_error_for_an_unreadable_stamp(tmp_path, how):
     with pytest.raises(WheelError) as exc:
         read_stamp(whl)
     assert "rocm_build.json" in exc.value.message
+
+
+def test_index_in_place_never_removes_a_wheel_its_state_file_lists(tmp_path):
+    out = tmp_path / "out"
+    wheels = out / "wheels"  # the wheels live inside the index: served where they are
+    whl = make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
+    other = make_wheel(wheels, "other", "1.0", device={"other/_k.so": ["gfx90a"]})
+    I.build_index(wheels, out, targets=["gfx90a"])
+    state_path = out / I.STATE_NAME
+    state = json.loads(state_path.read_text())
+    state["hosted"] += ["wheels/" + other.name, "wheels/" + whl.name]
+    state_path.write_text(json.dumps(state))
+    other.rename(tmp_path / other.name)  # gone from the index's folder: its pages and sidecar go
+    shutil_copy = (tmp_path / other.name).read_bytes()
+    result = I.build_index(wheels, out, targets=["gfx90a"])
+    assert whl.is_file()
+    assert (tmp_path / other.name).read_bytes() == shutil_copy
+    assert not any(r.endswith(".whl") for r in result.removed), result.removed

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.wheel.index_files import inside
+from rocm_build_backend.wheel.index_files import FILES_DIR, inside
 
 STATE_NAME = ".rocm-build-backend-index.json"
 STATE_VERSION = 1
@@ -54,7 +54,15 @@ def owned_path(out_dir: Path, rel: object, suffixes: tuple[str, ...]) -> Path | 
 
 
 _PAGE_SUFFIXES = ("/index.html", "/index.json")
-_HOSTED_SUFFIXES = (".whl", ".metadata")
+_HOSTED_SUFFIXES = (".whl", ".whl.metadata")
+
+
+def hosted_path(out_dir: Path, rel: object) -> Path | None:
+    """``owned_path`` for a hosted file: a wheel copy under ``files/`` (never a wheel elsewhere,
+    such as one served in place), or a ``.whl.metadata`` file."""
+    if isinstance(rel, str) and rel.endswith(".whl") and not rel.startswith(FILES_DIR + "/"):
+        return None
+    return owned_path(out_dir, rel, _HOSTED_SUFFIXES)
 
 
 def _str_list(value: object) -> bool:
@@ -100,13 +108,13 @@ def state_problem(state: dict[str, Any], out_dir: Path) -> str | None:
         if "hosted" in index and not _str_list(index["hosted"]):
             return f"the index {name!r} has no list of hosted files"
         for rel in index.get("hosted", []):
-            if owned_path(out_dir, rel, _HOSTED_SUFFIXES) is None:
-                return f"it lists {rel!r}, which is not a wheel or .metadata file inside the output folder"
+            if hosted_path(out_dir, rel) is None:
+                return f"it lists {rel!r}, which is not a hosted wheel or .metadata file inside the output folder"
     if not _str_list(state.get("hosted")):
         return "its hosted files are not a list of paths"
     for rel in state["hosted"]:
-        if owned_path(out_dir, rel, _HOSTED_SUFFIXES) is None:
-            return f"it lists {rel!r}, which is not a wheel or .metadata file inside the output folder"
+        if hosted_path(out_dir, rel) is None:
+            return f"it lists {rel!r}, which is not a hosted wheel or .metadata file inside the output folder"
     return None
 
 
@@ -147,7 +155,7 @@ def remove_owned(out_dir: Path, rel: str) -> str | None:
     ``rel`` must pass ``owned_path`` (checked again here, just before the removal). Returns
     None when it was removed, ``""`` when there was nothing to remove, else a warning.
     """
-    path = owned_path(out_dir, rel, _PAGE_SUFFIXES + _HOSTED_SUFFIXES)
+    path = owned_path(out_dir, rel, _PAGE_SUFFIXES) or hosted_path(out_dir, rel)
     if path is None:
         return ""
     try:
