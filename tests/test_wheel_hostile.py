@@ -282,8 +282,8 @@ def test_index_in_place_never_removes_a_wheel_its_state_file_lists(tmp_path):
     state["hosted"] += ["wheels/" + other.name, "wheels/" + whl.name]
     state_path.write_text(json.dumps(state))
     other.rename(tmp_path / other.name)  # gone from the index's folder: its pages and sidecar go
-    shutil_copy = (tmp_path / other.name).read_bytes()
+    kept = (tmp_path / other.name).read_bytes()
     result = I.build_index(wheels, out, targets=["gfx90a"])
     assert whl.is_file()
-    assert (tmp_path / other.name).read_bytes() == shutil_copy
+    assert (tmp_path / other.name).read_bytes() == kept
     assert not any(r.endswith(".whl") for r in result.removed), result.removed
