@@ -166,7 +166,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _check_devices(args: argparse.Namespace) -> tuple[list, list[str], bool | None]:
+def _check_devices(args: argparse.Namespace) -> tuple[list[Any], list[str], bool | None]:
     """(devices, notes, generic_ok) for check: --targets, else this machine's GPUs."""
     from rocm_build_backend.wheel.check import devices_from_detection, generic_ok_for, host_rocm_version
     from rocm_build_backend.gpu.targets import parse_targets
