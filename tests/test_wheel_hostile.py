@@ -287,3 +287,26 @@ def test_index_in_place_never_removes_a_wheel_its_state_file_lists(tmp_path):
     assert whl.is_file()
     assert (tmp_path / other.name).read_bytes() == kept
     assert not any(r.endswith(".whl") for r in result.removed), result.removed
+
+
+def test_index_removes_staging_copies_a_killed_run_left(tmp_path):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
+    out = tmp_path / "out"
+    I.build_index(wheels, out)
+    files = out / "files"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()  # a process that has ended
+    left = files / f".pkg-2.0-py3-none-any.whl.{dead}.140000.tmp"
+    left.write_bytes(b"half a wheel")
+    old = 1_000_000_000
+    os.utime(left, (old, old))
+    running = files / f".pkg-3.0-py3-none-any.whl.{os.getpid()}.140000.tmp"  # a live run's
+    running.write_bytes(b"being copied")
+    os.utime(running, (old, old))
+    mine = files / "notes.tmp"  # not a name the index makes
+    mine.write_bytes(b"the user's")
+    result = I.build_index(wheels, out)
+    assert not left.exists()
+    assert running.exists() and mine.exists()
+    assert result.removed == [left.relative_to(out).as_posix()]

@@ -86,7 +86,14 @@ from rocm_build_backend.wheel.index_pages import (  # noqa: F401 (API_VERSION, n
 )
 from rocm_build_backend.wheel.index_plan import FAMILIES, family_of, index_plan, named_targets  # noqa: F401
 from rocm_build_backend.wheel.index_wheels import gather, write_sidecars
-from rocm_build_backend.wheel.index_state import STATE_NAME, STATE_VERSION, load_state, locked, remove_owned
+from rocm_build_backend.wheel.index_state import (
+    STATE_NAME,
+    STATE_VERSION,
+    abandoned_stages,
+    load_state,
+    locked,
+    remove_owned,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from rocm_build_backend.wheel.facts import WheelTargets
@@ -272,6 +279,8 @@ def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family:
     if damaged:
         result.warnings.append(f"the state file {STATE_NAME} is damaged ({damaged}): rebuilt from the folder; "
                                "nothing it listed was removed")
+    for rel in abandoned_stages(lay.out_dir):  # what a killed run left half-copied
+        _note_removal(remove_owned(lay.out_dir, rel), rel, result)
     wheels, metadata = gather(lay, state["wheels"], result.skipped)
     result.read, result.reused = len(metadata), len(wheels) - len(metadata)
     result.files_written += [lay.rel(host) for fn in metadata if (host := lay.host_for(fn, wheels[fn]))]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -156,6 +157,8 @@ def remove_owned(out_dir: Path, rel: str) -> str | None:
     None when it was removed, ``""`` when there was nothing to remove, else a warning.
     """
     path = owned_path(out_dir, rel, _PAGE_SUFFIXES) or hosted_path(out_dir, rel)
+    if path is None and _STAGE.match(rel.removeprefix(FILES_DIR + "/")) and rel.count("/") == 1:
+        path = owned_path(out_dir, rel, (".tmp",))
     if path is None:
         return ""
     try:
@@ -196,3 +199,40 @@ def locked(out_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+_STAGE = re.compile(r"^\..+\.whl\.(\d+)\.\d+\.tmp$")
+STAGE_AGE = 600  # seconds a staging copy must have been left alone before it counts as abandoned
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True  # exists (someone else's), or cannot tell: keep the file
+    return True
+
+
+def abandoned_stages(out_dir: Path) -> list[str]:
+    """Staging copies in OUT/files that a killed run left: our own name pattern
+    (``.<wheel>.<pid>.<thread>.tmp``), a process that is gone, untouched for ``STAGE_AGE``."""
+    import time
+
+    files = out_dir / FILES_DIR
+    try:
+        entries = list(os.scandir(files))
+    except OSError:
+        return []
+    now, out = time.time(), []
+    for entry in entries:
+        m = _STAGE.match(entry.name)
+        try:
+            if not m or not entry.is_file(follow_symlinks=False) or now - entry.stat().st_mtime < STAGE_AGE:
+                continue
+        except OSError:
+            continue
+        if not _pid_alive(int(m.group(1))):
+            out.append(f"{FILES_DIR}/{entry.name}")
+    return sorted(out)
