@@ -14,9 +14,15 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rocm_build_backend.gpu.amd import detect as D
+from rocm_build_backend.gpu import detect as D
+from rocm_build_backend.gpu.amd.amdsmi import parse_amd_smi
+from rocm_build_backend.gpu.amd.kfd import read_kfd
+from rocm_build_backend.gpu.amd.names import kfd_to_processor
+from rocm_build_backend.gpu.amd.overrides import parse_override
+from rocm_build_backend.gpu.amd.rocminfo import parse_rocminfo
+from rocm_build_backend.gpu.amd.tools import smi_gfx, parse_amdgpu_arch, parse_enumerator, parse_rocm_smi
 from rocm_build_backend.errors import NoGpuDetectedError
-from rocm_build_backend.gpu.targets import GpuTarget, kfd_to_processor
+from rocm_build_backend.gpu.targets import GpuTarget
 
 DATA = Path(__file__).parent / "data" / "detect"
 KEY = json.loads((DATA / "detect-expected.json").read_text())["fixtures"]
@@ -29,12 +35,16 @@ TOOL_PROBE = {
     "aomp offload-arch -v": "amdgpu-arch",
     "rocm-smi --showproductname --json": "rocm-smi",
     "rocm-smi --showproductname --csv": "rocm-smi",
+    "amd-smi static": "amd-smi",
+    "amd-smi static --json": "amd-smi",
+    "amd-smi list": "amd-smi",
 }
 PARSER = {
-    "rocminfo": D.parse_rocminfo,
-    "rocm_agent_enumerator": D.parse_enumerator,
-    "amdgpu-arch": D.parse_amdgpu_arch,
-    "rocm-smi": D.parse_rocm_smi,
+    "rocminfo": parse_rocminfo,
+    "rocm_agent_enumerator": parse_enumerator,
+    "amdgpu-arch": parse_amdgpu_arch,
+    "rocm-smi": parse_rocm_smi,
+    "amd-smi": parse_amd_smi,
 }
 
 
@@ -103,7 +113,7 @@ def kfd(root: Path, env: dict | None = None, **kw) -> D.Detection:
 def test_every_fixture_is_in_the_key():
     files = {p.name for p in DATA.iterdir() if p.name not in ("SOURCES.md", "detect-expected.json")}
     assert files == set(KEY)
-    assert len(KEY) == 23
+    assert len(KEY) == 27
 
 
 def summarize(devices):
@@ -163,21 +173,21 @@ def test_override_trap_reports_the_physical_gpu():
 def test_no_false_override_flag_on_plain_outputs():
     for name, want in KEY.items():
         if want["tool"] == "rocminfo" and "override" not in name:
-            result = D.parse_rocminfo(fixture(name))
+            result = parse_rocminfo(fixture(name))
             assert all(d.physical is None for d in result.devices), name
             assert not any("OVERRIDE" in w for w in result.warnings), name
 
 
 def test_igpu_evidence_without_memory_properties_line():
     # the older output has no 'Memory Properties: APU'; the table and the CU count still tell
-    result = D.parse_rocminfo(fixture("mi100_plus_apu_gfx1036.rocminfo.txt"))
+    result = parse_rocminfo(fixture("mi100_plus_apu_gfx1036.rocminfo.txt"))
     apu = [d for d in result.devices if d.kind == "apu"]
     assert [d.processor for d in apu] == ["gfx1036"]
     assert "Memory Properties" not in apu[0].evidence and "2 compute units" in apu[0].evidence
 
 
 def test_rocminfo_fields_kept():
-    result = D.parse_rocminfo(fixture("mi300x_8gpu_xeon.rocminfo.txt"))
+    result = parse_rocminfo(fixture("mi300x_8gpu_xeon.rocminfo.txt"))
     assert [d.node for d in result.devices] == list(range(2, 10))
     assert result.devices[0].uuid == "GPU-07386a321fa45d1e"
     assert result.devices[0].compute_units == 304
@@ -196,14 +206,14 @@ def test_keep_features():
 
 def test_rocminfo_grep_excerpt():
     text = "  Name:                    gfx1030\n      Name:                    amdgcn-amd-amdhsa--gfx1030\n"
-    result = D.parse_rocminfo(text)
+    result = parse_rocminfo(text)
     assert [str(d.target) for d in result.devices] == ["gfx1030"]
 
 
 def test_rocminfo_isa_lines_only():
     lines = [ln for ln in fixture("apu_gfx1036_plus_rx7900xtx.rocminfo.txt").splitlines() if "amdgcn" in ln]
     assert len(lines) == 4  # two GPUs, each with a generic ISA
-    result = D.parse_rocminfo("\n".join(lines))
+    result = parse_rocminfo("\n".join(lines))
     assert [d.processor for d in result.devices] == ["gfx1100", "gfx1036"]
     got = D.detect(recorded={"rocminfo": "\n".join(lines)}, env={})
     assert [str(t) for t in got.targets] == ["gfx1100"]
@@ -214,7 +224,7 @@ def test_rocminfo_grep_names_and_marketing():
         ln for ln in fixture("rx5700xt_gfx1010_plus_apu_gfx1036.rocminfo.txt").splitlines()
         if "Name:" in ln and "Vendor" not in ln
     )
-    result = D.parse_rocminfo(text)
+    result = parse_rocminfo(text)
     assert [str(d.target) for d in result.devices] == ["gfx1010:xnack-", "gfx1036"]
     assert result.devices[0].name == "AMD Radeon RX 5700 XT"
 
@@ -222,7 +232,7 @@ def test_rocminfo_grep_names_and_marketing():
 def test_rocminfo_real_escape_codes():
     line = "ROCk module is loaded"
     text = fixture("rx6900xt_gfx1030.rocminfo.txt").replace(line, f"\x1b[37m{line}\x1b[0m")
-    assert [d.processor for d in D.parse_rocminfo(text).devices] == ["gfx1030"]
+    assert [d.processor for d in parse_rocminfo(text).devices] == ["gfx1030"]
 
 
 def agent(n, name, dtype, *, isa=None, marketing=None, cus=None, memory=""):
@@ -246,7 +256,7 @@ def test_rocminfo_skips_npu_and_generic():
               cus=40, memory="APU"),
         agent(3, "aie2", "DSP", isa=["aie2"], cus=0),
     ])
-    result = D.parse_rocminfo(text)
+    result = parse_rocminfo(text)
     assert [str(d.target) for d in result.devices] == ["gfx1151"]
     assert "1 other" in result.summary
     got = D.detect(recorded={"rocminfo": text}, env={})
@@ -266,16 +276,16 @@ def test_rocminfo_gpu_named_like_the_cpu_is_an_igpu():
 
 def test_rocminfo_gfx000_from_empty_override():
     text = "\n".join([agent(1, "cpu", "CPU"), agent(2, "gfx000", "GPU", isa=["gfx000"], cus=40)])
-    result = D.parse_rocminfo(text)
+    result = parse_rocminfo(text)
     assert result.devices == []
     assert any("gfx000" in w and "HSA_OVERRIDE_GFX_VERSION" in w for w in result.warnings)
 
 
 def test_rocminfo_failure_texts():
-    assert D.parse_rocminfo("").summary == "empty output"
-    junk = D.parse_rocminfo("something went wrong\n")
+    assert parse_rocminfo("").summary == "empty output"
+    junk = parse_rocminfo("something went wrong\n")
     assert junk.error == "tool_failed" and "something went wrong" in junk.summary
-    ooo = D.parse_rocminfo("hsa api call failure at: rocminfo.cc:1\nCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES\n")
+    ooo = parse_rocminfo("hsa api call failure at: rocminfo.cc:1\nCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES\n")
     assert ooo.error == "out_of_resources"
 
 
@@ -283,7 +293,7 @@ def test_rocminfo_failure_texts():
 
 
 def test_enumerator_old_format_with_gfx000():
-    result = D.parse_enumerator("gfx000\ngfx90a\ngfx90a\n")
+    result = parse_enumerator("gfx000\ngfx90a\ngfx90a\n")
     assert [d.processor for d in result.devices] == ["gfx90a", "gfx90a"]
     assert [d.node for d in result.devices] == [0, 1]
     assert "gfx000" in result.summary
@@ -291,23 +301,23 @@ def test_enumerator_old_format_with_gfx000():
 
 def test_enumerator_first_line_is_a_gpu_now():
     # new format: no gfx000, so a "skip the first line" parser would lose GPU 0
-    result = D.parse_enumerator(fixture("mi300x_8gpu.rocm_agent_enumerator.txt"))
+    result = parse_enumerator(fixture("mi300x_8gpu.rocm_agent_enumerator.txt"))
     assert len(result.devices) == 8
 
 
 def test_enumerator_only_placeholder_and_name_format():
-    assert D.parse_enumerator("gfx000\n").devices == []
-    named = D.parse_enumerator("gfx942:sramecc+:xnack-\n")
+    assert parse_enumerator("gfx000\n").devices == []
+    named = parse_enumerator("gfx942:sramecc+:xnack-\n")
     assert str(named.devices[0].target) == "gfx942:sramecc+:xnack-"
 
 
 def test_amdgpu_arch_formats():
-    (dev,) = D.parse_amdgpu_arch("gfx906   sramecc- xnack-\n").devices
+    (dev,) = parse_amdgpu_arch("gfx906   sramecc- xnack-\n").devices
     assert str(dev.target) == "gfx906:sramecc-:xnack-"
-    assert [d.processor for d in D.parse_amdgpu_arch("gfx1250-strict\n").devices] == ["gfx1250"]
-    devs = D.parse_amdgpu_arch(fixture("vega20_plus_vega10.offload-arch-v.txt")).devices
+    assert [d.processor for d in parse_amdgpu_arch("gfx1250-strict\n").devices] == ["gfx1250"]
+    devs = parse_amdgpu_arch(fixture("vega20_plus_vega10.offload-arch-v.txt")).devices
     assert [(d.processor, d.device_id) for d in devs] == [("gfx906", "0x66af"), ("gfx900", "0x687f")]
-    assert D.parse_amdgpu_arch("").error is None
+    assert parse_amdgpu_arch("").error is None
 
 
 def test_igpu_by_table_in_line_tools():
@@ -318,10 +328,10 @@ def test_igpu_by_table_in_line_tools():
 
 
 def test_rocm_smi_decimal_gfx_version():
-    assert D._smi_gfx("gfx9010") == "gfx90a"
-    assert D._smi_gfx("gfx942") == "gfx942"
-    assert D._smi_gfx("gfx9012") == "gfx90c"
-    assert D._smi_gfx("gfx12345") is None
+    assert smi_gfx("gfx9010") == "gfx90a"
+    assert smi_gfx("gfx942") == "gfx942"
+    assert smi_gfx("gfx9012") == "gfx90c"
+    assert smi_gfx("gfx12345") is None
 
 
 def test_recorded_probe_order_and_disagreement():
@@ -369,7 +379,7 @@ def test_sysfs_path_does_not_import_subprocess(tmp_path):
     root = eight_gpus(tmp_path)
     code = (
         "import sys\n"
-        "from rocm_build_backend.gpu.amd.detect import detect\n"
+        "from rocm_build_backend.gpu.detect import detect\n"
         f"d = detect(root={str(root)!r}, env={{}})\n"
         "print(d.source, len(d.devices), 'subprocess' in sys.modules)\n"
     )
@@ -672,12 +682,169 @@ def test_parsers_never_raise(text):
 @given(st.binary(max_size=300))
 def test_kfd_reader_never_raises(tmp_path_factory, blob):
     root = tree(tmp_path_factory.mktemp("k"), {0: CPU, 1: blob, 2: W7500})
-    got = D.read_kfd(root, {})
+    got = read_kfd(root, {})
     assert "gfx1102" in [d.processor for d in got.devices]
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.text(alphabet="0123456789.gfx -", max_size=12))
 def test_override_values_never_raise(value):
-    got = D._parse_override(value)
+    got = parse_override(value)
     assert got is None or got.startswith("gfx")
+
+
+# --------------------------------------------------------------------------- hostile sysfs
+
+
+def nodes_dir(root: Path) -> Path:
+    return root / "sys/class/kfd/kfd/topology/nodes"
+
+
+def test_properties_that_is_a_fifo_is_skipped_not_waited_on(tmp_path):
+    import os
+    import threading
+
+    root = tree(tmp_path, {0: CPU, 1: VII, 2: None})
+    os.mkfifo(nodes_dir(root) / "2" / "properties")  # opening it for reading would block
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(kfd(root)), daemon=True)
+    worker.start()
+    worker.join(20)
+    if not result:  # unblock the reader so the test run can end
+        fd = os.open(nodes_dir(root) / "2" / "properties", os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        worker.join(5)
+        pytest.fail("read_kfd blocked on a FIFO")
+    (got,) = result
+    assert [str(t) for t in got.targets] == ["gfx906"]
+    assert "KFD node 2: cannot read properties (not a regular file); skipped" in got.warnings
+
+
+def test_properties_linked_to_dev_zero_is_skipped(tmp_path):
+    if not Path("/dev/zero").exists():
+        pytest.skip("needs /dev/zero")
+    root = tree(tmp_path, {0: CPU, 1: VII, 2: None})
+    (nodes_dir(root) / "2" / "properties").symlink_to("/dev/zero")
+    got = kfd(root)
+    assert [str(t) for t in got.targets] == ["gfx906"]
+    assert "KFD node 2: cannot read properties (not a regular file); skipped" in got.warnings
+
+
+def test_properties_too_large_is_skipped(tmp_path):
+    big = VII + "".join(f"padding_{i} {i}\n" for i in range(20000))  # ~400 KB; real files are ~1.5 KB
+    got = kfd(tree(tmp_path, {0: CPU, 1: VII, 2: big}))
+    assert [str(t) for t in got.targets] == ["gfx906"]
+    assert any(w.startswith("KFD node 2: cannot read properties (larger than") for w in got.warnings)
+
+
+@pytest.mark.parametrize("name", ["\u0663", "\u00b2", "\uff11"])  # Arabic-Indic 3, superscript 2, fullwidth 1
+def test_node_folder_with_a_non_ascii_digit_is_ignored(tmp_path, name):
+    root = tree(tmp_path, {0: CPU, 1: VII})
+    (nodes_dir(root) / name).mkdir()
+    (nodes_dir(root) / name / "properties").write_text(MI300X)
+    got = kfd(root)
+    assert [str(t) for t in got.targets] == ["gfx906"] and len(got.devices) == 1
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0661"])
+def test_visible_devices_with_a_non_ascii_digit_is_no_traceback(tmp_path, value):
+    root = tree(tmp_path, {0: CPU, 1: VII, 2: VII})
+    got = kfd(root, env={"HIP_VISIBLE_DEVICES": value})
+    assert got.targets == []
+    assert any("matches no GPU" in w for w in got.warnings)
+
+
+@pytest.mark.parametrize("parse, text", [
+    (parse_enumerator, "gfx90a\n" * 2000),
+    (parse_rocminfo, "  Name: gfx90a\n" * 2000),
+    (parse_rocminfo, "Agent 1\n  Name: gfx90a\n  Device Type: GPU\n" * 2000),
+    (parse_rocm_smi, "{" + ",".join(f'"card{i}": {{"GFX Version": "gfx90a"}}' for i in range(2000)) + "}"),
+])
+def test_more_gpus_than_any_machine_has_is_not_believed(parse, text):
+    got = parse(text)
+    assert got.devices == [] and got.error == "tool_failed"
+    assert "more than 1024" in got.summary and got.summary.endswith("output ignored")
+
+
+# --------------------------------------------------------------------------- outputs as users paste them
+
+
+def _grep_colour(text: str) -> str:
+    """What ``rocminfo | grep --color=always -e Name -e gfx`` style colouring does to each match."""
+    import re
+
+    return re.sub(r"Name|gfx[0-9a-f]+", lambda m: f"\x1b[01;31m\x1b[K{m.group(0)}\x1b[m\x1b[K", text)
+
+
+PASTES = {
+    "newlines_to_spaces": lambda t: " ".join(t.splitlines()),
+    "newlines_dropped": lambda t: "".join(t.splitlines()),
+    "crlf": lambda t: t.replace("\n", "\r\n"),
+    "lone_cr": lambda t: t.replace("\n", "\r"),
+    "tabs": lambda t: "\n".join(ln.replace("    ", "\t").replace(":  ", ":\t") for ln in t.splitlines()),
+    "ansi": _grep_colour,
+    "ansi_crlf_one_line": lambda t: " ".join(_grep_colour(t).splitlines()) + "\r\n",
+}
+
+
+def _pasted_cases():
+    for name in sorted(KEY):
+        want = KEY[name]
+        if want["tool"] == "kfd-properties" or not want["gpus"] or want["tool"].startswith("rocm-smi"):
+            continue
+        for paste in PASTES:
+            if want["tool"] != "rocminfo" and paste == "newlines_dropped":
+                continue  # one target per line with nothing between: "gfx942gfx942" is not a paste users make
+            if want["tool"] == "amd-smi static" and paste.startswith(("newlines", "ansi_crlf_one")):
+                continue  # amd-smi's text is read line by line; its JSON survives any of these
+            yield name, paste
+
+
+@pytest.mark.parametrize("name, paste", list(_pasted_cases()))
+def test_pasted_output_gives_the_same_targets(name, paste):
+    want = KEY[name]
+    probe = TOOL_PROBE[want["tool"]]
+    text = PASTES[paste](fixture(name))
+    result = PARSER[probe](text)
+    assert summarize(result.devices) == want["gpus"]
+    got = D.detect(recorded={probe: text}, env={}, run=no_run)
+    assert sorted(map(str, got.targets)) == sorted(want["build_targets"])
+
+
+# --------------------------------------------------------------------------- amd-smi
+
+
+def test_amd_smi_static_text_gives_name_cus_and_device_id():
+    (dev,) = parse_amd_smi(fixture("w7500_gfx1102.amd-smi-static-asic.txt")).devices
+    assert (str(dev.target), dev.name, dev.compute_units, dev.device_id, dev.node) == (
+        "gfx1102", "Navi 33 [Radeon Pro W7500]", 28, "0x7489", 2)
+
+
+def test_amd_smi_static_json_both_shapes_and_warning_lines():
+    text = fixture("mi210_gfx90a.amd-smi-static.json")
+    data = json.loads(text)
+    # amd-smi 24.x printed the list itself; later versions wrap it in {"gpu_data": [...]}
+    old_shape = json.dumps(data["gpu_data"], indent=4)
+    # Python warnings amd-smi printed before its JSON, as a user pasted them (nathaninline/ajean#39)
+    warned = ("/usr/lib/python3.14/site-packages/amdsmi/amdsmi_interface.py:3569: SyntaxWarning: "
+              "'return' in a 'finally' block\n  return return_dictionary\n" + text)
+    for variant in (text, old_shape, warned):
+        (dev,) = parse_amd_smi(variant).devices
+        assert (str(dev.target), dev.name, dev.compute_units, dev.device_id) == (
+            "gfx90a", "AMD Instinct MI210", 104, "0x740f")
+
+
+def test_amd_smi_list_names_gpus_but_no_targets():
+    got = parse_amd_smi(fixture("mi210_plus_nic.amd-smi-list.txt"))
+    assert got.devices == [] and got.error == "no_target_info"
+    assert got.summary.startswith("lists 1 GPU but not their targets")
+    detection = D.detect(recorded={"amd-smi": fixture("mi210_plus_nic.amd-smi-list.txt")}, env={}, run=no_run)
+    with pytest.raises(NoGpuDetectedError) as info:
+        D.require_targets(detection)
+    assert "amd-smi static --asic" in info.value.hint
+
+
+def test_amd_smi_unknown_target_is_skipped_with_a_warning():
+    text = fixture("w7500_gfx1102.amd-smi-static-asic.txt").replace("gfx1102", "gfx1999")
+    got = parse_amd_smi(text)
+    assert got.devices == [] and "gfx1999" in got.warnings[0]

@@ -60,7 +60,7 @@ def test_normalize():
 @pytest.mark.parametrize(("dist", "spec", "env", "defines"), [
     ("flash-attn", "gfx90a:xnack-;gfx942",
      {"GPU_ARCHS": "gfx90a;gfx942", "BUILD_TARGET": "rocm", "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}, {}),
-    ("aiter", "gfx942;gfx950", {"GPU_ARCHS": "gfx942;gfx950"}, {}),
+    ("aiter", "gfx942;gfx950", {"GPU_ARCHS": "gfx942;gfx950", "BUILD_TARGET": "rocm"}, {}),
     ("xformers", "gfx90a:sramecc+:xnack-;gfx942",
      {"HIP_ARCHITECTURES": "gfx90a:sramecc+:xnack- gfx942"}, {}),
     ("bitsandbytes", "gfx90a;gfx1100", {}, {"COMPUTE_BACKEND": "hip", "BNB_ROCM_ARCH": "gfx90a;gfx1100"}),
@@ -71,6 +71,9 @@ def test_normalize():
     ("deepspeed", "gfx942", {}, {}),
     ("apex", "gfx942", {}, {}),
     ("torch", "gfx942", {}, {}),
+    ("causal-conv1d", "gfx90a:xnack-;gfx942",
+     {"HIP_ARCHITECTURES": "gfx90a:xnack-,gfx942", "CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}, {}),
+    ("mamba_ssm", "gfx942", {"HIP_ARCHITECTURES": "gfx942", "MAMBA_FORCE_BUILD": "TRUE"}, {}),
 ])
 def test_knobs_in_each_projects_syntax(dist, spec, env, defines):
     profile = profile_for(dist)
@@ -197,3 +200,100 @@ def test_hcc_amdgpu_target_steers_hipcc_as_cupy_relies_on(tmp_path):
                              check=True, capture_output=True, text=True).stdout.split()
     assert sorted(x for x in listing if x.startswith("hipv4")) == [
         "hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx940"]
+
+
+# ---------------------------------------------- projects without a profile: the target lists (issue 11 item 4)
+
+SWITCHES = {"FORCE_CUDA", "BUILD_TARGET", "FLASH_ATTENTION_FORCE_BUILD", "VLLM_TARGET_DEVICE",
+            "CUPY_INSTALL_USE_HIP"}
+
+
+def test_unknown_project_gets_every_target_list_and_no_switch():
+    profile = profiles.select_profile("auto", "flash-attention-fork")
+    assert profile.name == profiles.TARGET_LISTS
+    env = profile.env(T("gfx90a:xnack-;gfx942"))
+    assert env == {"GPU_ARCHS": "gfx90a;gfx942", "HIP_ARCHITECTURES": "gfx90a:xnack- gfx942"}
+    assert not SWITCHES & set(env)
+    assert profile.cmake_defines(T("gfx942")) == {}
+    assert "GPU_ARCHS as flash-attn, aiter read it" in profile.source
+
+
+def test_no_name_at_all_also_gets_the_target_lists():
+    assert profiles.select_profile("auto", None).name == profiles.TARGET_LISTS
+
+
+@pytest.mark.parametrize(("setting", "dist", "expected"), [
+    ("auto", "Flash_Attn", "flash-attn"),
+    ("none", "flash-attn", None),
+    ("xformers", "my-fork", "xformers"),
+    ("amd-aiter", None, "aiter"),
+    ("xformer", "xformers", None),  # an unknown explicit name: the caller reports it
+])
+def test_select_profile(setting, dist, expected):
+    found = profiles.select_profile(setting, dist)
+    assert (found.name if found else None) == expected
+
+
+def test_every_target_list_is_marked_and_switches_are_not():
+    marked = {v.name for p in profiles.all_profiles() for v in p.variables if v.target_list}
+    assert marked == {"GPU_ARCHS", "HIP_ARCHITECTURES"}
+    for p in profiles.all_profiles():
+        for v in p.variables:
+            if v.name in SWITCHES:
+                assert not v.target_list, (p.name, v.name)
+
+
+def test_plan_of_an_unknown_project_names_the_target_lists():
+    from rocm_build_backend.build.plan import Host, make_plan
+    from rocm_build_backend.build.settings import load_settings
+
+    p = make_plan(T("gfx942"), "from test", load_settings({}, None, {}), {}, backend_kind="setuptools",
+                  host=Host(cpus=4, mem_available=8 << 30), dist_name="somebodys-kernels")
+    assert p.profile == profiles.TARGET_LISTS
+    assert p.env["GPU_ARCHS"] == "gfx942" and p.env["HIP_ARCHITECTURES"] == "gfx942"
+    assert "FLASH_ATTENTION_FORCE_BUILD" not in p.env and "FORCE_CUDA" not in p.env
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["profiles"][2]["variables"][1].update(target_list=True), "target_list variable"),
+    (lambda d: d["profiles"][2]["variables"][0].update(target_list="yes"), "true or false"),
+    (lambda d: d["profiles"][3]["variables"][0].update(separator=","), "written differently"),
+])
+def test_malformed_target_lists_are_refused(edit, message):
+    data = copy.deepcopy(_data())
+    assert data["profiles"][2]["name"] == "flash-attn" and data["profiles"][3]["name"] == "aiter"
+    edit(data)
+    with pytest.raises(ValueError, match=message):
+        load_profiles(data)
+
+
+# ---------------------------------------------- setup.py projects get their profile (issue 11 item 3)
+
+def test_load_project_reads_the_name_from_pkg_info(tmp_path):
+    from rocm_build_backend.build.flow import load_project
+
+    (tmp_path / "setup.py").write_text("import os\nsetup(name=os.environ['X'])\n")
+    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: flash_attn\nVersion: 2.8.3\n\nName: not-this\n")
+    project = load_project({}, env={}, source_dir=tmp_path)
+    assert project.dist_name == "flash_attn"
+    assert profile_for(project.dist_name).name == "flash-attn"
+
+
+@pytest.mark.integration
+def test_comma_joined_offload_arch_as_causal_conv1d_and_mamba_pass_it(tmp_path):
+    """causal-conv1d and mamba-ssm put all of HIP_ARCHITECTURES into one --offload-arch=; clang
+    splits that at ',' (a space makes one invalid target ID), so their profiles join with ','."""
+    value = profile_for("causal-conv1d").env(T("gfx90a:xnack-;gfx942"))["HIP_ARCHITECTURES"]
+    source = tmp_path / "k.hip"
+    source.write_text("__attribute__((global)) void k(int *p) { *p = 1; }\n")
+    out = tmp_path / "k.o"
+    subprocess.run(["clang-19", "-x", "hip", "-nogpuinc", "-nogpulib", "--cuda-device-only", "-c",
+                    f"--offload-arch={value}", str(source), "-o", str(out)], check=True, capture_output=True)
+    listing = subprocess.run(["clang-offload-bundler-19", "--list", "--type=o", f"--input={out}"],
+                             check=True, capture_output=True, text=True).stdout.split()
+    assert sorted(x for x in listing if x.startswith("hipv4")) == [
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", "hipv4-amdgcn-amd-amdhsa--gfx942"]
+    spaced = subprocess.run(["clang-19", "-x", "hip", "-nogpuinc", "-nogpulib", "--cuda-device-only", "-c",
+                             f"--offload-arch={value.replace(',', ' ')}", str(source), "-o", str(out)],
+                            capture_output=True, text=True)
+    assert spaced.returncode != 0 and "invalid target ID" in spaced.stderr

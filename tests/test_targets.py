@@ -3,8 +3,9 @@
 import pytest
 
 from rocm_build_backend.errors import UnknownTargetError
-from rocm_build_backend.gpu.targets import (GpuTarget, join_targets, kfd_to_processor, parse_target,
-                                        parse_targets, split_targets, suggest, table)
+from rocm_build_backend.gpu.targets import (GpuTarget, join_targets, parse_target, parse_targets, sort_targets,
+                                            split_targets, suggest, table)
+from rocm_build_backend.gpu.amd.names import kfd_to_processor
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -89,3 +90,62 @@ def test_target_properties():
     assert parse_target("gfx1036").info["kind"] == "apu"
     assert parse_target("sm_90a").vendor == "nvidia"
     assert split_targets(["a;b", "c d"]) == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--all"]])
+def test_targets_json_meets_its_schema(extra):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rocm_build_backend.data import path
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(path("schemas/targets.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", "targets", "--json", *extra], cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True, check=True)
+    data = json.loads(proc.stdout)
+    assert list(data)[0] == "schema_version"
+    jsonschema.validate(data, schema)
+    names = [row["name"] for row in data["targets"]]
+    assert len(names) == len(set(names)) and "gfx942" in names
+    assert ("sm_90" in names) == bool(extra)
+    assert names.index("gfx908") < names.index("gfx90a") < names.index("gfx942") < names.index("gfx1030")
+
+
+def test_every_target_in_the_table_belongs_to_the_vendor_its_row_names():
+    from rocm_build_backend.gpu.vendor import claimant, vendor_named
+
+    for name, row in table().items():
+        found = claimant(name)
+        assert found is not None and found.name == row["vendor"], name
+        assert vendor_named(row["vendor"]) is found
+        assert GpuTarget(name).vendor == row["vendor"] and GpuTarget(name).info == row
+
+
+def test_sort_order_puts_vendors_in_registry_order_and_unknown_names_last():
+    got = [str(t) for t in sort_targets([GpuTarget("zz9"), GpuTarget("sm_90"), GpuTarget("gfx942"),
+                                         GpuTarget("compute_90"), GpuTarget("gfx90a")])]
+    assert got == ["gfx90a", "gfx942", "sm_90", "compute_90", "zz9"]
+
+
+def test_compat_asks_the_vendor_of_the_code():
+    from rocm_build_backend.gpu.compat import why_not
+
+    assert why_not("gfx90a", "sm_90") == "gfx90a is amd code, the device is nvidia"
+    assert why_not("gfx90a:xnack+", "gfx90a:xnack-") == "gfx90a:xnack+ needs xnack+, the device runs xnack-"
+    assert why_not("sm_80", "sm_90") == "sm_80 loads on sm_8x devices from sm_80 on"
+    assert why_not("compute_80", "sm_90") is None
+
+
+def test_the_earlier_detection_import_path_still_works():
+    from rocm_build_backend.gpu import detect as neutral
+    from rocm_build_backend.gpu.amd import detect as earlier
+
+    for name in earlier.__all__:
+        assert getattr(earlier, name) is not None
+    assert earlier.detect is neutral.detect and earlier.Detection is neutral.Detection

@@ -53,8 +53,9 @@ class Project:
 
     @property
     def dist_name(self) -> str | None:
-        name = (self.pyproject.get("project") or {}).get("name")
-        return name if isinstance(name, str) else None
+        from rocm_build_backend.build.projectname import project_name  # [project], PKG-INFO, setup.cfg, setup.py
+
+        return project_name(self.source_dir, self.pyproject)
 
 
 def read_pyproject(source_dir: Path) -> dict[str, Any]:

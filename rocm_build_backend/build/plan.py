@@ -173,13 +173,11 @@ def make_plan(
 
     profile_name = None
     notes: list[str] = []
-    wanted_profile = dist_name if settings.profile == "auto" else settings.profile
-    if wanted_profile and wanted_profile != "none":
-        from rocm_build_backend.build.profiles import all_profiles, profile_for, profile_names
+    if settings.profile != "none":
+        from rocm_build_backend.build.profiles import profile_names, select_profile
 
-        profile = profile_for(wanted_profile) or next(
-            (p for p in all_profiles() if p.name == wanted_profile), None)
-        if profile is None and settings.profile != "auto":
+        profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
+        if profile is None:
             import difflib
 
             near = difflib.get_close_matches(settings.profile, profile_names(), n=1)

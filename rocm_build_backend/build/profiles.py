@@ -7,8 +7,14 @@ bitsandbytes the CMake variable ``BNB_ROCM_ARCH``, torchvision ``FORCE_CUDA=1``.
 project is a new entry, not new code::
 
     profile = profile_for("flash_attn")          # normalized name match; None if unknown
+    profile = select_profile("auto", name)       # the project's profile, else target_list_profile()
     profile.env(targets)           # {"GPU_ARCHS": "gfx90a;gfx942", "FLASH_ATTENTION_FORCE_BUILD": "TRUE", ...}
     profile.cmake_defines(targets) # {} here; {"COMPUTE_BACKEND": "hip", "BNB_ROCM_ARCH": ...} for bitsandbytes
+
+A project with no profile still gets every knob marked ``target_list`` in the data (a pure list
+of targets under a name several projects read, ``GPU_ARCHS``, ``HIP_ARCHITECTURES``): that is
+``target_list_profile()``. Behaviour switches (``FORCE_CUDA``, ``BUILD_TARGET``, ...) stay with
+their project's profile. The name to match comes from ``build/projectname.py``.
 
 Everything here is pure; the JSON is read on first use.
 """
@@ -22,7 +28,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.gpu.targets import GpuTarget
 
@@ -54,6 +60,7 @@ class Variable:
     vendor: str = "amd"
     source: str = ""
     note: str = ""
+    target_list: bool = False  # a pure target list: also given to projects without a profile
 
     @property
     def is_template(self) -> bool:
@@ -133,8 +140,8 @@ class Profile:
         return f"{self.name} ({self.title}; read from {self.source})"
 
 
-def _variable(raw: dict, where: str) -> Variable:
-    unknown = set(raw) - {"name", "kind", "value", "separator", "vendor", "source", "note"}
+def _variable(raw: dict[str, Any], where: str) -> Variable:
+    unknown = set(raw) - {"name", "kind", "value", "separator", "vendor", "source", "note", "target_list"}
     if unknown:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
     var = Variable(
@@ -145,6 +152,7 @@ def _variable(raw: dict, where: str) -> Variable:
         vendor=raw.get("vendor", "amd"),
         source=raw.get("source", ""),
         note=raw.get("note", ""),
+        target_list=raw.get("target_list", False),
     )
     if var.kind not in _KINDS:
         raise ValueError(f"{where}: kind {var.kind!r} is not one of {sorted(_KINDS)}")
@@ -153,10 +161,15 @@ def _variable(raw: dict, where: str) -> Variable:
     bad = set(_PLACEHOLDER.findall(var.value)) - _PLACEHOLDERS
     if bad:
         raise ValueError(f"{where}: unknown placeholders {sorted(bad)} in {var.value!r}")
+    if var.target_list is not True and var.target_list is not False:
+        raise ValueError(f"{where}: target_list must be true or false")
+    if var.target_list and (var.kind != "env" or not var.is_template):
+        raise ValueError(f"{where}: a target_list variable is an environment variable with a {{target}} "
+                         "or {processor} template")
     return var
 
 
-def _profile(raw: dict) -> Profile:
+def _profile(raw: dict[str, Any]) -> Profile:
     where = f"profile {raw.get('name')!r}"
     unknown = set(raw) - {
         "name", "title", "distributions", "backend", "source", "reads", "detects",
@@ -184,7 +197,7 @@ def _profile(raw: dict) -> Profile:
     )
 
 
-def load_profiles(data: dict) -> tuple[Profile, ...]:
+def load_profiles(data: dict[str, Any]) -> tuple[Profile, ...]:
     """Build profiles from the parsed JSON document; ValueError on a malformed entry."""
     if data.get("schema_version") != 1:
         raise ValueError(f"unsupported profiles schema_version {data.get('schema_version')!r}")
@@ -195,6 +208,14 @@ def load_profiles(data: dict) -> tuple[Profile, ...]:
             if dist in seen:
                 raise ValueError(f"distribution {dist!r} is claimed by {seen[dist]!r} and {p.name!r}")
             seen[dist] = p.name
+    lists: dict[str, tuple[str, Variable]] = {}
+    for p in profiles:
+        for var in p.variables:
+            if not var.target_list:
+                continue
+            first = lists.setdefault(var.name, (p.name, var))
+            if (first[1].value, first[1].separator, first[1].vendor) != (var.value, var.separator, var.vendor):
+                raise ValueError(f"target list {var.name!r} is written differently by {first[0]!r} and {p.name!r}")
     return profiles
 
 
@@ -215,6 +236,43 @@ def profile_for(dist_name: str | None) -> Profile | None:
     if not dist_name:
         return None
     return _by_distribution().get(normalize(dist_name))
+
+
+TARGET_LISTS = "target-lists"
+
+
+@lru_cache(maxsize=None)
+def target_list_profile() -> Profile:
+    """For a project without a profile: every target-list variable of the shipped profiles, once."""
+    variables: dict[str, Variable] = {}
+    origins: dict[str, list[str]] = {}
+    for p in all_profiles():
+        for var in p.variables:
+            if var.target_list:
+                variables.setdefault(var.name, var)
+                origins.setdefault(var.name, []).append(p.name)
+    return Profile(
+        name=TARGET_LISTS,
+        title="no profile for this project: the target lists known projects read",
+        distributions=(),
+        backend=None,
+        source="; ".join(f"{name} as {', '.join(who)} read it" for name, who in origins.items()),
+        reads=(), detects=(), variables=tuple(variables.values()), conflicts=(),
+        no_device_code_hint=None, verified_by=(), limitations=(),
+    )
+
+
+def select_profile(setting: str, dist_name: str | None) -> Profile | None:
+    """The profile a build uses: ``setting`` is ``[tool.rocm-build-backend] profile``.
+
+    ``auto``: the profile of ``dist_name``, else ``target_list_profile()``; ``none``: None; any
+    other value names a profile (by name or distribution), None when there is no such profile.
+    """
+    if setting == "none":
+        return None
+    if setting == "auto":
+        return profile_for(dist_name) or target_list_profile()
+    return profile_for(setting) or next((p for p in all_profiles() if p.name == setting), None)
 
 
 def profile_names() -> list[str]:

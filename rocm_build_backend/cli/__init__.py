@@ -4,7 +4,7 @@
     detect [--json]              this machine's GPUs and the targets a build would get
     plan [PATH] [--json]         what a build of PATH would get, without building
     build PATH [-o DIR] [-C ..]  build PATH's wheel through the shim, no build isolation
-    configure PATH               make PATH's pyproject.toml build through the shim
+    configure PATH [--diff]      make PATH's pyproject.toml build through the shim
     audit PATH... [--json]       the GPU code wheels, .so files and code objects really hold
     check WHEEL... [--json]      will each wheel's GPU code load on this machine?
     cache list|purge             wheels in pip's and uv's caches made for other GPUs
@@ -35,28 +35,39 @@ def _print_json(data: Any) -> None:
 
 def _detect_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("detection from recorded data instead of this machine")
+    from rocm_build_backend.gpu.vendor import vendors
+
     g.add_argument("--root", metavar="DIR", help="folder that stands for / in every sysfs read")
-    g.add_argument("--rocminfo-output", metavar="FILE", help="use this recorded rocminfo output")
-    g.add_argument("--enumerator-output", metavar="FILE", help="use this recorded rocm_agent_enumerator output")
-    g.add_argument("--amdgpu-arch-output", metavar="FILE", help="use this recorded amdgpu-arch/offload-arch output")
+    for vendor in vendors():  # each vendor names the tool outputs it can replay
+        for rec in vendor.recorded_outputs:
+            g.add_argument(rec.option, metavar="FILE", dest=_dest(rec.option), help=rec.help)
+
+
+def _dest(option: str) -> str:
+    return "recorded_" + option.lstrip("-").replace("-", "_")
 
 
 def _read(path: str, what: str) -> str:
+    """A recorded tool output: a regular file, at most what a detection program may print."""
+    from rocm_build_backend.gpu.files import read_small_text
+    from rocm_build_backend.gpu.programs import OUTPUT_LIMIT
+
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
+        return read_small_text(path, OUTPUT_LIMIT)
     except OSError as exc:
-        raise RocmBuildBackendError(f"cannot read {what} {path}: {exc.strerror}",
-                                    hint="give the path of a file that exists") from None
+        raise RocmBuildBackendError(f"cannot read {what} {path}: {exc.strerror or exc}",
+                                    hint="give the path of a file that holds the tool's output") from None
 
 
 def _detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
-    from rocm_build_backend.gpu.amd.detect import detect
+    from rocm_build_backend.gpu.detect import detect
+    from rocm_build_backend.gpu.vendor import vendors
 
     recorded = {}
-    for key, attr in (("rocminfo", "rocminfo_output"), ("rocm_agent_enumerator", "enumerator_output"),
-                      ("amdgpu-arch", "amdgpu_arch_output")):
-        if getattr(args, attr, None):
-            recorded[key] = _read(getattr(args, attr), f"--{attr.replace('_', '-')}")
+    for vendor in vendors():
+        for rec in vendor.recorded_outputs:
+            if getattr(args, _dest(rec.option), None):
+                recorded[rec.probe] = _read(getattr(args, _dest(rec.option)), rec.option)
     kw: dict[str, Any] = {"keep_features": keep_features}
     if args.root:
         if not Path(args.root).is_dir():
@@ -73,8 +84,11 @@ def cmd_targets(args: argparse.Namespace) -> int:
     from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, table
 
     rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == "amd")
-    if args.json:
-        _print_json({str(t): table()[t.processor] for t in rows})
+    if args.json:  # data/schemas/targets.schema.json, docs/json/targets.md
+        columns = ("vendor", "family", "kind", "xnack", "sramecc", "generic", "kfd", "first_llvm", "products",
+                   "verified")
+        _print_json({"schema_version": 1, "targets": [
+            {"name": t.processor, **{c: table()[t.processor].get(c) for c in columns}} for t in rows]})
         return 0
     for t in rows:
         r = table()[t.processor]
@@ -91,7 +105,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if found.targets:
         return 0
     if not args.json:
-        from rocm_build_backend.gpu.amd.detect import require_targets
+        from rocm_build_backend.gpu.detect import require_targets
 
         try:
             require_targets(found)
@@ -147,8 +161,13 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_configure(args: argparse.Namespace) -> int:
     from rocm_build_backend.build.project import configure
 
-    changed, message = configure(Path(args.path))
-    print(message)
+    if not Path(args.path).is_dir():
+        raise RocmBuildBackendError(f"{args.path} is not a folder", hint="give the project's folder")
+    result = configure(Path(args.path), write=not (args.diff or args.dry_run))
+    if args.diff:
+        sys.stdout.write(result.diff())
+    else:
+        print(result.message)
     return 0
 
 
@@ -205,7 +224,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
         targets = parse_targets(named_targets(args.targets))
     else:
-        from rocm_build_backend.gpu.amd.detect import require_targets
+        from rocm_build_backend.gpu.detect import require_targets
 
         targets = [d.target for d in _detection(args, keep_features=True).devices if d.included]
         if not targets:
@@ -286,6 +305,8 @@ def parser() -> argparse.ArgumentParser:
 
     sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")
     sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("--diff", action="store_true", help="show the change as a unified diff; write nothing")
+    sp.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
 
     sp = add("audit", cmd_audit, "list the GPU code that wheels, .so files and code objects hold")
     sp.add_argument("paths", nargs="+", metavar="PATH")

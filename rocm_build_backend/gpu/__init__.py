@@ -1,5 +1,7 @@
-"""GPU targets and the rules for whether code built for one target loads on another.
+"""GPU targets, the rules for whether code built for one target loads on another, and detection.
 
-Vendor-specific tables, detection probes and rules live in one sub-package per vendor
-(``amd``, ``nvidia``); the rest of the package calls the vendor-neutral modules here.
+Vendor-neutral modules here (``targets``, ``compat``, ``device``, ``detect``, ``programs``,
+``files``) call each vendor through the interface in ``vendor.py``; each vendor's names, loader
+rules and probes live in its own sub-package (``amd``; NVIDIA's in ``nvidia_interim`` until
+its sub-package exists). Importing this package imports nothing else.
 """

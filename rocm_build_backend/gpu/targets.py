@@ -5,33 +5,26 @@ A target ID is a processor plus optional features, written the way LLVM writes i
 compute capabilities (``sm_90``, ``sm_90a``, ``compute_90``) use the same model; their
 rows live in the same table (``data/gpu_targets.json``, made by ``tools/gen_targets.py``).
 A new GPU is a new row in that file, not new code.
+
+Vendor-neutral: which vendor a name belongs to, how it parses and sorts, is asked of the
+vendor registry (``gpu/vendor.py``); this module must not spell any vendor's grammar.
 """
 
 from __future__ import annotations
 
-from rocm_build_backend.data import path as data_path
-
-import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.errors import UnknownTargetError
+from rocm_build_backend.gpu.table import table
+from rocm_build_backend.gpu.vendor import claimant, rank, vendor_of, vendors
 
-_DATA = data_path("gpu_targets.json")
-_FEATURES = ("sramecc", "xnack")  # LLVM's canonical order: alphabetical
+__all__ = ["GpuTarget", "table", "suggest", "parse_target", "parse_targets", "split_targets",
+           "sort_targets", "join_targets"]
+
+
 _SPLIT = re.compile(r"[;,\s]+")
-_AMD = re.compile(r"gfx[0-9a-f]+|gfx[0-9]+(?:-[0-9]+)?-generic")
-_NVIDIA = re.compile(r"(sm|compute)_([0-9]+)([af]?)")
-
-
-@lru_cache(maxsize=None)
-def table() -> dict[str, dict]:
-    """The target table: name -> facts (vendor, family, kind, xnack, sramecc, generic, kfd)."""
-    with open(_DATA, encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 @dataclass(frozen=True, order=True)
@@ -57,18 +50,16 @@ class GpuTarget:
 
     @property
     def vendor(self) -> str:
-        return "nvidia" if _NVIDIA.fullmatch(self.processor) else "amd"
+        return vendor_of(self.processor).name
 
     @property
     def is_generic(self) -> bool:
         return self.processor.endswith("-generic")
 
     @property
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         """The table row for this processor (``{}`` for one the table does not list)."""
-        m = _NVIDIA.fullmatch(self.processor)
-        key = f"sm_{m.group(2)}" if m else self.processor
-        return table().get(key, {})
+        return table().get(vendor_of(self.processor).table_key(self.processor), {})
 
 
 def _edit_distance(a: str, b: str) -> int:
@@ -103,27 +94,10 @@ def _unknown(text: str, where: str) -> str:
 
 
 def _parse_one(text: str) -> GpuTarget | str:
-    """A GpuTarget, or a problem description."""
-    processor, *features = text.split(":")
-    nv = _NVIDIA.fullmatch(processor)
-    if nv:
-        if f"sm_{nv.group(2)}" not in table() or features:
-            return _unknown(text, "")
-        return GpuTarget(processor)
-    if not _AMD.fullmatch(processor) or processor not in table():
-        return _unknown(text, "")
-    row = table()[processor]
-    values: dict[str, str] = {}
-    for feat in features:
-        m = re.fullmatch(r"(sramecc|xnack)([+-])", feat)
-        if not m:
-            return f"bad feature '{feat}' in GPU target '{text}' (expected xnack+, xnack-, sramecc+ or sramecc-)"
-        if m.group(1) in values:
-            return f"feature '{m.group(1)}' given twice in GPU target '{text}'"
-        if row.get(m.group(1)) is False:
-            return f"GPU target '{processor}' has no '{m.group(1)}' feature (in '{text}')"
-        values[m.group(1)] = m.group(2)
-    return GpuTarget(processor, sramecc=values.get("sramecc"), xnack=values.get("xnack"))
+    """A GpuTarget, or a problem description (the vendor that claims the name parses it)."""
+    found = claimant(text.split(":")[0])
+    got = found.parse(text) if found is not None else None
+    return _unknown(text, "") if got is None else got
 
 
 def parse_target(text: str) -> GpuTarget:
@@ -160,19 +134,13 @@ def parse_targets(value: str | Sequence[str], *, where: str = "") -> list[GpuTar
     return sort_targets(found)
 
 
-def _sort_key(t: GpuTarget) -> tuple:
-    """AMD by (major, minor, stepping) with generic targets after their family, then NVIDIA."""
-    p = t.processor
-    nv = _NVIDIA.fullmatch(p)
-    if nv:
-        return (1, int(nv.group(2)), nv.group(1) == "compute", nv.group(3), 0, str(t))
-    g = re.fullmatch(r"gfx([0-9]+)(?:-([0-9]+))?-generic", p)
-    if g:
-        return (0, int(g.group(1)), int(g.group(2) or 0), 99, 1, str(t))
-    digits = p[3:]
-    if len(digits) >= 3 and digits[:-2].isdigit() and all(c in "0123456789abcdef" for c in digits[-2:]):
-        return (0, int(digits[:-2]), int(digits[-2], 16), int(digits[-1], 16), 0, str(t))
-    return (2, 0, 0, 0, 0, str(t))
+def _sort_key(t: GpuTarget) -> tuple[Any, ...]:
+    """Vendors in registry order (AMD by major, minor, stepping with generic targets after
+    their family; NVIDIA by compute capability), names no vendor can order last."""
+    own = vendor_of(t.processor).sort_key(t.processor)
+    if own is None:
+        return (len(vendors()), (), str(t))
+    return (rank(t.processor), own, str(t))
 
 
 def sort_targets(targets: Iterable[GpuTarget]) -> list[GpuTarget]:
@@ -181,13 +149,3 @@ def sort_targets(targets: Iterable[GpuTarget]) -> list[GpuTarget]:
 
 def join_targets(targets: Iterable[GpuTarget], sep: str = ";") -> str:
     return sep.join(str(t) for t in targets)
-
-
-def kfd_to_processor(version: int) -> str | None:
-    """Decode KFD ``gfx_target_version`` (90010 -> gfx90a, 90402 -> gfx942); None for 0 (CPU)."""
-    if version <= 0:
-        return None
-    major, minor, stepping = version // 10000, (version // 100) % 100, version % 100
-    if minor > 15 or stepping > 15:
-        return None
-    return f"gfx{major}{minor:x}{stepping:x}"

@@ -1,0 +1,191 @@
+"""The detection model: a device a probe saw, one probe's result, one vendor's and the whole
+machine's outcome, and what probes are given to work with.
+
+Vendor-neutral data and its rendering (text table, JSON). Must not probe, run or parse
+anything: the probes live with their vendor (``gpu/amd/``), the orchestration in ``detect.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from rocm_build_backend.gpu.targets import GpuTarget
+
+#: More GPUs (or agents) than any machine has: a probe listing more is broken or hostile, and
+#: its parser stops there instead of building millions of devices.
+MAX_DEVICES = 1024
+#: A ``subprocess.run``-compatible callable (tests hand in fakes).
+Runner = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Device:
+    """One GPU a probe saw, and whether the build compiles for it."""
+
+    target: GpuTarget  # what the runtime loads (after HSA_OVERRIDE_GFX_VERSION)
+    physical: GpuTarget | None  # the hardware's own target when an override changed it
+    name: str  # marketing name, "" when the probe does not know it
+    kind: str  # "dgpu" | "apu"
+    included: bool
+    reason: str
+    source: str
+    node: int | None  # KFD node (kfd, rocminfo) or line index (other probes)
+    uuid: str = ""  # "GPU-8d1457e2c20f59d2" where known
+    device_id: str = ""  # PCI device ID, "0x74a1", where known
+    compute_units: int | None = None
+    evidence: str = ""  # why ``kind`` is what it is
+
+    @property
+    def processor(self) -> str:
+        return self.target.processor
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": str(self.target),
+            "vendor": self.target.vendor,
+            "processor": self.target.processor,
+            "physical": str(self.physical) if self.physical else None,
+            "name": self.name,
+            "kind": self.kind,
+            "included": self.included,
+            "reason": self.reason,
+            "source": self.source,
+            "node": self.node,
+            "device_id": self.device_id or None,
+            "compute_units": self.compute_units,
+            "evidence": self.evidence,
+        }
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one probe saw: its GPUs (before any selection), a one-line summary, an error code.
+
+    ``error`` is one of ``no_topology``, ``driver_not_loaded``, ``driver_not_loaded_no_kfd``,
+    ``kfd_permission_denied``, ``out_of_resources``, ``tool_failed``, ``not_found``,
+    ``timeout``, or None.
+    """
+
+    probe: str
+    devices: list[Device]
+    summary: str
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Probing:
+    """What every vendor's probes work with, for one ``detect()`` call.
+
+    ``recorded`` None: probe this machine live (sysfs under ``root``, programs under the time
+    limit). Given (even empty): replay only; no program runs, and sysfs is read only when
+    ``root_given``.
+    """
+
+    root: Path
+    root_given: bool
+    env: Mapping[str, str]
+    recorded: Mapping[str, str] | None
+    run: Runner | None
+    deadline: float  # time.monotonic() by which every program run must have ended
+    keep_features: bool
+
+    @property
+    def live(self) -> bool:
+        return self.recorded is None
+
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+@dataclass(frozen=True)
+class VendorDetection:
+    """One vendor's outcome: its probes' results in the order consulted, the deciding probe,
+    its devices after selection, its build targets, and error codes behind an empty list."""
+
+    vendor: str
+    results: dict[str, ProbeResult] = field(default_factory=dict)
+    decided: str | None = None
+    devices: list[Device] = field(default_factory=list)
+    targets: list[GpuTarget] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    causes: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # probe -> how messages name it
+
+
+@dataclass(frozen=True)
+class Detection:
+    """The outcome: build targets, every device with its verdict, the deciding probe."""
+
+    targets: list[GpuTarget]
+    devices: list[Device]
+    source: str | None
+    warnings: list[str]
+    seen: dict[str, str]
+    causes: list[str] = field(default_factory=list)  # error codes behind an empty result
+    looked_for: str = "AMD"  # the vendors probed, as messages name them ("AMD or NVIDIA")
+    labels: dict[str, str] = field(default_factory=dict)  # probe -> how messages name it
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``detect --json`` document (``data/schemas/detect.schema.json``, docs/json/detect.md)."""
+        return {
+            "schema_version": 1,
+            "targets": [str(t) for t in self.targets],
+            "devices": [d.to_json() for d in self.devices],
+            "source": self.source,
+            "warnings": list(self.warnings),
+            "seen": dict(self.seen),
+            "causes": list(self.causes),
+        }
+
+    def label(self, probe: str) -> str:
+        return self.labels.get(probe, probe)
+
+    def to_text(self) -> str:
+        lines = _device_table(self.devices, self.source) if self.devices else [f"no {self.looked_for} GPU found"]
+        shown = ", ".join(str(t) for t in self.targets) or "(none)"
+        lines.append(f"build targets: {shown}" + (f"  (decided by {self.source})" if self.source else ""))
+        if self.seen:
+            lines.append("probes:")
+            lines.extend(f"  {self.label(p)}: {s}" for p, s in self.seen.items())
+        if self.warnings:
+            lines.append("warnings:")
+            lines.extend(f"  {w}" for w in self.warnings)
+        return "\n".join(lines)
+
+
+def _device_table(devices: Sequence[Device], source: str | None) -> list[str]:
+    lines = [f"GPUs seen by {source}:"]
+    head = ("node", "target", "physical", "kind", "build", "name", "reason")
+    rows = [
+        (
+            "-" if d.node is None else str(d.node),
+            str(d.target),
+            str(d.physical) if d.physical else "-",
+            d.kind,
+            "yes" if d.included else "no",
+            d.name or "-",
+            d.reason,
+        )
+        for d in devices
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
+    for row in [head, *rows]:
+        cells = [c.ljust(w) for c, w in zip(row, widths)] + [row[-1]]
+        lines.append("  " + "  ".join(cells).rstrip())
+    return lines
+
+
+def counted(devices: Sequence[Device]) -> str:
+    """``gfx942 x8, gfx1036``: each target with its count, in first-seen order."""
+    counts: dict[str, int] = {}
+    for d in devices:
+        counts[str(d.target)] = counts.get(str(d.target), 0) + 1
+    return ", ".join(f"{t} x{n}" if n > 1 else t for t, n in counts.items())
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")

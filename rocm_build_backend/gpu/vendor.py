@@ -1,0 +1,105 @@
+"""What every GPU vendor provides, and the registry that finds the vendor of a target.
+
+A vendor (AMD, NVIDIA, ...) is one object that satisfies :class:`Vendor`: its target names
+(which names it claims, how it parses, sorts and looks them up in the target table), its
+loader rules ("does code built for X load on device Y"), its detection probes and the hints
+behind their failures. The rest of the package asks the registry, never ``if vendor == ...``.
+
+The registry names each vendor by ``module:attribute`` and imports it on first use, so this
+module imports nothing from the package at run time and ``import rocm_build_backend`` stays
+cheap. It must not hold any vendor's facts or rules.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from rocm_build_backend.gpu.device import Probing, VendorDetection
+    from rocm_build_backend.gpu.targets import GpuTarget
+
+#: The vendors, in the order they are consulted and sorted. Adding a vendor is adding a line.
+#: NVIDIA's entry points at its interim module until its own sub-package ``gpu/nvidia/`` holds it.
+_REGISTRY = (
+    "rocm_build_backend.gpu.amd.vendor:AMD",
+    "rocm_build_backend.gpu.nvidia_interim:NVIDIA",
+)
+
+
+class RecordedOutput(NamedTuple):
+    """A probe whose captured output ``detect(recorded=...)`` replays, and its CLI option."""
+
+    probe: str  # the key in ``recorded`` ("rocminfo")
+    option: str  # the option of detect/check/cache that reads it from a file ("--rocminfo-output")
+    help: str
+
+
+class Vendor(Protocol):
+    """One GPU vendor, as the vendor-neutral code sees it."""
+
+    name: str  # "amd": the value of ``GpuTarget.vendor`` and of settings
+    label: str  # "AMD": how messages name it
+    recorded_outputs: tuple[RecordedOutput, ...]  # the probes it can replay from captured output
+
+    def owns(self, processor: str) -> bool:
+        """Whether a processor name (``gfx90a``, ``sm_90a``) is this vendor's spelling."""
+        ...
+
+    def parse(self, text: str) -> GpuTarget | str | None:
+        """One lower-cased target ID the vendor owns: a target, a problem, or None (unknown name)."""
+        ...
+
+    def table_key(self, processor: str) -> str:
+        """The target-table row that describes this processor (``sm_90a`` -> ``sm_90``)."""
+        ...
+
+    def sort_key(self, processor: str) -> tuple[object, ...] | None:
+        """Order within the vendor (oldest first); None sorts the name after every vendor."""
+        ...
+
+    def why_not(self, code: GpuTarget, device: GpuTarget, *, generic_ok: bool) -> str | None:
+        """None when code built for ``code`` loads on ``device`` (both this vendor's); else why not."""
+        ...
+
+    def detect(self, probing: Probing) -> VendorDetection:
+        """Run (or replay) this vendor's probes and choose its build targets."""
+        ...
+
+    def hints(self, causes: Sequence[str]) -> list[str]:
+        """What to do about the failure codes (``Detection.causes``) this vendor knows."""
+        ...
+
+
+@lru_cache(maxsize=None)
+def vendors() -> tuple[Vendor, ...]:
+    """Every registered vendor, in registry order."""
+    out = []
+    for entry in _REGISTRY:
+        module, _, attr = entry.partition(":")
+        found: Vendor = getattr(importlib.import_module(module), attr)
+        out.append(found)
+    return tuple(out)
+
+
+def vendor_named(name: str) -> Vendor | None:
+    """The vendor called ``name`` (``"amd"``), or None."""
+    return next((v for v in vendors() if v.name == name), None)
+
+
+@lru_cache(maxsize=4096)
+def claimant(processor: str) -> Vendor | None:
+    """The vendor whose spelling ``processor`` is, or None when no vendor claims it."""
+    return next((v for v in vendors() if v.owns(processor)), None)
+
+
+def vendor_of(processor: str) -> Vendor:
+    """The vendor of a processor name; a name no vendor claims counts as the first vendor's."""
+    return claimant(processor) or vendors()[0]
+
+
+def rank(processor: str) -> int:
+    """The registry position of the vendor claiming ``processor`` (len(vendors()) if none)."""
+    found = claimant(processor)
+    return vendors().index(found) if found is not None else len(vendors())
