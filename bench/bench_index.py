@@ -9,7 +9,8 @@ Rows, all with the page cache warm (every wheel was read once before timing):
 
 - ``sha256 only``: read and hash every wheel (hashlib, one thread): the floor;
 - ``index (in place)``: ``build_index`` with the wheels inside the output folder (linked where they are);
-- ``index (hosted copy)``: the default, wheels linked (hard links) into ``OUT/files``;
+- ``index (hosted copy)``: the default, wheels copied into ``OUT/files/<hash>/`` (a clone where
+  the filesystem can, else a plain copy);
 - ``index again``: the same, nothing changed (facts from the state file, no hashing);
 - ``create the files only``: writing the pages and ``.metadata`` files an index must hold,
   plainly, with no hashing: the second floor, which dominates on disks where creating a file

@@ -72,7 +72,7 @@ def test_verdicts(tmp_path, device_files, device, generic_ok, expected, reason):
     assert w.verdicts[0].status == expected
     if reason:
         assert reason in w.verdicts[0].reason
-    assert report.exit_code == {"ok": 0, "fails": 1, "unknown": 2}[expected]
+    assert report.exit_code == {"ok": 0, "fails": 1, "unknown": 3}[expected]
     assert w.facts.source == "stamp"
 
 
@@ -94,7 +94,7 @@ def test_exit_codes_over_several_wheels(tmp_path):
     dev = [GpuTarget("gfx942")]
     assert C.check_wheels([good], dev, audit=False).exit_code == 0
     assert C.check_wheels([good, bad], dev, audit=False).exit_code == 1
-    assert C.check_wheels([good, unreadable], dev, audit=False).exit_code == 2
+    assert C.check_wheels([good, unreadable], dev, audit=False).exit_code == 3
     # one that fails outweighs one that cannot tell
     report = C.check_wheels([good, bad, unreadable], dev, audit=False)
     assert report.exit_code == 1
@@ -104,7 +104,7 @@ def test_exit_codes_over_several_wheels(tmp_path):
 
 def test_missing_file_is_unknown_not_a_crash(tmp_path):
     report = C.check_wheels([tmp_path / "nope-1.0-py3-none-any.whl"], [GpuTarget("gfx90a")])
-    assert report.exit_code == 2
+    assert report.exit_code == 3
     assert "no such file" in report.to_text()
     with pytest.raises(WheelError):
         C.wheel_targets(tmp_path / "nope-1.0-py3-none-any.whl")
@@ -115,7 +115,7 @@ def test_no_devices(tmp_path):
     pure = make_wheel(tmp_path, "pure", "1.0", device={})
     report = C.check_wheels([gpu, pure], [], audit=False)
     assert [w.status for w in report.wheels] == ["unknown", "ok"]
-    assert report.exit_code == 2
+    assert report.exit_code == 3
     assert "devices: none found" in report.to_text()
 
 
@@ -281,5 +281,5 @@ def test_truncated_binary_cannot_tell(tmp_path):
     for device in ("gfx90a", "gfx1100"):
         report = C.check_wheels([wheel], [GpuTarget(device)])
         assert report.wheels[0].status == "unknown"
-        assert report.exit_code == 2
+        assert report.exit_code == 3
         assert "could not be read completely: truncated" in report.to_text()

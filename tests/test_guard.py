@@ -24,6 +24,7 @@ from rocm_build_backend.wheel.guard import (
     top_level_packages,
 )
 from rocm_build_backend.wheel.stamp import make_stamp, rewrite_wheel
+from wheelmaker import valid_stamp
 
 CPU_NODE = "cpu_cores_count 24\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\n"
 
@@ -228,8 +229,8 @@ def guarded_wheel(tmp_path_factory) -> Path:
     (wheel,) = out.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     extra, patches = guard_files(names, ["gfx90a"], "tiny-gpu-pkg")
-    stamp = make_stamp(requested=["gfx90a"], source="settings", audit_files={}, host_gpus=["gfx90a"],
-                       toolchain={}, version="0.1.0")
+    stamp = valid_stamp(make_stamp(requested=["gfx90a"], source="settings", audit_files={}, host_gpus=["gfx90a"],
+                                   toolchain={}, version="0.1.0"))
     return rewrite_wheel(wheel, stamp=stamp, new_version="1.0+gfx90a", extra_files=extra, patch_files=patches)
 
 

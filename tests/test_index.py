@@ -169,8 +169,8 @@ def test_incremental(tmp_path):
     third = I.build_index(wheels, out)
     assert third.read == 1
     assert sorted(third.pages_written) == ["gfx942/simple/fat-pkg/index.html", "gfx942/simple/fat-pkg/index.json"]
-    assert sorted(third.files_written) == ["files/fat_pkg-3.0-py3-none-any.whl",
-                                           "files/fat_pkg-3.0-py3-none-any.whl.metadata"]
+    hosted = hosted_path(out, wheels / "fat_pkg-3.0-py3-none-any.whl").relative_to(out).as_posix()
+    assert sorted(third.files_written) == [hosted, hosted + ".metadata"]
     # a new project also changes the root pages
     make_wheel(wheels, "newcomer", "0.1", device={"newcomer/_k.so": ["gfx1100"]})
     fourth = I.build_index(wheels, out)
@@ -185,12 +185,14 @@ def test_incremental(tmp_path):
     assert fifth.read == 1 and fifth.pages_written == ["gfx1100/simple/newcomer/index.html",
                                                         "gfx1100/simple/newcomer/index.json"]
     # a removed wheel leaves the pages and its copy; a project left empty loses its pages
+    hosted = hosted_path(out, wheels / "newcomer-0.1-py3-none-any.whl")
+    assert hosted.is_file()
     (wheels / "newcomer-0.1-py3-none-any.whl").unlink()
     sixth = I.build_index(wheels, out)
     assert "gfx1100/simple/newcomer/index.html" in sixth.removed
-    assert "files/newcomer-0.1-py3-none-any.whl" in sixth.removed
+    assert hosted.relative_to(out).as_posix() in sixth.removed
     assert not (out / "gfx1100/simple/newcomer").exists()
-    assert not (out / "files/newcomer-0.1-py3-none-any.whl").exists()
+    assert not hosted.exists() and not hosted.parent.exists()
     assert "newcomer" not in (out / "gfx1100/simple/index.html").read_text()
     # no temporary files anywhere
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp") or p.name.endswith(".lnk")]
@@ -443,14 +445,107 @@ def test_uv(served, tmp_path, target):
     assert uv_install(url, tmp_path / "v2", tmp_path / "c2", requested(want[target])) == want[target]
 
 
-def test_copies_when_hard_links_are_refused(tmp_path, monkeypatch):
+def hosted_path(out: Path, wheel: Path) -> Path:
+    """Where the index hosts a copy of ``wheel``: OUT/files/<sha256[:16]>/<name>."""
+    return out / "files" / hashlib.sha256(wheel.read_bytes()).hexdigest()[:16] / wheel.name
+
+
+def test_hosted_wheels_are_copies_a_rebuild_in_place_cannot_change(tmp_path):
     wheels = tmp_path / "wheels"
     src = make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
-    monkeypatch.setattr(I, "_link", lambda a, b: False)  # another filesystem
+    original = src.read_bytes()
     I.build_index(wheels, tmp_path / "out")
-    hosted = tmp_path / "out/files/pkg-1.0-py3-none-any.whl"
-    assert hosted.read_bytes() == src.read_bytes() and not os.path.samefile(hosted, src)
+    hosted = hosted_path(tmp_path / "out", src)
+    assert hosted.read_bytes() == original and not os.path.samefile(hosted, src)
     (attrs, _), = anchors(tmp_path / "out/gfx90a/simple/pkg/index.html").anchors
-    assert attrs["href"].endswith("#sha256=" + hashlib.sha256(src.read_bytes()).hexdigest())
+    assert attrs["href"].endswith("#sha256=" + hashlib.sha256(original).hexdigest())
     again = I.build_index(wheels, tmp_path / "out")
     assert again.read == 0 and again.files_written == []
+    # the build tool writes the same file again, in place (zipfile truncates the same inode)
+    make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"], "pkg/_j.so": ["gfx90a"]})
+    assert hosted.read_bytes() == original
+
+
+# --------------------------------------------------------------------------- consistency
+
+
+def inconsistencies(out: Path) -> list[str]:
+    """Every project page's link that does not lead to a file with the hash the page gives,
+    or whose PEP 658 metadata file is missing or has another hash."""
+    from urllib.parse import unquote
+
+    bad = []
+    for page in out.glob("*/simple/*/index.html"):
+        for attrs, _text in anchors(page).anchors:
+            href, _, frag = attrs["href"].partition("#sha256=")
+            target = (page.parent / unquote(href)).resolve()
+            try:
+                if hashlib.sha256(target.read_bytes()).hexdigest() != frag:
+                    bad.append(f"{page}: {href} has another hash")
+                meta = Path(str(target) + ".metadata").read_bytes()
+                if "sha256=" + hashlib.sha256(meta).hexdigest() != attrs["data-core-metadata"]:
+                    bad.append(f"{page}: {href}.metadata has another hash")
+            except OSError:
+                bad.append(f"{page}: {href} is missing")
+    return bad
+
+
+def test_replacing_a_wheel_keeps_every_moment_consistent(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
+    out = tmp_path / "out"
+    I.build_index(wheels, out)
+    assert inconsistencies(out) == []
+    # the same file name, new bytes (a rebuild), and a new METADATA
+    make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"], "pkg/_j.so": ["gfx90a"]},
+               requires_python=">=3.8")
+    seen = []
+    real = I.write_if_changed
+
+    def watching(path, data, **kw):  # a client reading the index at every step of the run
+        seen.extend(inconsistencies(out))
+        changed = real(path, data, **kw)
+        seen.extend(inconsistencies(out))
+        return changed
+
+    monkeypatch.setattr(I, "write_if_changed", watching)
+    result = I.build_index(wheels, out)
+    assert "gfx90a/simple/pkg/index.html" in result.pages_written
+    assert seen == []
+    assert inconsistencies(out) == []
+    # the old copy is gone once no page links to it
+    assert [p for p in (out / "files").rglob("*.whl")] == [
+        out / "files" / hashlib.sha256((wheels / "pkg-1.0-py3-none-any.whl").read_bytes()).hexdigest()[:16]
+        / "pkg-1.0-py3-none-any.whl"]
+
+
+CONCURRENT = """\
+import sys
+from pathlib import Path
+from rocm_build_backend.wheel.index import build_index
+for _ in range(int(sys.argv[3])):
+    build_index(Path(sys.argv[1]), Path(sys.argv[2]))
+"""
+
+
+def test_concurrent_runs_into_one_folder_stay_consistent(tmp_path):
+    wheels = tmp_path / "wheels"
+    for i in range(6):
+        make_wheel(wheels, f"p{i}", "1.0", device={f"p{i}/_k.so": [TARGETS[i % 3]]})
+    out = tmp_path / "out"
+    script = tmp_path / "run.py"
+    script.write_text(CONCURRENT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    procs = [subprocess.Popen([sys.executable, str(script), str(wheels), str(out), "3"], env=env,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for round_ in range(3):  # wheels replaced and added while the runs go on
+        make_wheel(wheels, "p0", "1.0", device={"p0/_k.so": ["gfx90a"], f"p0/_r{round_}.so": ["gfx90a"]})
+        make_wheel(wheels, f"new{round_}", "1.0", device={f"new{round_}/_k.so": ["gfx942"]})
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors
+    assert inconsistencies(out) == []
+    final = I.build_index(wheels, out)
+    assert inconsistencies(out) == [] and final.skipped == {}
+    assert sorted(final.indexes["gfx942"]) == sorted(
+        ["p1-1.0-py3-none-any.whl", "p4-1.0-py3-none-any.whl"] + [f"new{r}-1.0-py3-none-any.whl" for r in range(3)])
+    assert not [p for p in out.rglob("*") if p.name.endswith((".tmp", ".lnk"))]

@@ -37,6 +37,8 @@ from rocm_build_backend.wheel.stamp import (
     target_label,
 )
 
+from wheelmaker import valid_stamp
+
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "rocm_build_backend" / "data" / "stamp.schema.json"
 
@@ -124,7 +126,7 @@ def sample_stamp(**over) -> dict:
         version="0.1.0",
     )
     args.update(over)
-    return make_stamp(**args)
+    return valid_stamp(make_stamp(**args))
 
 
 # ---------------------------------------------------------------- strict tools
@@ -392,9 +394,10 @@ KILL_SCRIPT = """\
 import sys, time
 from pathlib import Path
 import rocm_build_backend.wheel.stamp as stamp
+import rocm_build_backend.wheel.zipcopy as zipcopy
 
 wheel, marker = Path(sys.argv[1]), Path(sys.argv[2])
-real = stamp._emit
+real = zipcopy._emit
 calls = []
 
 def slow_emit(dst, chunk):
@@ -405,7 +408,7 @@ def slow_emit(dst, chunk):
         marker.write_text("writing")
         time.sleep(60)
 
-stamp._emit = slow_emit
+zipcopy._emit = slow_emit
 stamp.rewrite_wheel(wheel, stamp={"schema_version": 1}, new_version="1.0+gfx942")
 """
 

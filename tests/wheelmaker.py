@@ -14,16 +14,28 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def stamp_for(device: dict[str, list[str] | tuple[list[str], list[str]]]) -> dict:
+SCHEMA = Path(__file__).resolve().parents[1] / "rocm_build_backend" / "data" / "stamp.schema.json"
+
+
+def valid_stamp(stamp: dict) -> dict:
+    """``stamp``, once it validates against the shipped ``stamp.schema.json`` (jsonschema)."""
+    import jsonschema
+
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(stamp)
+    return stamp
+
+
+def stamp_for(device: dict[str, list[str] | tuple[list[str], list[str]]], *, check: bool = True) -> dict:
     """A stamp (docs/stamp.md) whose audit found ``device``: member -> targets, or
-    member -> (targets, complete)."""
+    member -> (targets, complete). Validated against the shipped schema unless ``check`` is
+    False (a hostile stamp made on purpose)."""
     files = {}
     for member, spec in device.items():
         targets, complete = spec if isinstance(spec, tuple) else (spec, spec)
         files[member] = {"targets": list(targets), "complete": list(complete)}
     union = sorted({t for f in files.values() for t in f["targets"]})
     common = set.intersection(*(set(f["complete"]) for f in files.values())) if files else set()
-    return {
+    stamp = {
         "schema_version": 1,
         "generator": {"name": "rocm-build-backend", "version": "0.1.0"},
         "requested": {"targets": union, "source": "settings"},
@@ -31,6 +43,7 @@ def stamp_for(device: dict[str, list[str] | tuple[list[str], list[str]]]) -> dic
         "host": {"gpus": []},
         "toolchain": {"compiler": "hipcc", "version": "5.2.21153", "hip_version": None, "rocm_version": None},
     }
+    return valid_stamp(stamp) if check else stamp
 
 
 def make_wheel(folder: Path, name: str, version: str, *, device: dict | None = None,
@@ -65,3 +78,52 @@ def make_wheel(folder: Path, name: str, version: str, *, device: dict | None = N
         for n, d in files.items():
             zf.writestr(n, d)
     return path
+
+
+def damage_member(path: Path, member: str, how: str) -> None:
+    """Damage one member of a wheel in place, as a hostile or broken wheel would carry it.
+
+    ``how``: ``corrupt`` (its compressed bytes overwritten), ``encrypted`` (the encryption flag
+    set), ``method`` (an unknown compression method, 99), ``huge`` is made by ``huge_member``.
+    The zip's directory stays readable, so only reading that member fails.
+    """
+    import struct
+
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+        start_dir = zf.start_dir
+    local = info.header_offset
+    name_len, extra_len = struct.unpack("<HH", data[local + 26: local + 30])
+    body = local + 30 + name_len + extra_len
+    central = start_dir
+    while data[central: central + 4] == b"PK\x01\x02":
+        n, e, c = struct.unpack("<HHH", data[central + 28: central + 34])
+        if data[central + 46: central + 46 + n].decode() == member:
+            break
+        central += 46 + n + e + c
+    else:
+        raise ValueError(f"{member} is not in the central directory")
+    if how == "corrupt":
+        for i in range(body, body + info.compress_size):
+            data[i] = 0xFF
+    elif how == "encrypted":
+        for at in (local + 6, central + 8):
+            struct.pack_into("<H", data, at, struct.unpack_from("<H", data, at)[0] | 0x1)
+    elif how == "method":
+        for at in (local + 8, central + 10):
+            struct.pack_into("<H", data, at, 99)
+    else:
+        raise ValueError(how)
+    path.write_bytes(bytes(data))
+
+
+def huge_member(path: Path, member: str, size: int, head: bytes = b"") -> None:
+    """Replace ``member`` with ``head`` and zeros up to ``size`` bytes (deflate makes it small)."""
+    with zipfile.ZipFile(path) as zf:
+        members = [(i, zf.read(i)) for i in zf.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for info, data in members:
+            if info.filename == member:
+                data = head + bytes(size - len(head))
+            zf.writestr(info.filename, data)

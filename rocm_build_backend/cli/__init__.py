@@ -203,13 +203,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _check_devices(args: argparse.Namespace) -> tuple[list, list[str], bool | None]:
+def _check_devices(args: argparse.Namespace) -> tuple[list[Any], list[str], bool | None]:
     """(devices, notes, generic_ok) for check: --targets, else this machine's GPUs."""
     from rocm_build_backend.wheel.check import devices_from_detection, generic_ok_for, host_rocm_version
     from rocm_build_backend.gpu.targets import parse_targets
 
-    if getattr(args, "targets", None):
-        return parse_targets(args.targets), [], True
+    if getattr(args, "targets", None) is not None:
+        from rocm_build_backend.wheel.index_plan import named_targets
+
+        return parse_targets(named_targets(args.targets)), [], True
     found = _detection(args, keep_features=True)
     devices, notes = devices_from_detection(found)
     root = Path(args.root) if args.root else Path("/")
@@ -235,14 +237,20 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from rocm_build_backend.wheel.cache import list_cache, purge_cache
     from rocm_build_backend.gpu.targets import parse_targets
 
-    if args.targets:
-        targets = parse_targets(args.targets)
+    if args.targets is not None:
+        from rocm_build_backend.wheel.index_plan import named_targets
+
+        targets = parse_targets(named_targets(args.targets))
     else:
         from rocm_build_backend.gpu.detect import require_targets
 
         targets = [d.target for d in _detection(args, keep_features=True).devices if d.included]
         if not targets:
-            require_targets(_detection(args))
+            try:
+                require_targets(_detection(args))
+            except RocmBuildBackendError as exc:  # cache reads --targets, not the build settings
+                exc.hint = "name the targets the cached wheels must load on: --targets gfx942"
+                raise
     kw: dict[str, Any] = {"cache_dirs": [Path(d) for d in args.cache_dir] if args.cache_dir else None,
                           "tools": ("pip", "uv") if args.tool == "all" else (args.tool,)}
     if args.action == "list":
@@ -260,8 +268,13 @@ def cmd_index(args: argparse.Namespace) -> int:
     from rocm_build_backend.wheel.index import build_index
     from rocm_build_backend.gpu.targets import parse_targets
 
-    result = build_index(Path(args.wheel_dir), Path(args.out_dir),
-                         targets=parse_targets(args.targets) if args.targets else None,
+    from rocm_build_backend.wheel.index_plan import named_targets
+
+    targets: Any = None
+    if args.targets is not None:  # with --family, family names too: build_index parses them
+        names = named_targets(args.targets)
+        targets = names if args.family else parse_targets(names)
+    result = build_index(Path(args.wheel_dir), Path(args.out_dir), targets=targets,
                          family=args.family, base_url=args.base_url)
     if args.json:
         _print_json(result.to_json())
@@ -337,7 +350,7 @@ def parser() -> argparse.ArgumentParser:
     sp = add("index", cmd_index, "write a static package index per GPU target")
     sp.add_argument("wheel_dir")
     sp.add_argument("out_dir")
-    sp.add_argument("--targets", help="only these targets")
+    sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")
     sp.add_argument("--json", action="store_true")

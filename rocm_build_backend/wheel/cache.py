@@ -5,20 +5,15 @@ the interpreter, uv by the source and its revision), and no build hook runs on a
 a wheel built for one GPU is handed back on another.
 This module finds such wheels and removes exactly those.
 
-Where the caches are (``--cache-dir`` on the command line wins, then the variables):
-
-- pip: ``PIP_CACHE_DIR``, else ``$XDG_CACHE_HOME/pip``, else ``~/.cache/pip`` (macOS
-  ``~/Library/Caches/pip``, Windows ``%LOCALAPPDATA%\\pip\\Cache``). Built wheels are kept as
-  ``wheels/<h0:2>/<h2:4>/<h4:6>/<h6:>/<name>-<ver>-<tags>.whl`` beside an ``origin.json``.
-  Its ``http-v2/`` (older: ``http/``) holds downloads as cached HTTP responses, keyed by URL:
-  they are not wheel files and are handed back only for the same URL, so a per-target index
-  already keeps them apart; this module counts them and leaves them alone.
-- uv: ``UV_CACHE_DIR``, else ``$XDG_CACHE_HOME/uv``, else ``~/.cache/uv`` (Windows
-  ``%LOCALAPPDATA%\\uv\\cache``). Every wheel uv installs is unzipped once under
-  ``archive-v0/<id>/`` (a ``.dist-info`` inside); ``wheels-v*/`` (downloads) and ``sdists-v*/``
-  (older: ``built-wheels-v*/``; built from source, with the built ``.whl`` beside) point at
-  those archives with symlinks named after the wheel and with small pointer files (``.rev``,
-  ``.http``) that hold the archive's id.
+Where the caches are is ``cache_dirs.py``. pip keeps built wheels as
+``wheels/<h0:2>/<h2:4>/<h4:6>/<h6:>/<name>-<ver>-<tags>.whl`` beside an ``origin.json``; its
+``http-v2/`` (older: ``http/``) holds downloads as cached HTTP responses, keyed by URL: they
+are not wheel files and are handed back only for the same URL, so a per-target index already
+keeps them apart; this module counts them and leaves them alone. uv unzips every wheel it
+installs once under ``archive-v0/<id>/`` (a ``.dist-info`` inside); ``wheels-v*/``
+(downloads) and ``sdists-v*/`` (older: ``built-wheels-v*/``; built from source, with the built
+``.whl`` beside) point at those archives with symlinks named after the wheel and with small
+pointer files (``.rev``, ``.http``) that hold the archive's id.
 
 An entry *misfits* when its device code does not load on every given target (the rules of
 ``check``: stamp, cross-checked with the binaries). Purging removes, for pip, the wheel file
@@ -26,196 +21,47 @@ An entry *misfits* when its device code does not load on every given target (the
 pointer that leads to the archive, the built ``.whl`` beside such a link, then the archive
 itself, so uv never follows a pointer into a half-removed folder. Entries that cannot be read
 are reported and kept. A path that cannot be removed (read-only cache) is reported, not raised.
+It must not remove anything it has not judged a misfit, nor follow a link out of the cache.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.wheel.cache_dirs import caches_to_read, classify_cache, default_cache_dirs  # noqa: F401
+from rocm_build_backend.wheel.cache_report import CacheEntry, CacheReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rocm_build_backend.wheel.facts import WheelTargets
+
+__all__ = [
+    "CacheEntry",
+    "CacheReport",
+    "classify_cache",
+    "default_cache_dirs",
+    "list_cache",
+    "purge_cache",
+]
 
 _TOKEN = re.compile(rb"[A-Za-z0-9_-]{8,64}")
 _POINTER_SUFFIXES = (".rev", ".http", ".msgpack")
 _MAX_POINTER = 1 << 20
 
 
-@dataclass
-class CacheEntry:
-    """One cached wheel: where it is, what it holds, what purging it removes."""
-
-    tool: str  # "pip" | "uv"
-    cache_dir: Path
-    path: Path  # the .whl file, or the unpacked wheel folder (uv's archive-v0/<id>)
-    label: str  # the wheel's file name, or name-version for an unpacked wheel
-    status: str = "unknown"  # ok | fails | unknown (check's verdicts over every target)
-    targets: list[str] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
-    remove: list[Path] = field(default_factory=list)  # in the order purging removes them
-    action: str | None = None  # None, "would remove", "removed", "not removed"
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def misfits(self) -> bool:
-        return self.status == "fails"
-
-    def to_dict(self) -> dict:
-        return {
-            "tool": self.tool,
-            "cache_dir": str(self.cache_dir),
-            "path": str(self.path),
-            "wheel": self.label,
-            "status": self.status,
-            "targets": list(self.targets),
-            "reasons": list(self.reasons),
-            "remove": [str(p) for p in self.remove],
-            "action": self.action,
-            "errors": list(self.errors),
-        }
-
-
-@dataclass
-class CacheReport:
-    targets: list[str]
-    caches: list[tuple[str, Path, str]] = field(default_factory=list)  # (tool, dir, summary)
-    entries: list[CacheEntry] = field(default_factory=list)
-    purge: bool = False
-    yes: bool = False
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def misfits(self) -> list[CacheEntry]:
-        return [e for e in self.entries if e.misfits]
-
-    @property
-    def exit_code(self) -> int:
-        """0 when no misfit is left in the caches, 1 when some is (found, kept, or not removable)."""
-        return 1 if any(e.misfits and e.action != "removed" for e in self.entries) else 0
-
-    def to_dict(self) -> dict:
-        return {
-            "targets": list(self.targets),
-            "caches": [{"tool": t, "path": str(p), "summary": s} for t, p, s in self.caches],
-            "mode": ("purge" if self.yes else "purge (dry run)") if self.purge else "list",
-            "entries": [e.to_dict() for e in self.entries],
-            "notes": list(self.notes),
-            "exit_code": self.exit_code,
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def to_text(self) -> str:
-        lines = [f"targets: {', '.join(self.targets) or 'none'}"]
-        for tool, path, summary in self.caches:
-            lines.append(f"{tool} cache: {path} ({summary})")
-        shown = [e for e in self.entries if e.status != "ok" or e.targets]
-        pure = len(self.entries) - len(shown)
-        for e in shown:
-            what = ", ".join(e.targets) if e.targets else "no device code"
-            line = f"{e.status:<8}{e.tool:<4}{e.label}  ({what})"
-            if e.action:
-                line += f"  [{e.action}]"
-            lines.append(line)
-            lines += [f"        {r}" for r in e.reasons]
-            if e.action == "would remove":
-                lines += [f"        - {p}" for p in e.remove]
-            lines += [f"        error: {err}" for err in e.errors]
-        if pure:
-            lines.append(f"{pure} cached wheel{'s' if pure != 1 else ''} without device code (kept)")
-        lines += [f"note: {n}" for n in self.notes]
-        bad = self.misfits
-        if not bad:
-            lines.append("no cached wheel misfits these targets")
-        elif not self.purge:
-            lines.append(f"{len(bad)} cached wheel{'s' if len(bad) != 1 else ''} misfit these targets; "
-                         "remove them with: rocm-build-backend cache purge --yes")
-        elif not self.yes:
-            lines.append(f"{len(bad)} would be removed; run again with --yes to remove them")
-        else:
-            done = sum(e.action == "removed" for e in bad)
-            lines.append(f"{done} of {len(bad)} removed")
-        return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------
-# where the caches are
-
-
-def default_cache_dirs(
-    env: Mapping[str, str] | None = None, *, home: Path | None = None, platform: str | None = None
-) -> dict[str, Path]:
-    """pip's and uv's cache folders as each tool would pick them (variables, then defaults)."""
-    env = os.environ if env is None else env
-    platform = sys.platform if platform is None else platform
-    home = Path(env.get("HOME") or Path.home()) if home is None else Path(home)
-    xdg = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
-    local = Path(env.get("LOCALAPPDATA") or home / "AppData" / "Local")
-    if env.get("PIP_CACHE_DIR"):
-        pip = Path(os.path.expanduser(env["PIP_CACHE_DIR"]))
-    elif platform.startswith("win"):
-        pip = local / "pip" / "Cache"
-    elif platform == "darwin":
-        pip = home / "Library" / "Caches" / "pip"
-    else:
-        pip = xdg / "pip"
-    if env.get("UV_CACHE_DIR"):
-        uv = Path(os.path.expanduser(env["UV_CACHE_DIR"]))
-    elif platform.startswith("win"):
-        uv = local / "uv" / "cache"
-    else:
-        uv = xdg / "uv"
-    return {"pip": pip, "uv": uv}
-
-
-def classify_cache(path: Path) -> str | None:
-    """``"pip"`` or ``"uv"`` from a cache folder's layout; None when it looks like neither."""
-    path = Path(path)
-    try:
-        names = {p.name for p in path.iterdir()}
-    except OSError:
-        return None
-    if any(re.fullmatch(r"(archive|wheels|sdists|built-wheels|simple|interpreter)-v\d+", n) for n in names):
-        return "uv"
-    if names & {"wheels", "http", "http-v2", "selfcheck"}:
-        return "pip"
-    return None
-
-
-def _caches(
-    cache_dirs: Sequence[str | Path] | None, tools: Sequence[str], env, home
-) -> list[tuple[str, Path]]:
-    if cache_dirs:
-        out = []
-        for d in cache_dirs:
-            d = Path(d)
-            if not d.is_dir():
-                raise RocmBuildBackendError(f"no cache folder at {d}", hint="check the --cache-dir path")
-            kind = classify_cache(d)
-            if kind is None:
-                raise RocmBuildBackendError(
-                    f"{d} does not look like a pip or uv cache (no wheels/, http-v2/, archive-v0/, ...)",
-                    hint="pass the folder pip or uv was given as --cache-dir",
-                )
-            if kind in tools:
-                out.append((kind, d))
-        return out
-    found = default_cache_dirs(env, home=home)
-    return [(tool, found[tool]) for tool in tools if tool in found]
-
-
 # --------------------------------------------------------------------------------------------
 # reading entries
 
 
-def _judge(entry: CacheEntry, read, targets: Sequence[GpuTarget], generic_ok) -> None:
-    from rocm_build_backend.wheel.check import FAILS, OK, UNKNOWN
+def _judge(entry: CacheEntry, read: Callable[[], WheelTargets], targets: Sequence[GpuTarget],
+           generic_ok: bool | None) -> None:
+    from rocm_build_backend.wheel.facts import FAILS, OK, UNKNOWN
 
     try:
         facts = read()
@@ -239,8 +85,9 @@ def _judge(entry: CacheEntry, read, targets: Sequence[GpuTarget], generic_ok) ->
         entry.reasons.append("the stamp disagrees with the binaries: " + "; ".join(facts.mismatch))
 
 
-def _scan_pip(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheEntry], str]:
-    from rocm_build_backend.wheel.check import wheel_targets
+def _scan_pip(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
+              audit: bool) -> tuple[list[CacheEntry], str]:
+    from rocm_build_backend.wheel.reader import wheel_targets
 
     entries = []
     wheels_dir = cache / "wheels"
@@ -252,7 +99,7 @@ def _scan_pip(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[Cache
         origin = whl.parent / "origin.json"
         if origin.is_file() and not [w for w in whl.parent.glob("*.whl") if w != whl]:
             e.remove.append(origin)
-        _judge(e, lambda whl=whl: wheel_targets(whl, audit=audit), targets, generic_ok)
+        _judge(e, partial(wheel_targets, whl, audit=audit), targets, generic_ok)
         entries.append(e)
     http = 0
     for name in ("http-v2", "http"):
@@ -264,7 +111,7 @@ def _scan_pip(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[Cache
     return entries, summary
 
 
-def _walk_refs(bucket: Path):
+def _walk_refs(bucket: Path) -> Iterator[tuple[str, Path]]:
     """Every symlink, small pointer file and built wheel under a uv bucket (sources skipped)."""
     for dirpath, dirnames, filenames in os.walk(bucket):
         here = Path(dirpath)
@@ -282,8 +129,9 @@ def _walk_refs(bucket: Path):
                 yield "wheel", p
 
 
-def _scan_uv(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheEntry], str]:
-    from rocm_build_backend.wheel.check import wheel_targets
+def _uv_refs(cache: Path) -> tuple[dict[str, Path], dict[str, list[Path]], list[Path]]:
+    """uv's unpacked archives (id -> folder), what points at each, and built wheels beside them."""
+    from rocm_build_backend.wheel.reader import read_regular_file
 
     archives: dict[str, Path] = {}
     for bucket in sorted(cache.glob("archive-v*")):
@@ -293,7 +141,7 @@ def _scan_uv(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheE
                     archives[a.name] = a
     refs: dict[str, list[Path]] = {k: [] for k in archives}
     built: list[Path] = []
-    real_archives = {}
+    real_archives: dict[str, str] = {}
     for k, a in archives.items():
         try:
             real_archives[os.path.realpath(a)] = k
@@ -312,11 +160,9 @@ def _scan_uv(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheE
                         refs[key].append(sibling)
             elif kind == "pointer":
                 try:
-                    if p.stat().st_size > _MAX_POINTER:
-                        continue
-                    data = p.read_bytes()
-                except OSError:
-                    continue
+                    data = read_regular_file(p, _MAX_POINTER, str(p))
+                except RocmBuildBackendError:
+                    continue  # a FIFO, a device, too large: not one of uv's pointers
                 for tok in set(_TOKEN.findall(data)):
                     key = tok.decode("ascii")
                     if key in refs:
@@ -326,19 +172,27 @@ def _scan_uv(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheE
                             refs[key].append(lock)
             else:
                 built.append(p)
+    return archives, refs, built
+
+
+def _scan_uv(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
+             audit: bool) -> tuple[list[CacheEntry], str]:
+    from rocm_build_backend.wheel.reader import wheel_targets
+
+    archives, refs, built = _uv_refs(cache)
     entries = []
     claimed = {p for ps in refs.values() for p in ps}
     for key, a in archives.items():
         if not any(c.name.endswith(".dist-info") for c in a.iterdir() if c.is_dir()):
             continue
         e = CacheEntry("uv", cache, a, a.name, remove=sorted(set(refs[key])) + [a])
-        _judge(e, lambda a=a: wheel_targets(a, audit=audit), targets, generic_ok)
+        _judge(e, partial(wheel_targets, a, audit=audit), targets, generic_ok)
         entries.append(e)
     for whl in built:
         if whl in claimed:
             continue
         e = CacheEntry("uv", cache, whl, whl.name, remove=[whl])
-        _judge(e, lambda whl=whl: wheel_targets(whl, audit=audit), targets, generic_ok)
+        _judge(e, partial(wheel_targets, whl, audit=audit), targets, generic_ok)
         entries.append(e)
     n_built = sum(1 for e in entries if e.path.suffix == ".whl")
     summary = f"{len(entries) - n_built} unpacked wheel{'s' if len(entries) - n_built != 1 else ''}"
@@ -347,19 +201,12 @@ def _scan_uv(cache: Path, targets, generic_ok, audit: bool) -> tuple[list[CacheE
     return entries, summary
 
 
-def _as_targets(targets) -> list[GpuTarget]:
-    from rocm_build_backend.gpu.targets import parse_targets
+def _as_targets(targets: Sequence[GpuTarget | str] | str) -> list[GpuTarget]:
+    from rocm_build_backend.gpu.targets import parse_target, parse_targets
 
     if isinstance(targets, str):
         return parse_targets(targets)
-    out = []
-    for t in targets:
-        out.append(t if isinstance(t, GpuTarget) else None)
-    if None in out:
-        from rocm_build_backend.gpu.targets import parse_target
-
-        out = [t if isinstance(t, GpuTarget) else parse_target(str(t)) for t in targets]
-    return out
+    return [t if isinstance(t, GpuTarget) else parse_target(str(t)) for t in targets]
 
 
 def list_cache(
@@ -376,12 +223,14 @@ def list_cache(
     """Every wheel in the caches, judged against ``targets`` (all must load for an entry to fit).
 
     ``cache_dirs``: folders given on the command line (each recognised as pip's or uv's by its
-    layout); default: where pip and uv keep theirs (``PIP_CACHE_DIR``/``UV_CACHE_DIR``,
-    ``XDG_CACHE_HOME``, ``~/.cache``). ``tools`` limits which caches are read.
+    layout); default: where pip and uv keep theirs (``cache_dirs.find_caches``: their variables,
+    configuration files and defaults). ``tools`` limits which caches are read.
     """
     devices = _as_targets(targets)
     report = CacheReport([str(t) for t in devices], notes=list(notes))
-    for tool, path in _caches(cache_dirs, tools, env, home):
+    for loc in caches_to_read(cache_dirs, tools, env, home):
+        tool, path = loc.tool, loc.path
+        report.sources.append(loc.source)
         if not path.is_dir():
             report.caches.append((tool, path, "not found"))
             continue
@@ -402,10 +251,13 @@ def _remove_path(p: Path) -> None:
         return
     import shutil
 
-    def fail(func, path, exc_info):
+    def fail(func: object, path: object, exc_info: Any) -> None:
         raise exc_info[1] if isinstance(exc_info, tuple) else exc_info
 
-    shutil.rmtree(p, onerror=fail) if sys.version_info < (3, 12) else shutil.rmtree(p, onexc=fail)
+    if sys.version_info < (3, 12):
+        shutil.rmtree(p, onerror=fail)
+    else:
+        shutil.rmtree(p, onexc=fail)
 
 
 def _prune_empty(start: Path, stop: Path) -> None:

@@ -13,6 +13,9 @@ target counts for every processor it covers), and it honours ``HSA_OVERRIDE_GFX_
 (and the per-node ``HSA_OVERRIDE_GFX_VERSION_<n>`` values, each counted as a GPU).
 ``ROCM_BUILD_BACKEND_GUARD_OFF=1`` turns it off; ``ROCM_BUILD_BACKEND_SYSFS_ROOT`` points it at
 another root holding ``sys/class/kfd/...`` (tests, containers).
+
+This module writes the guard's source and edits ``__init__.py`` bytes; it must not decide
+which targets a wheel holds (the build's audit does) nor touch a wheel on disk.
 """
 
 from __future__ import annotations
@@ -128,7 +131,7 @@ def guard_source(targets: Iterable[str], dist_name: str) -> str:
     from rocm_build_backend.gpu.targets import parse_targets, sort_targets, table
 
     parsed = [t for t in parse_targets(list(targets)) if t.vendor == "amd"]
-    loads_on = set()
+    loads_on: set[str] = set()
     for t in parsed:
         if t.is_generic:
             loads_on.update(name for name, row in table().items() if row.get("generic") == t.processor)
@@ -173,8 +176,11 @@ def insert_guard_import(source: bytes) -> bytes:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
         after, i = body[0].end_lineno or 0, 1
-    while i < len(body) and isinstance(body[i], ast.ImportFrom) and body[i].module == "__future__":
-        after, i = body[i].end_lineno or after, i + 1
+    while i < len(body):
+        stmt = body[i]
+        if not (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
+            break
+        after, i = stmt.end_lineno or after, i + 1
     if after == 0:
         while after < min(2, len(lines)) and re.match(r"[ \t\f]*#(!|.*coding[:=])", lines[after]):
             after += 1

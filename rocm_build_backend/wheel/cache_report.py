@@ -1,0 +1,119 @@
+"""What ``cache list`` and ``cache purge`` found and did: one entry per cached wheel, one report.
+
+``CacheEntry`` is a cached wheel (where, what it holds, its verdict, what purging removes and
+what happened); ``CacheReport`` gathers them with the caches read, as text, JSON and an exit
+code (0 when no misfit is left, 1 when some is). It reads and removes nothing itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1  # of the --json output: docs/json/cache.md, data/schemas/cache.schema.json
+
+
+@dataclass
+class CacheEntry:
+    """One cached wheel: where it is, what it holds, what purging it removes."""
+
+    tool: str  # "pip" | "uv"
+    cache_dir: Path
+    path: Path  # the .whl file, or the unpacked wheel folder (uv's archive-v0/<id>)
+    label: str  # the wheel's file name, or name-version for an unpacked wheel
+    status: str = "unknown"  # ok | fails | unknown (check's verdicts over every target)
+    targets: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    remove: list[Path] = field(default_factory=list)  # in the order purging removes them
+    action: str | None = None  # None, "would remove", "removed", "not removed"
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def misfits(self) -> bool:
+        return self.status == "fails"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "cache_dir": str(self.cache_dir),
+            "path": str(self.path),
+            "wheel": self.label,
+            "status": self.status,
+            "targets": list(self.targets),
+            "reasons": list(self.reasons),
+            "remove": [str(p) for p in self.remove],
+            "action": self.action,
+            "errors": list(self.errors),
+        }
+
+
+@dataclass
+class CacheReport:
+    targets: list[str]
+    caches: list[tuple[str, Path, str]] = field(default_factory=list)  # (tool, dir, summary)
+    sources: list[str] = field(default_factory=list)  # what named each cache folder, in the same order
+    entries: list[CacheEntry] = field(default_factory=list)
+    purge: bool = False
+    yes: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def misfits(self) -> list[CacheEntry]:
+        return [e for e in self.entries if e.misfits]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when no misfit is left in the caches, 1 when some is (found, kept, or not removable)."""
+        return 1 if any(e.misfits and e.action != "removed" for e in self.entries) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "targets": list(self.targets),
+            "caches": [{"tool": t, "path": str(p), "summary": s, "source": src}
+                       for (t, p, s), src in zip(self.caches, self.sources)],
+            "mode": ("purge" if self.yes else "purge (dry run)") if self.purge else "list",
+            "entries": [e.to_dict() for e in self.entries],
+            "notes": list(self.notes),
+            "exit_code": self.exit_code,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_text(self) -> str:
+        lines = [f"targets: {', '.join(self.targets) or 'none'}"]
+        sources = self.sources + [""] * (len(self.caches) - len(self.sources))
+        for (tool, path, summary), source in zip(self.caches, sources):
+            lines.append(f"{tool} cache: {path} ({summary})" + (f"  [from {source}]" if source else ""))
+        shown = [e for e in self.entries if e.status != "ok" or e.targets]
+        pure = len(self.entries) - len(shown)
+        for e in shown:
+            what = ", ".join(e.targets) if e.targets else "no device code"
+            line = f"{e.status:<8}{e.tool:<4}{e.label}  ({what})"
+            if e.action:
+                line += f"  [{e.action}]"
+            lines.append(line)
+            lines += [f"        {r}" for r in e.reasons]
+            if e.action == "would remove":
+                lines += [f"        - {p}" for p in e.remove]
+            lines += [f"        error: {err}" for err in e.errors]
+        if pure:
+            lines.append(f"{pure} cached wheel{'s' if pure != 1 else ''} without device code (kept)")
+        lines += [f"note: {n}" for n in self.notes]
+        bad = self.misfits
+        if not bad:
+            lines.append("no cached wheel misfits these targets")
+        elif not self.purge:
+            lines.append(f"{len(bad)} cached wheel{'s' if len(bad) != 1 else ''} misfit these targets; "
+                         "remove them with: rocm-build-backend cache purge --yes")
+        elif not self.yes:
+            lines.append(f"{len(bad)} would be removed; run again with --yes to remove them")
+        else:
+            done = sum(e.action == "removed" for e in bad)
+            lines.append(f"{done} of {len(bad)} removed")
+        from rocm_build_backend.wheel.printable import printable_lines
+
+        return printable_lines(lines)

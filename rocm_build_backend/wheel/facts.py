@@ -1,0 +1,194 @@
+"""What a wheel holds for which GPU targets, and whether that code loads on a given device.
+
+``DeviceFile`` is one member with device code (its targets, and those every container in it
+covers: its ``complete`` targets); ``WheelTargets`` is a wheel's facts, read by ``reader.py``
+from its stamp and its binaries. ``WheelTargets.verdict`` applies the loader's rules
+(``gpu/compat.py``: exact processor, xnack/sramecc modes, generic targets only from ROCm 6.4 on).
+
+A wheel *serves* a device when every file with device code has code that loads on it. A wheel
+with no device code serves every device. Verdicts are ``ok``, ``fails`` or ``unknown``.
+
+It holds values and rules only: it opens no file and prints nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+from rocm_build_backend.errors import UnknownTargetError
+from rocm_build_backend.gpu.targets import GpuTarget
+
+OK, FAILS, UNKNOWN = "ok", "fails", "unknown"
+
+@dataclass(frozen=True)
+class DeviceFile:
+    """One wheel member with device code: the targets in it and those every container covers."""
+
+    path: str
+    targets: tuple[str, ...]
+    complete: tuple[str, ...]
+    problems: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"targets": list(self.targets), "complete": list(self.complete)}
+        if self.problems:
+            out["problems"] = list(self.problems)
+        return out
+
+
+@dataclass
+class WheelTargets:
+    """What a wheel (or an unpacked wheel directory) holds for which GPU targets.
+
+    ``files`` are the facts decisions use: the binaries when they were audited, else the stamp.
+    ``source`` says which: ``"stamp+binaries"`` (both, compared), ``"stamp"``, ``"binaries"``,
+    or ``None`` when nothing could be read (then ``known`` is False).
+    ``mismatch`` lists each way the stamp disagrees with the binaries; ``problems`` what could
+    not be read (a corrupt stamp, a damaged binary, a missing audit).
+    """
+
+    path: Path
+    name: str | None = None
+    version: str | None = None
+    stamped: bool = False
+    audited: bool = False
+    files: list[DeviceFile] = field(default_factory=list)
+    stamp_files: list[DeviceFile] | None = None
+    mismatch: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    known: bool = True
+
+    @property
+    def source(self) -> str | None:
+        if not self.known:
+            return None
+        if self.stamped and self.audited:
+            return "stamp+binaries"
+        return "stamp" if self.stamped else "binaries"
+
+    @property
+    def targets(self) -> list[str]:
+        """Every target with code in some file (sorted, unique)."""
+        return sorted_names({t for f in self.files for t in f.targets})
+
+    @property
+    def complete(self) -> list[str]:
+        """The targets every device file covers completely."""
+        if not self.files:
+            return []
+        common = set(self.files[0].complete)
+        for f in self.files[1:]:
+            common &= set(f.complete)
+        return sorted_names(common)
+
+    @property
+    def has_device_code(self) -> bool:
+        return bool(self.files)
+
+    def verdict(self, device: GpuTarget | str, *, generic_ok: bool | None = True) -> tuple[str, str | None]:
+        """(``ok`` | ``fails`` | ``unknown``, reason) for one device."""
+        if not self.known:
+            return UNKNOWN, "; ".join(self.problems) or "nothing readable says what this wheel holds"
+        worst, reasons = OK, list[str | None]()
+        for f in self.files:
+            status, reason = _file_verdict(f, device, generic_ok)
+            if status == FAILS:
+                if worst != FAILS:
+                    reasons = []
+                worst = FAILS
+                reasons.append(reason)
+            elif status == UNKNOWN and worst != FAILS:
+                worst = UNKNOWN
+                reasons.append(reason)
+        return worst, ("; ".join(r for r in reasons if r) or None)
+
+    def serves(self, device: GpuTarget | str, *, generic_ok: bool | None = True) -> bool:
+        return self.verdict(device, generic_ok=generic_ok)[0] == OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "name": self.name,
+            "version": self.version,
+            "stamped": self.stamped,
+            "audited": self.audited,
+            "source": self.source,
+            "targets": self.targets,
+            "complete": self.complete,
+            "files": {f.path: f.to_dict() for f in self.files},
+            "stamp_mismatch": list(self.mismatch),
+            "problems": list(self.problems),
+        }
+
+
+@lru_cache(maxsize=4096)
+def _name_key(name: str) -> tuple[int, tuple[object, ...], str]:
+    from rocm_build_backend.gpu.targets import _sort_key, parse_target
+
+    try:
+        return (0, _sort_key(parse_target(name)), name)
+    except UnknownTargetError:
+        return (1, (), name)
+
+
+def sorted_names(names: Iterable[str]) -> list[str]:
+    """Target names in the stable target order; names the table does not know go last."""
+    return sorted(set(names), key=_name_key)
+
+
+def _why_not(code: str, device: GpuTarget | str, generic_ok: bool) -> str | None:
+    """compat.why_not, tolerant of target names the table does not know."""
+    from rocm_build_backend.gpu.compat import why_not
+
+    try:
+        return why_not(code, device, generic_ok=generic_ok)
+    except UnknownTargetError:
+        dev = str(device).split(":")[0]
+        proc = code.split(":")[0]
+        if proc == dev:
+            return None
+        return f"{code} is for {proc}, the device is {dev}"
+
+
+def _damaged(f: DeviceFile) -> str:
+    more = f" (and {len(f.problems) - 1} more problems)" if len(f.problems) > 1 else ""
+    return f"{f.path} could not be read completely: {f.problems[0]}{more}"
+
+
+def _file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None) -> tuple[str, str | None]:
+    dev = str(device)
+    if not f.complete:
+        if f.problems:
+            return UNKNOWN, _damaged(f)
+        have = ", ".join(f.targets) or "no target"
+        return FAILS, f"{f.path}: no target has code for all of its kernels (found {have})"
+    reasons, needs_generic = [], []
+    for code in f.complete:
+        reason = _why_not(code, device, True)
+        if reason is None:
+            if not code.endswith("-generic") or generic_ok:
+                if f.problems:
+                    return UNKNOWN, _damaged(f)
+                return OK, None
+            needs_generic.append(code)
+        else:
+            reasons.append((code, reason))
+    if needs_generic:
+        gen = ", ".join(needs_generic)
+        if generic_ok is None:
+            return UNKNOWN, (
+                f"{f.path} has only generic code ({gen}) for {dev}; it loads with ROCm 6.4 or newer, "
+                "and this host's ROCm version is not known"
+            )
+        return FAILS, f"{f.path}: {_why_not(needs_generic[0], device, False)}"
+    if f.problems:
+        return UNKNOWN, _damaged(f)
+    proc = dev.split(":")[0]
+    close = [r for code, r in reasons if code.split(":")[0] == proc]
+    if close:
+        return FAILS, f"{f.path}: " + "; ".join(close)
+    return FAILS, f"{f.path} has code for {', '.join(f.complete)}, not for {proc}"
+
