@@ -1,0 +1,195 @@
+"""``thin`` and ``split`` on whole wheels made from the real binary fixtures: the output's
+members, RECORD and stamp, and every bad input as one clear line with its exit code and
+nothing written."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rocm_build_backend.cli import main
+from rocm_build_backend.wheel.stamp import read_stamp, stamp_problems
+from wheelmaker import make_wheel
+
+DATA = Path(__file__).parent / "data" / "binaries"
+
+
+def fat_wheel(folder: Path, **kw) -> Path:
+    members = {
+        "pkg/_hip.so": (DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes(),
+        "pkg/_ccob.so": (DATA / "hip_two_tu_ccob_v2_cov5.so").read_bytes(),
+        "pkg/kernels/gfx942.hsaco": (DATA / "amdgpu_gfx942_cov5.hsaco").read_bytes(),
+        "pkg/kernels/gfx90a.co": (DATA / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes(),
+        "pkg/_host.py": b"print('host code')\n",
+    }
+    members.update(kw.pop("members", {}))
+    return make_wheel(folder, "pkg", "1.0", members=members, stamp=kw.pop("stamp", False), dist="pkg", **kw)
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def members(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as zf:
+        return {i.filename: zf.read(i) for i in zf.infolist()}
+
+
+def test_thin_writes_a_wheel_with_only_the_kept_code(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    code, out, err = run(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "out")
+    assert code == 0, err
+    dst = tmp_path / "out" / src.name
+    got = members(dst)
+    assert "pkg/kernels/gfx90a.co" not in got
+    assert got["pkg/kernels/gfx942.hsaco"] == (DATA / "amdgpu_gfx942_cov5.hsaco").read_bytes()
+    assert got["pkg/_host.py"] == b"print('host code')\n"
+    assert len(got["pkg/_hip.so"]) == len((DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes())
+    from rocm_build_backend.binary.audit import audit_wheel
+
+    report = audit_wheel(dst)
+    assert report.ok and report.targets == ["gfx942"]
+    assert "gfx90a" in out and "gfx942" in out
+
+
+def test_record_is_rebuilt_from_the_bytes_written(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    assert run(capsys, "thin", src, "--targets", "gfx90a", "--outdir", tmp_path / "out")[0] == 0
+    got = members(tmp_path / "out" / src.name)
+    rows = list(csv.reader(io.StringIO(got["pkg-1.0.dist-info/RECORD"].decode())))
+    listed = {r[0] for r in rows}
+    assert listed == set(got)
+    for name, digest, size in rows:
+        if name.endswith("RECORD"):
+            assert digest == size == ""
+            continue
+        want = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(got[name]).digest()).rstrip(b"=").decode()
+        assert (digest, int(size)) == (want, len(got[name]))
+
+
+def test_the_stamp_names_the_targets_and_where_the_wheel_came_from(tmp_path, capsys):
+    from wheelmaker import stamp_for
+
+    old = stamp_for({"pkg/_hip.so": ["gfx90a", "gfx942"]})
+    src = fat_wheel(tmp_path / "in", stamp=old)
+    assert run(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "out")[0] == 0
+    stamp = read_stamp(tmp_path / "out" / src.name)
+    assert stamp is not None and stamp_problems(stamp) == []
+    assert stamp["requested"] == {"targets": ["gfx942"], "source": "thin"}
+    assert stamp["audit"]["targets"] == ["gfx942"]
+    assert stamp["toolchain"]["compiler"] == "hipcc"  # kept from the build's stamp
+    src_sha = hashlib.sha256(src.read_bytes()).hexdigest()
+    assert stamp["thinned_from"] == {"wheel": src.name, "sha256": src_sha, "targets": ["gfx90a", "gfx90a:xnack+", "gfx942"]}
+
+
+def test_a_wheel_without_a_stamp_gets_one(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    assert run(capsys, "thin", src, "--targets", "gfx90a", "--outdir", tmp_path / "out")[0] == 0
+    stamp = read_stamp(tmp_path / "out" / src.name)
+    assert stamp["audit"]["files"]["pkg/kernels/gfx90a.co"]["targets"] == ["gfx90a:xnack+"]
+    assert "pkg/kernels/gfx942.hsaco" not in stamp["audit"]["files"]
+
+
+def test_split_per_target_labels_each_wheel(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    code, out, err = run(capsys, "split", src, "--outdir", tmp_path / "out", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    names = sorted(Path(w["output"]).name for w in doc["wheels"])
+    assert names == ["pkg-1.0+gfx90a-py3-none-any.whl", "pkg-1.0+gfx942-py3-none-any.whl"]
+    got = members(tmp_path / "out" / "pkg-1.0+gfx942-py3-none-any.whl")
+    assert "pkg-1.0+gfx942.dist-info/METADATA" in got
+    assert b"Version: 1.0+gfx942" in got["pkg-1.0+gfx942.dist-info/METADATA"]
+
+
+def test_split_per_family_groups_amd_targets(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    code, out, _err = run(capsys, "split", src, "--per", "family", "--outdir", tmp_path / "out", "--json")
+    assert code == 0
+    units = {w["unit"]: w["targets"] for w in json.loads(out)["wheels"]}
+    assert units == {"gfx90X-dcgpu": ["gfx90a"], "gfx94X-dcgpu": ["gfx942"]}
+
+
+def test_split_output_is_ready_for_index(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    assert run(capsys, "split", src, "--outdir", tmp_path / "wheels")[0] == 0
+    code, _out, err = run(capsys, "index", tmp_path / "wheels", tmp_path / "idx")
+    assert code == 0, err
+    page = (tmp_path / "idx" / "gfx942" / "simple" / "pkg" / "index.html").read_text()
+    assert "1.0%2Bgfx942" in page or "1.0+gfx942" in page
+    assert "gfx90a-py3" not in page
+
+
+# ------------------------------------------------------------------ bad input
+
+def _bad(capsys, tmp_path, src, target, code, words):
+    out_dir = tmp_path / "out"
+    got, out, err = run(capsys, "thin", src, "--targets", target, "--outdir", out_dir)
+    assert got == code, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("error: ") and all(w in lines[0] for w in words), err
+    assert len(lines) <= 2 and "Traceback" not in err
+    assert not out_dir.exists() or list(out_dir.iterdir()) == []
+
+
+def test_no_device_code_is_an_input_error(tmp_path, capsys):
+    src = make_wheel(tmp_path / "in", "pure", "1.0", stamp=False)
+    _bad(capsys, tmp_path, src, "gfx942", 2, ["no GPU device code"])
+
+
+def test_a_target_without_code_names_what_the_wheel_has(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    _bad(capsys, tmp_path, src, "gfx1100", 1, ["gfx90a", "gfx942", "gfx1100"])
+
+
+def test_a_damaged_bundle_is_named(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in", members={"pkg/_bad.so": (DATA / "bad_hip_entry_offset.so").read_bytes()})
+    _bad(capsys, tmp_path, src, "gfx942", 3, ["pkg/_bad.so"])
+
+
+@pytest.mark.parametrize("sig", ["RECORD.jws", "RECORD.p7s"])
+def test_a_signed_wheel_is_refused(tmp_path, capsys, sig):
+    src = fat_wheel(tmp_path / "in", members={f"pkg-1.0.dist-info/{sig}": b"signature"})
+    _bad(capsys, tmp_path, src, "gfx942", 2, ["signed", sig])
+
+
+def test_not_a_zip(tmp_path, capsys):
+    src = tmp_path / "pkg-1.0-py3-none-any.whl"
+    src.write_bytes(b"not a zip")
+    _bad(capsys, tmp_path, src, "gfx942", 3, ["not a readable zip"])
+
+
+def test_a_wheel_without_record(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    bare = tmp_path / "bare" / src.name
+    bare.parent.mkdir()
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(bare, "w") as zout:
+        for info in zin.infolist():
+            if not info.filename.endswith("RECORD"):
+                zout.writestr(info, zin.read(info))
+    _bad(capsys, tmp_path, bare, "gfx942", 2, ["RECORD"])
+
+
+def test_an_unknown_target_is_a_usage_error(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    from rocm_build_backend.errors import UnknownTargetError
+
+    got, _out, err = run(capsys, "thin", src, "--targets", "gfx9422", "--outdir", tmp_path / "out")
+    assert got == UnknownTargetError.exit_code and "gfx942" in err and not (tmp_path / "out").exists()
+
+
+def test_the_source_is_never_replaced(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    before = src.read_bytes()
+    got, _out, err = run(capsys, "thin", src, "--targets", "gfx942", "--outdir", src.parent)
+    assert got == 2 and "replace its source" in err
+    assert src.read_bytes() == before
