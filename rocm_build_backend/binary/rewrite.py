@@ -19,6 +19,7 @@ whole. Nothing here reads wheels or prints.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 from rocm_build_backend.binary import cuda, elf, offload
@@ -31,6 +32,8 @@ from rocm_build_backend.binary.rewrite_plan import Buffer, CannotThin, Plan, Sel
 _Planner = Callable[[Source, int, int, Selector], "tuple[Plan, int, int]"]
 _HIP: dict[bytes, _Planner] = {offload.BUNDLE_MAGIC[:4]: plan_bundle, offload.CCOB_MAGIC: plan_ccob}
 _NV: dict[bytes, _Planner] = {cuda.FATBIN_MAGIC: plan_fatbin}
+_HIP_FILE: dict[bytes, _Planner] = {offload.BUNDLE_MAGIC[:4]: plan_bundle,
+                                    offload.CCOB_MAGIC: partial(plan_ccob, pad=False)}
 _MAGICS = (offload.BUNDLE_MAGIC[:4], offload.CCOB_MAGIC, offload.OFFLOAD_MAGIC, cuda.FATBIN_MAGIC)
 
 
@@ -90,6 +93,8 @@ def _plan_elf(src: Source, hdr: elf.ElfHeader, sel: Selector) -> FileResult:
             target = offload.code_object_container(hdr).targets[0]
         else:
             target = cuda.cubin_container(src, hdr).targets[0]
+        if elf.read_sections(src, hdr, lambda n, t: False).data_end > src.size:
+            raise FormatError(f"truncated: the {target} code object is cut short")
         if sel.keeps(target):
             return FileResult("unchanged", kept=[target])
         return FileResult("dropped", dropped=[target])
@@ -134,7 +139,7 @@ def plan_file(buf: Buffer, sel: Selector) -> FileResult:
         if head[:4] == offload.OFFLOAD_MAGIC:
             raise CannotThin("a standalone OffloadBinary file")
         if head[:4] in _MAGICS:
-            planners = _NV if head[:4] == cuda.FATBIN_MAGIC else _HIP
+            planners = _NV if head[:4] == cuda.FATBIN_MAGIC else _HIP_FILE
             plan, end = _walk(src, 0, src.size, planners, sel, "file")
             if plan.dropped and not plan.kept:
                 return FileResult("dropped", dropped=plan.dropped)

@@ -239,8 +239,9 @@ def _fill(h: _Ccob, bundle: bytes, payload: bytes) -> bytes:
     return ccob_bytes(h.version, h.method, bundle, payload + frame, total=h.span)
 
 
-def plan_ccob(src: Source, offset: int, limit: int, sel: Selector) -> tuple[Plan, int, int]:
-    """(plan, old end, new end) for a compressed bundle at ``offset``."""
+def plan_ccob(src: Source, offset: int, limit: int, sel: Selector, *, pad: bool = True) -> tuple[Plan, int, int]:
+    """(plan, old end, new end) for a compressed bundle at ``offset``; ``pad=False`` (a
+    standalone file, cut after its last container) leaves out the skippable-frame padding."""
     h = _ccob_header(src, offset, limit)
     data = inflate_all(h.method, src, offset + h.hsize, offset + h.span, h.usize)
     inner = BytesSource(data)
@@ -256,7 +257,7 @@ def plan_ccob(src: Source, offset: int, limit: int, sel: Selector) -> tuple[Plan
     payload = compress(h.method, bundle)
     if len(payload) + h.hsize > h.span:
         raise CannotThin(f"the thinned compressed bundle at 0x{offset:x} would not fit in place")
-    new = _fill(h, bundle, payload)
+    new = _fill(h, bundle, payload) if pad else ccob_bytes(h.version, h.method, bundle, payload)
     if len(new) > h.span:
         raise CannotThin(f"the thinned compressed bundle at 0x{offset:x} would not fit in place")
     plan.writes.append((offset, new))

@@ -60,8 +60,8 @@ class MemberResult:
     size_after: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.name, "action": self.action, "kept": sorted(set(self.kept)),
-                               "dropped": sorted(set(self.dropped)), "size_before": self.size_before,
+        out: dict[str, Any] = {"path": self.name, "action": self.action, "kept": _sorted(self.kept),
+                               "dropped": _sorted(self.dropped), "size_before": self.size_before,
                                "size_after": self.size_after}
         if self.reason:
             out["reason"] = self.reason
@@ -87,7 +87,7 @@ class ThinResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": 1, "source": str(self.source), "output": str(self.output),
-                "targets": list(self.targets), "source_targets": list(self.had),
+                "targets": list(self.targets), "source_targets": _sorted(self.had),
                 "source_sha256": self.sha256,
                 "wheel_size": {"before": self.wheel_before, "after": self.wheel_after},
                 "installed_size": {"before": self.installed_before, "after": self.installed_after},
@@ -96,15 +96,21 @@ class ThinResult:
     def to_text(self) -> str:
         lines = [f"{self.output}"]
         for m in self.members:
-            what = {"thinned": f"kept {', '.join(sorted(set(m.kept))) or 'nothing'}; dropped "
-                               f"{', '.join(sorted(set(m.dropped)))}",
-                    "dropped": f"removed (held {', '.join(sorted(set(m.dropped)))})",
-                    "unchanged": f"unchanged ({', '.join(sorted(set(m.kept)))})",
+            what = {"thinned": f"kept {', '.join(_sorted(m.kept)) or 'nothing'}; dropped "
+                               f"{', '.join(_sorted(m.dropped))}",
+                    "dropped": f"removed (held {', '.join(_sorted(m.dropped))})",
+                    "unchanged": f"unchanged ({', '.join(_sorted(m.kept))})",
                     "kept-whole": f"KEPT WHOLE: {m.reason}"}[m.action]
             lines.append(f"  {m.name}: {what}")
         lines.append(f"wheel {_mib(self.wheel_before)} -> {_mib(self.wheel_after)}; installed "
                      f"{_mib(self.installed_before)} -> {_mib(self.installed_after)}")
         return "\n".join(lines)
+
+
+def _sorted(targets: list[str]) -> list[str]:
+    from rocm_build_backend.binary.audit import sorted_targets
+
+    return sorted_targets(targets)
 
 
 def _mib(n: int) -> str:
