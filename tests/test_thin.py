@@ -193,3 +193,23 @@ def test_the_source_is_never_replaced(tmp_path, capsys):
     got, _out, err = run(capsys, "thin", src, "--targets", "gfx942", "--outdir", src.parent)
     assert got == 2 and "replace its source" in err
     assert src.read_bytes() == before
+
+
+def test_json_outputs_match_their_schemas(tmp_path, capsys):
+    import jsonschema
+
+    from rocm_build_backend.data import path as data_path
+
+    src = fat_wheel(tmp_path / "in", members={"pkg/_odd.o": (DATA / "hip_newdriver_rdc_gfx90a_gfx942.o").read_bytes(),
+                                              "pkg/_cuda.so": (DATA / "cuda_sm75_80_90_ptx90.so").read_bytes()})
+    for verb, args in (("thin", ["--targets", "sm_90"]), ("split", ["--per", "family"])):
+        code, out, err = run(capsys, verb, src, *args, "--outdir", tmp_path / verb, "--json")
+        assert code == 0, err
+        doc = json.loads(out)
+        assert list(doc)[0] == "schema_version"
+        schema = json.loads(data_path(f"schemas/{verb}.schema.json").read_text())
+        jsonschema.Draft202012Validator.check_schema(schema)
+        jsonschema.validate(doc, schema, cls=jsonschema.Draft202012Validator)
+        if verb == "thin":
+            odd = [f for f in doc["files"] if f["path"] == "pkg/_odd.o"][0]
+            assert odd["action"] == "kept-whole" and "LLVM" in odd["reason"]
