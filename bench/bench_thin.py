@@ -2,7 +2,7 @@
 wheel), thinned, measured against the floor, and read back by LLVM's own tools.
 
     python bench/bench_thin.py [--targets gfx942,gfx90a] [--generated-gb 1.0] [--no-generated]
-                               [--cache DIR] [--out bench/results_thin.txt]
+                               [--nvidia sm_90,sm_80] [--no-amd] [--cache DIR] [--out FILE]
 
 - The real wheel is cupy-rocm-7-0 14.2.0 (CPython 3.11, manylinux2014 x86_64), downloaded
   once into the cache folder (default ``~/.cache/rocm-build-backend-bench``) and checked
@@ -17,6 +17,10 @@ wheel), thinned, measured against the floor, and read back by LLVM's own tools.
   byte outside the device section is unchanged; ``llvm-objdump --offloading`` runs cleanly
   (LLVM 19 lists only ``.llvm.offloading`` images, so it prints none for ``.hip_fatbin``);
   our audit of the thinned wheel finds exactly the kept targets and no problem.
+- ``--nvidia``: cupy-cuda13x 14.2.0 too (pinned the same way), checked with NVIDIA's
+  ``cuobjdump`` (``$CUOBJDUMP``; PyPI's ``nvidia-cuda-cuobjdump`` ships one): it lists only the
+  kept SASS/PTX entries, ``-xelf``/``-xptx`` give the same bytes as from the original, bytes
+  outside ``.nv_fatbin`` and the ELF layout are unchanged.
 - Sizes: the wheel and its installed size (sum of member sizes) before and after.
 """
 
@@ -42,27 +46,31 @@ sys.path.insert(0, str(ROOT))
 CUPY = "cupy_rocm_7_0-14.2.0-cp311-cp311-manylinux2014_x86_64.whl"
 CUPY_SHA256 = "8e824c1c2fc386e72fe8ae69ab7c273326b17650160400f8f4ea2c932189ed1a"
 CUPY_JSON = "https://pypi.org/pypi/cupy-rocm-7-0/json"
+CUDA13 = "cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl"
+CUDA13_SHA256 = "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12"
+CUDA13_JSON = "https://pypi.org/pypi/cupy-cuda13x/json"
+CUOBJDUMP = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
 TOOLS = {k: shutil.which(f"{k}-19") or shutil.which(k)
          for k in ("clang-offload-bundler", "llvm-objcopy", "llvm-objdump", "llvm-readelf")}
 
 
 # ------------------------------------------------------------------ inputs
 
-def fetch_cupy(cache: Path) -> Path:
+def fetch_cupy(cache: Path, name: str = CUPY, sha256: str = CUPY_SHA256, api: str = CUPY_JSON) -> Path:
     """The pinned wheel, downloaded once; its sha256 must match the pin and PyPI's listing."""
     cache.mkdir(parents=True, exist_ok=True)
-    path = cache / CUPY
-    if not path.exists() or _sha256(path) != CUPY_SHA256:
-        with urllib.request.urlopen(CUPY_JSON, timeout=60) as r:
+    path = cache / name
+    if not path.exists() or _sha256(path) != sha256:
+        with urllib.request.urlopen(api, timeout=60) as r:
             files = {u["filename"]: u for u in json.load(r)["urls"]}
-        entry = files[CUPY]
-        if entry["digests"]["sha256"] != CUPY_SHA256:
-            raise SystemExit(f"PyPI lists sha256 {entry['digests']['sha256']} for {CUPY}, pinned {CUPY_SHA256}")
+        entry = files[name]
+        if entry["digests"]["sha256"] != sha256:
+            raise SystemExit(f"PyPI lists sha256 {entry['digests']['sha256']} for {name}, pinned {sha256}")
         tmp = path.with_suffix(".part")
         with urllib.request.urlopen(entry["url"], timeout=600) as r, open(tmp, "wb") as fh:
             shutil.copyfileobj(r, fh, 1 << 20)
         os.replace(tmp, path)
-    if _sha256(path) != CUPY_SHA256:
+    if _sha256(path) != sha256:
         raise SystemExit(f"{path}: sha256 does not match the pin")
     return path
 
@@ -198,6 +206,50 @@ def prove_member(old: bytes, new: bytes, work: Path, kept: set[str]) -> list[str
     return problems
 
 
+def _cuobjdump_files(so: Path, work: Path, tag: str) -> dict[str, bytes]:
+    """arch -> bytes of each cubin / PTX file cuobjdump extracts (named by its arch)."""
+    out = work / tag
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    for flag in ("-xelf", "-xptx"):
+        _run([CUOBJDUMP, flag, "all", str(so)], out)
+    files: dict[str, bytes] = {}
+    for f in sorted(out.iterdir()):
+        arch = f.name.split(".")[-2]  # cub.3.sm_86.cubin -> sm_86
+        files[f"{arch}{f.suffix}"] = f.read_bytes()
+    return files
+
+
+def prove_member_nv(old: bytes, new: bytes, work: Path, kept: set[str]) -> list[str]:
+    """NVIDIA's cuobjdump lists and extracts only the kept entries, byte-identical."""
+    problems: list[str] = []
+    (work / "old.so").write_bytes(old)
+    (work / "new.so").write_bytes(new)
+    sec = _section(old, ".nv_fatbin")
+    if sec is None:
+        return ["no .nv_fatbin"]
+    off, size = sec
+    if old[:off] != new[:off] or old[off + size:] != new[off + size:]:
+        problems.append("bytes outside .nv_fatbin changed")
+    listed = _run([CUOBJDUMP, "--list-elf", "--list-ptx", "new.so"], work).stdout
+    archs = {line.rsplit(".", 2)[-2] for line in listed.splitlines() if line.startswith(("ELF file", "PTX file"))}
+    want = {t.replace("compute_", "sm_").rstrip("af") for t in kept}
+    if archs != want:
+        problems.append(f"cuobjdump lists {sorted(archs)}, expected {sorted(want)}")
+    before, after = _cuobjdump_files(work / "old.so", work, "x_old"), _cuobjdump_files(work / "new.so", work, "x_new")
+    for name, data in after.items():
+        if before.get(name) != data:
+            problems.append(f"{name} is not byte-identical after thinning")
+    r = _run([TOOLS["llvm-readelf"], "-a", "new.so"], work)
+    if r.returncode or "error" in r.stderr.lower() or "warning" in r.stderr.lower():
+        problems.append(f"llvm-readelf -a: {r.stderr.strip()[:200]}")
+    layouts = [_run([TOOLS["llvm-readelf"], "-h", "-l", "-S", "-s", "--dyn-syms", f], work).stdout.replace(f, "")
+               for f in ("old.so", "new.so")]
+    if layouts[0] != layouts[1]:
+        problems.append("llvm-readelf: headers, sections or symbols differ from the original")
+    return problems
+
+
 def prove(src: Path, dst: Path, targets: set[str]) -> list[str]:
     """Run ``prove_member`` on every library thinned in ``dst``; also our audit."""
     from rocm_build_backend.binary.audit import audit_wheel
@@ -210,10 +262,16 @@ def prove(src: Path, dst: Path, targets: set[str]) -> list[str]:
         lines.append("  PROBLEM: the audit does not agree")
     with zipfile.ZipFile(src) as zs, zipfile.ZipFile(dst) as zd, tempfile.TemporaryDirectory() as tmp:
         for f in report.device_files:
-            problems = prove_member(zs.read(f.path), zd.read(f.path), Path(tmp), set(f.targets))
+            nvidia = any(t.startswith(("sm_", "compute_")) for t in f.targets)
+            if nvidia and not CUOBJDUMP:
+                lines.append(f"  {f.path}: not checked by NVIDIA's tool (set CUOBJDUMP)")
+                continue
+            check = prove_member_nv if nvidia else prove_member
+            problems = check(zs.read(f.path), zd.read(f.path), Path(tmp), set(f.targets))
             verdict = "ok" if not problems else "PROBLEMS: " + "; ".join(problems)
-            lines.append(f"  {f.path}: bundler lists {', '.join(f.targets)} + host; kept code objects "
-                         f"byte-identical; readelf clean; layout identical -> {verdict}")
+            tool = "cuobjdump" if nvidia else "bundler"
+            lines.append(f"  {f.path}: {tool} lists {', '.join(f.targets)}{'' if nvidia else ' + host'}; kept "
+                         f"code byte-identical; readelf clean; layout identical -> {verdict}")
     return lines
 
 
@@ -253,6 +311,9 @@ def main() -> int:
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/rocm-build-backend-bench"))
     ap.add_argument("--generated-gb", type=float, default=1.0)
     ap.add_argument("--no-generated", action="store_true")
+    ap.add_argument("--no-amd", action="store_true", help="leave out the cupy-rocm wheel")
+    ap.add_argument("--nvidia", default="", metavar="TARGETS",
+                    help="also thin cupy-cuda13x to these targets (sm_90,sm_80); cuobjdump from $CUOBJDUMP checks it")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results_thin.txt"))
     args = ap.parse_args()
     missing = [k for k, v in TOOLS.items() if not v]
@@ -263,8 +324,12 @@ def main() -> int:
              f"{time.strftime('%Y-%m-%d', time.gmtime())}"]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        lines += bench_one("cupy-rocm-7-0 14.2.0 (real, PyPI, sha256 pinned)", fetch_cupy(Path(args.cache)),
-                           targets, work, True)
+        if not args.no_amd:
+            lines += bench_one("cupy-rocm-7-0 14.2.0 (real, PyPI, sha256 pinned)", fetch_cupy(Path(args.cache)),
+                               targets, work, True)
+        if args.nvidia:
+            cuda = fetch_cupy(Path(args.cache), CUDA13, CUDA13_SHA256, CUDA13_JSON)
+            lines += bench_one("cupy-cuda13x 14.2.0 (real, PyPI, sha256 pinned)", cuda, args.nvidia.split(","), work, True)
         if not args.no_generated:
             big = generated(work / "gen.whl", args.generated_gb)
             lines += bench_one(f"generated {args.generated_gb:g} GB wheel (bench_audit's generator)", big,
