@@ -213,3 +213,32 @@ def test_json_outputs_match_their_schemas(tmp_path, capsys):
         if verb == "thin":
             odd = [f for f in doc["files"] if f["path"] == "pkg/_odd.o"][0]
             assert odd["action"] == "kept-whole" and "LLVM" in odd["reason"]
+
+
+def test_members_stored_or_compressed_otherwise_are_thinned_and_copied(tmp_path, capsys):
+    src = tmp_path / "in" / "pkg-1.0-py3-none-any.whl"
+    plain = fat_wheel(tmp_path / "plain")
+    src.parent.mkdir()
+    kinds = {"pkg/_hip.so": zipfile.ZIP_BZIP2, "pkg/_ccob.so": zipfile.ZIP_STORED, "pkg/_host.py": zipfile.ZIP_LZMA}
+    with zipfile.ZipFile(plain) as zin, zipfile.ZipFile(src, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info), compress_type=kinds.get(info.filename, zipfile.ZIP_DEFLATED))
+    code, _out, err = run(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "out")
+    assert code == 0, err
+    got = members(tmp_path / "out" / src.name)
+    assert got["pkg/_host.py"] == b"print('host code')\n"
+    from rocm_build_backend.binary.audit import audit_bytes
+
+    for name in ("pkg/_hip.so", "pkg/_ccob.so"):
+        assert audit_bytes(got[name], name).targets == ["gfx942"]
+
+
+def test_a_damaged_member_is_refused(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    data = bytearray(src.read_bytes())
+    with zipfile.ZipFile(src) as zf:
+        info = zf.getinfo("pkg/_hip.so")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    data[start + 100 : start + 140] = bytes(40)  # garbage inside its deflate stream
+    src.write_bytes(bytes(data))
+    _bad(capsys, tmp_path, src, "gfx942", 3, ["pkg/_hip.so"])

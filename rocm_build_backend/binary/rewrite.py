@@ -12,8 +12,8 @@ The outcome of one file is a ``FileResult``: ``none`` (no device code), ``unchan
 (everything loads on the targets), ``thinned``, ``dropped`` (nothing in it loads) or
 ``kept-whole`` (a format this tool cannot rewrite safely; ``reason`` says which). A damaged
 container raises ``FormatError``. After a rewrite the new bytes are audited again; when the
-audit does not agree with the plan the original bytes are put back and the file is kept
-whole. Nothing here reads wheels or prints.
+audit does not agree with the plan the result is ``kept-whole`` with ``restore`` set, and the
+caller puts the original bytes back. Nothing here reads wheels or prints.
 """
 
 from __future__ import annotations

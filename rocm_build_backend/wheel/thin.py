@@ -213,6 +213,10 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
             tmp = ""
         except FormatError as exc:
             raise DamagedWheel(exc.message, hint="the wheel's device code is damaged; nothing was written") from None
+        except DamagedWheel:
+            raise
+        except WheelError as exc:
+            raise DamagedWheel(exc.message, hint="the wheel is damaged; nothing was written") from None
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
             raise DamagedWheel(f"cannot thin {src.name}: {exc}", hint="nothing was written") from None
         finally:

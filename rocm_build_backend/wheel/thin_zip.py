@@ -80,9 +80,12 @@ def _chunks(zf: zipfile.ZipFile, raw: IO[bytes], info: zipfile.ZipInfo, total: i
         except zlib.error as exc:
             raise WheelError(f"{info.filename} is damaged: {exc}") from None
     else:
-        with zf.open(info) as fh:
-            while chunk := fh.read(CHUNK):
-                take(chunk)
+        try:
+            with zf.open(info) as fh:
+                while chunk := fh.read(CHUNK):
+                    take(chunk)
+        except (zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, ValueError, OSError) as exc:
+            raise WheelError(f"{info.filename} is damaged: {exc}") from None
     if size != info.file_size or crc != info.CRC:
         raise WheelError(f"{info.filename} is damaged: its size or CRC differs from the zip directory")
     return size
@@ -115,8 +118,12 @@ def read_member(zf: zipfile.ZipFile, raw: IO[bytes], info: zipfile.ZipInfo, tota
 
 
 def head_of(zf: zipfile.ZipFile, info: zipfile.ZipInfo, n: int = 64) -> bytes:
-    with zf.open(info) as fh:
-        return fh.read(n)
+    """The member's first ``n`` bytes (its magic)."""
+    try:
+        with zf.open(info) as fh:
+            return fh.read(n)
+    except (zlib.error, zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, ValueError) as exc:
+        raise WheelError(f"{info.filename} is damaged: {exc}") from None
 
 
 def new_info(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
@@ -139,11 +146,38 @@ class _RawSink:
         self.out.write(data)
 
 
+def _can_copy(info: zipfile.ZipInfo, zout: zipfile.ZipFile) -> bool:
+    writing: bool = zout._writing  # type: ignore[attr-defined]  # zipfile's open-for-write flag
+    return info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) and not writing
+
+
+def _begin_raw(zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo, info: zipfile.ZipInfo) -> IO[bytes]:
+    """Write the local header of a member whose compressed bytes follow as they are."""
+    zinfo.file_size, zinfo.compress_size, zinfo.CRC = info.file_size, info.compress_size, info.CRC
+    zinfo.compress_type = info.compress_type
+    zinfo.flag_bits = 0
+    zip64 = info.file_size > zipfile.ZIP64_LIMIT or info.compress_size > zipfile.ZIP64_LIMIT
+    out = zout.fp
+    assert out is not None
+    out.seek(zout.start_dir)
+    zinfo.header_offset = out.tell()
+    zout._writecheck(zinfo)  # type: ignore[attr-defined]  # zipfile's own name check
+    zout._didModify = True  # type: ignore[attr-defined]
+    out.write(zinfo.FileHeader(zip64))
+    return out
+
+
+def _end_raw(zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo, out: IO[bytes]) -> None:
+    zout.start_dir = out.tell()
+    zout.filelist.append(zinfo)
+    zout.NameToInfo[zinfo.filename] = zinfo
+
+
 def copy_raw(zf: zipfile.ZipFile, raw: IO[bytes], total: int, info: zipfile.ZipInfo,
              zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo, digest: Any) -> int:
     """Copy a stored or deflated member's compressed bytes unchanged (hashing the inflated
     bytes on the side); other compressions are recompressed through zipfile."""
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or zout._writing:  # type: ignore[attr-defined]  # zipfile's open-for-write flag
+    if not _can_copy(info, zout):
         zinfo.file_size = info.file_size
         with zout.open(zinfo, "w", force_zip64=info.file_size > zipfile.ZIP64_LIMIT) as w:
             def sink(data: bytes) -> None:
@@ -151,20 +185,9 @@ def copy_raw(zf: zipfile.ZipFile, raw: IO[bytes], total: int, info: zipfile.ZipI
                 w.write(data)
 
             return _chunks(zf, raw, info, total, sink)
-    zinfo.file_size, zinfo.compress_size, zinfo.CRC = info.file_size, info.compress_size, info.CRC
-    zinfo.flag_bits = 0
-    zip64 = info.file_size > zipfile.ZIP64_LIMIT or info.compress_size > zipfile.ZIP64_LIMIT
-    out = zout.fp
-    assert out is not None
-    out.seek(zout.start_dir)
-    zinfo.header_offset = out.tell()
-    zout._writecheck(zinfo)  # type: ignore[attr-defined]  # zipfile's own name check
-    zout._didModify = True  # type: ignore[attr-defined]
-    out.write(zinfo.FileHeader(zip64))
+    out = _begin_raw(zout, zinfo, info)
     size = _chunks(zf, raw, info, total, _RawSink(out, digest))
-    zout.start_dir = out.tell()
-    zout.filelist.append(zinfo)
-    zout.NameToInfo[zinfo.filename] = zinfo
+    _end_raw(zout, zinfo, out)
     return size
 
 
@@ -172,23 +195,14 @@ def copy_compressed(raw: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zip
                     zinfo: zipfile.ZipInfo, buf: Buffer, digest: Any) -> int:
     """A member already read (and checked) into ``buf``: hash ``buf``, copy the compressed
     bytes as they are when the compression allows, else write ``buf`` compressed again."""
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED) or zout._writing:  # type: ignore[attr-defined]
+    if not _can_copy(info, zout):
         return write_buffer(zout, zinfo, buf, len(buf), digest)
     view = memoryview(buf)
     for pos in range(0, len(buf), CHUNK):
         digest.update(view[pos : pos + CHUNK])
     view.release()
-    zinfo.file_size, zinfo.compress_size, zinfo.CRC = info.file_size, info.compress_size, info.CRC
-    zinfo.flag_bits = 0
-    zip64 = info.file_size > zipfile.ZIP64_LIMIT or info.compress_size > zipfile.ZIP64_LIMIT
     start = data_start(raw, info, total)
-    out = zout.fp
-    assert out is not None
-    out.seek(zout.start_dir)
-    zinfo.header_offset = out.tell()
-    zout._writecheck(zinfo)  # type: ignore[attr-defined]  # zipfile's own name check
-    zout._didModify = True  # type: ignore[attr-defined]
-    out.write(zinfo.FileHeader(zip64))
+    out = _begin_raw(zout, zinfo, info)
     left = info.compress_size
     while left:
         raw.seek(start)
@@ -198,9 +212,7 @@ def copy_compressed(raw: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zip
         out.write(chunk)
         start += len(chunk)
         left -= len(chunk)
-    zout.start_dir = out.tell()
-    zout.filelist.append(zinfo)
-    zout.NameToInfo[zinfo.filename] = zinfo
+    _end_raw(zout, zinfo, out)
     return len(buf)
 
 
