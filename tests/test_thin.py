@@ -242,3 +242,14 @@ def test_a_damaged_member_is_refused(tmp_path, capsys):
     data[start + 100 : start + 140] = bytes(40)  # garbage inside its deflate stream
     src.write_bytes(bytes(data))
     _bad(capsys, tmp_path, src, "gfx942", 3, ["pkg/_hip.so"])
+
+
+def test_members_over_the_memory_cap_go_through_a_mapped_file(tmp_path, capsys, monkeypatch):
+    from rocm_build_backend.wheel import thin_zip
+
+    src = fat_wheel(tmp_path / "in")
+    assert run(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "mem")[0] == 0
+    monkeypatch.setattr(thin_zip, "MEMORY_CAP", 1024)
+    assert run(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "map")[0] == 0
+    assert members(tmp_path / "mem" / src.name) == members(tmp_path / "map" / src.name)
+    assert [p.name for p in (tmp_path / "map").iterdir()] == [src.name]  # no temporary file left
