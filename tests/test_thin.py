@@ -253,3 +253,15 @@ def test_members_over_the_memory_cap_go_through_a_mapped_file(tmp_path, capsys, 
     assert run(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "map")[0] == 0
     assert members(tmp_path / "mem" / src.name) == members(tmp_path / "map" / src.name)
     assert [p.name for p in (tmp_path / "map").iterdir()] == [src.name]  # no temporary file left
+
+
+def test_sizes_count_every_member(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    code, out, _err = run(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "out", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    dst = tmp_path / "out" / src.name
+    for path, key in ((src, "before"), (dst, "after")):
+        with zipfile.ZipFile(path) as zf:
+            assert doc["installed_size"][key] == sum(i.file_size for i in zf.infolist())
+        assert doc["wheel_size"][key] == path.stat().st_size

@@ -165,7 +165,9 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
         rows = w.rows + [(renamed(record), "", "")]
         buf = io.StringIO()
         csv.writer(buf, lineterminator="\n").writerows(rows)
-        zout.writestr(thin_zip.new_info(rinfo, renamed(record)), buf.getvalue().encode("utf-8"))
+        record_bytes = buf.getvalue().encode("utf-8")
+        result.installed_after += len(record_bytes)
+        zout.writestr(thin_zip.new_info(rinfo, renamed(record)), record_bytes)
 
 
 def _stamp(old: bytes | None, targets: list[GpuTarget], audit: dict[str, dict[str, list[str]]],
