@@ -265,3 +265,15 @@ def test_sizes_count_every_member(tmp_path, capsys):
         with zipfile.ZipFile(path) as zf:
             assert doc["installed_size"][key] == sum(i.file_size for i in zf.infolist())
         assert doc["wheel_size"][key] == path.stat().st_size
+
+
+def test_an_earlier_thin_output_is_replaced_a_foreign_file_is_not(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    out = tmp_path / "out"
+    assert run(capsys, "thin", src, "--targets", "gfx942", "--outdir", out)[0] == 0
+    assert run(capsys, "thin", src, "--targets", "gfx90a", "--outdir", out)[0] == 0
+    assert read_stamp(out / src.name)["requested"]["targets"] == ["gfx90a"]
+    (out / src.name).write_bytes(b"someone else's file")
+    code, _o, err = run(capsys, "thin", src, "--targets", "gfx942", "--outdir", out)
+    assert code == 2 and "not written by thin" in err
+    assert (out / src.name).read_bytes() == b"someone else's file"
