@@ -191,7 +191,6 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
     out = Path(outdir)
     if not src.is_file():
         raise ThinInputError(f"no such wheel: {src}", hint="give the path of a .whl file")
-    out.mkdir(parents=True, exist_ok=True)
     try:
         zf = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
@@ -202,6 +201,7 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
         dst = out / output_name(src.name, new_version)
         _refuse_existing(dst, src)
         result = ThinResult(src, dst, [str(t) for t in targets], sha256=_sha256(src))
+        created = _make_folder(out)
         fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".thin.tmp", dir=out)
         try:
             with os.fdopen(fd, "w+b") as fh:
@@ -217,13 +217,40 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
             raise
         except WheelError as exc:
             raise DamagedWheel(exc.message, hint="the wheel is damaged; nothing was written") from None
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
+                RuntimeError) as exc:
             raise DamagedWheel(f"cannot thin {src.name}: {exc}", hint="nothing was written") from None
         finally:
             if tmp:
                 os.unlink(tmp)
+                if created:
+                    _remove_if_empty(created, out)
     result.wheel_before, result.wheel_after = src.stat().st_size, dst.stat().st_size
     return result
+
+
+def _make_folder(out: Path) -> Path | None:
+    """Create ``out`` (and parents); return the topmost folder this created, if any."""
+    top = None
+    for folder in [out, *out.parents]:
+        if folder.exists():
+            break
+        top = folder
+    out.mkdir(parents=True, exist_ok=True)
+    return top
+
+
+def _remove_if_empty(top: Path, out: Path) -> None:
+    """Remove the folders ``_make_folder`` created (``out`` up to ``top``) when empty."""
+    folder = out
+    try:
+        while True:
+            folder.rmdir()  # fails, and stops, on a folder that is not empty
+            if folder == top:
+                return
+            folder = folder.parent
+    except OSError:
+        pass
 
 
 def _settle(result: ThinResult) -> None:
