@@ -294,3 +294,10 @@ def test_pip_installs_a_split_wheel_and_checks_its_record(tmp_path, capsys):
     assert (site / "pkg-1.0+gfx942.dist-info" / "rocm_build.json").is_file()
     assert not (site / "pkg" / "kernels" / "gfx90a.co").exists()
     assert (site / "pkg" / "kernels" / "gfx942.hsaco").read_bytes() == (DATA / "amdgpu_gfx942_cov5.hsaco").read_bytes()
+
+
+def test_thinning_is_reproducible(tmp_path, capsys):
+    src = fat_wheel(tmp_path / "in")
+    for out in ("a", "b"):
+        assert run(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / out)[0] == 0
+    assert (tmp_path / "a" / src.name).read_bytes() == (tmp_path / "b" / src.name).read_bytes()
