@@ -213,3 +213,12 @@ def test_llvm_objdump_lists_only_the_kept_offloading_image(tmp_path):
     assert r.returncode == 0, r.stderr
     arches = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("arch")]
     assert arches == ["gfx90a"]
+
+
+def test_a_compressed_bundle_naming_an_entry_twice_is_kept_whole():
+    from rocm_build_backend.binary.rewrite_amd import Entry, compact_bundle
+    from rocm_build_backend.binary.rewrite_plan import CannotThin
+
+    twice = [Entry("hipv4-amdgcn-amd-amdhsa--gfx90a", 4096, 16, "gfx90a")] * 2
+    with pytest.raises(CannotThin):
+        compact_bundle(bytes(8192), twice, 4096)

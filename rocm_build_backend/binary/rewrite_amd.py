@@ -131,6 +131,8 @@ def _alignment(entries: list[Entry]) -> int:
 def compact_bundle(data: bytes, kept_entries: list[Entry], align: int) -> bytes:
     """A new bundle holding ``kept_entries`` (host entries size 0), code objects copied as
     they are, each at a multiple of ``align``."""
+    if len({e.ident for e in kept_entries}) != len(kept_entries):
+        raise CannotThin("a compressed bundle names the same entry twice")
     offsets: dict[str, int] = {}
     table_len = len(_table(kept_entries, {e.ident: 0 for e in kept_entries}))
     pos = -(-table_len // align) * align
