@@ -283,6 +283,31 @@ def cmd_index(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def cmd_thin(args: argparse.Namespace) -> int:
+    """Exit 0 written; 1 no code for a target; 2 a wheel thin does not take; 3 damaged."""
+    from rocm_build_backend.gpu.targets import parse_targets
+    from rocm_build_backend.wheel.thin import thin_wheel
+
+    result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir))
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        print(result.to_text())
+    return 0
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    """Exit codes as for thin."""
+    from rocm_build_backend.wheel.split import split_wheel
+
+    result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        print(result.to_text())
+    return 0
+
+
 # -------------------------------------------------------------------------- parser
 
 def parser() -> argparse.ArgumentParser:
@@ -353,6 +378,18 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("thin", cmd_thin, "write a copy of a wheel whose GPU code is only what loads on the targets")
+    sp.add_argument("wheel", metavar="WHEEL")
+    sp.add_argument("--targets", required=True, help="the GPUs to keep code for (gfx942, sm_90, ...)")
+    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("split", cmd_split, "write one thinned wheel per target (or AMD family), with a local version")
+    sp.add_argument("wheel", metavar="WHEEL")
+    sp.add_argument("--per", choices=["target", "family"], default="target")
+    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
     sp.add_argument("--json", action="store_true")
     return p
 
