@@ -9,6 +9,8 @@
     check WHEEL... [--json]      will each wheel's GPU code load on this machine?
     cache list|purge             wheels in pip's and uv's caches made for other GPUs
     index WHEEL_DIR OUT_DIR      a static package index per GPU target
+    install [--dry-run] -- PIP_ARGS...   pip install, every wheel checked against this machine's GPUs first
+    check --env [PYTHON]         the installed distributions of an environment against this machine's GPUs
 """
 
 from __future__ import annotations
@@ -233,6 +235,22 @@ def cmd_index(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def cmd_install(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from rocm_build_backend.wheel.install import install_inspected
+
+    devices, notes, generic_ok = _check_devices(args)
+    env = dict(os.environ)
+    if args.root:  # builds through the shim see the same GPUs as the check
+        env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(Path(args.root).resolve())
+    with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
+        result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
+                                   dry_run=args.dry_run, python=args.python, env=env)
+        print(result.to_text())
+    return result.exit_code
+
+
 # -------------------------------------------------------------------------- parser
 
 def parser() -> argparse.ArgumentParser:
@@ -291,6 +309,14 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--targets", help="the targets that fit (default: this machine's GPUs)")
     sp.add_argument("--yes", action="store_true", help="really remove (purge)")
     sp.add_argument("--json", action="store_true")
+    _detect_args(sp)
+
+    sp = add("install", cmd_install, "pip install, with every wheel checked against this machine's GPUs first")
+    sp.add_argument("--dry-run", action="store_true", help="print the table; install nothing")
+    sp.add_argument("--python", metavar="PYTHON", help="the interpreter whose pip collects and installs (default: this one)")
+    sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    sp.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="PIP_ARGS",
+                    help="pip's arguments: requirements and index options (put them after --)")
     _detect_args(sp)
 
     sp = add("index", cmd_index, "write a static package index per GPU target")
