@@ -181,9 +181,27 @@ def _check_devices(args: argparse.Namespace) -> tuple[list, list[str], bool | No
     return devices, list(notes), generic_ok_for(host_rocm_version(root=root))
 
 
+def cmd_check_env(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.environment import check_environment
+
+    if args.wheels:
+        raise RocmBuildBackendError("check --env takes no wheels", hint="check wheels and environments in two runs")
+    devices, notes, generic_ok = _check_devices(args)
+    report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(report.to_text())
+    return report.exit_code
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from rocm_build_backend.wheel.check import check_wheels
 
+    if args.env is not None:
+        return cmd_check_env(args)
+    if not args.wheels:
+        raise RocmBuildBackendError("check needs wheels, or --env", hint="e.g. rocm-build-backend check dist/*.whl")
     for path in args.wheels:
         if not os.path.exists(path):
             raise RocmBuildBackendError(f"no such wheel: {path}", hint="give the paths of .whl files")
@@ -297,9 +315,11 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
 
     sp = add("check", cmd_check, "will each wheel's GPU code load on this machine's GPUs?")
-    sp.add_argument("wheels", nargs="+", metavar="WHEEL")
+    sp.add_argument("wheels", nargs="*", metavar="WHEEL")
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    sp.add_argument("--env", nargs="?", const="", metavar="PYTHON",
+                    help="check the installed distributions of PYTHON's environment (default: this one)")
     _detect_args(sp)
 
     sp = add("cache", cmd_cache, "find (and purge) cached wheels made for other GPUs")

@@ -1,0 +1,297 @@
+"""Every installed distribution of an environment, audited against this machine's GPUs.
+
+``rocm-build-backend check --env [PYTHON]`` in library form: the case of an environment copied
+to (or a container started on) a machine with another GPU. The environment's site-packages
+folders come from the interpreter itself (``sysconfig``: purelib, platlib; the user site when
+it is on); each ``*.dist-info/RECORD`` there lists the files a distribution installed. Files
+that cannot hold device code are skipped before anything is opened: by name (source, text,
+images, Python), then by size (under 64 bytes), then by their first bytes (an ELF file, an
+offload bundle, a CCOB, an offload binary or a CUDA fatbin; nothing else is read further).
+What is left is audited (``binary.audit.audit_file``: section tables and device sections
+only) and judged with ``check``'s rules: a distribution loads here when every file with device
+code has code that loads on every device.
+
+Exit codes as for every verb: 0 every distribution with device code loads here, 1 one does
+not, 3 cannot tell (no GPU found, a file that cannot be read).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
+
+SCHEMA_VERSION = 1
+_MIN_SIZE = 64
+_MAX_RECORD = 64 << 20
+# never device code: what Python packages ship besides libraries
+_SKIP_SUFFIXES = frozenset(
+    ".py .pyc .pyo .pyi .pyx .pxd .pxi .pth .typed .txt .md .rst .json .toml .cfg .ini .yaml .yml "
+    ".h .hh .hpp .hxx .cuh .inc .inl .c .cc .cpp .cxx .cu .hip .f90 .html .htm .css .js .map .svg .png "
+    ".jpg .jpeg .gif .ico .csv .xml .mo .po .pem .crt .sh .bat .ps1 .cmake .pc .proto .ipynb .tcl .rb "
+    ".pl .java .rs .go .lua .jinja .j2 .tmpl .license .ttf .otf .woff .woff2 .pyx.in".split()
+)
+_MAGICS = (b"\x7fELF", b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB", b"\x10\xff\x10\xad", b"\x50\xed\x55\xba")
+
+
+# --------------------------------------------------------------------------- the environment
+
+
+def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
+    """(the interpreter, its site-packages folders that exist). ``None``: this interpreter."""
+    code = ("import json, site, sys, sysconfig\n"
+            "p = sysconfig.get_paths()\n"
+            "dirs = [p['purelib'], p['platlib']]\n"
+            "if site.ENABLE_USER_SITE: dirs.append(site.getusersitepackages())\n"
+            "print(json.dumps({'python': sys.executable, 'dirs': dirs}))\n")
+    if python is None:
+        import site
+        import sys
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        dirs = [paths["purelib"], paths["platlib"]]
+        if site.ENABLE_USER_SITE:
+            dirs.append(site.getusersitepackages())
+        data: dict[str, Any] = {"python": sys.executable, "dirs": dirs}
+    else:
+        try:
+            proc = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RocmBuildBackendError(f"cannot run {python}: {exc}", hint="give the path of a Python interpreter") from None
+        if proc.returncode != 0:
+            raise RocmBuildBackendError(f"{python} could not say where its packages are: "
+                                        f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}",
+                                        hint="give the path of a Python interpreter")
+        try:
+            data = json.loads(proc.stdout)
+        except ValueError:
+            raise RocmBuildBackendError(f"{python} answered something that is not JSON") from None
+    seen: list[Path] = []
+    for d in data["dirs"]:
+        p = Path(d)
+        if p.is_dir() and p not in seen:
+            seen.append(p)
+    return str(data["python"]), seen
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    version: str
+    location: Path  # the site-packages folder
+    dist_info: Path
+    files: tuple[str, ...]  # paths from RECORD, relative to ``location``
+
+
+def _meta(dist_info: Path) -> tuple[str, str]:
+    parts = dist_info.name[: -len(".dist-info")].rsplit("-", 1)
+    name, version = parts[0], parts[1] if len(parts) > 1 else ""
+    try:
+        with open(dist_info / "METADATA", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                if key.lower() == "name":
+                    name = value.strip()
+                elif key.lower() == "version":
+                    version = value.strip()
+    except OSError:
+        pass
+    return name, version
+
+
+def distributions(location: Path) -> list[Distribution]:
+    """The distributions installed in one site-packages folder, with the files RECORD lists."""
+    out = []
+    for dist_info in sorted(location.glob("*.dist-info")):
+        record = dist_info / "RECORD"
+        try:
+            if record.stat().st_size > _MAX_RECORD:
+                continue
+            text = record.read_text("utf-8", errors="replace")
+        except OSError:
+            continue
+        paths = tuple(row[0] for row in csv.reader(io.StringIO(text)) if row and row[0])
+        name, version = _meta(dist_info)
+        out.append(Distribution(name, version, location, dist_info, paths))
+    return out
+
+
+def may_hold_device_code(path: str) -> bool:
+    """False for a file that by its name cannot hold device code (no I/O)."""
+    base = path.rsplit("/", 1)[-1].lower()
+    if ".dist-info/" in path or "__pycache__/" in path:
+        return False
+    dot = base.rfind(".")
+    return dot <= 0 or base[dot:] not in _SKIP_SUFFIXES
+
+
+def device_candidates(dist: Distribution) -> tuple[list[Path], int]:
+    """The files of ``dist`` whose first bytes are a container the audit reads; and how many
+    files were looked at (opened) to find them."""
+    out, opened = [], 0
+    for rel in dist.files:
+        if not may_hold_device_code(rel):
+            continue
+        path = dist.location / rel
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size < _MIN_SIZE:
+            continue
+        opened += 1
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(24)
+        except OSError:
+            out.append(path)  # unreadable: the audit says so
+            continue
+        if any(head.startswith(m) for m in _MAGICS):
+            out.append(path)
+    return out, opened
+
+
+# --------------------------------------------------------------------------- the report
+
+
+@dataclass
+class DistCheck:
+    dist: Distribution
+    files: dict[str, dict[str, list[str]]]  # path relative to the site folder -> targets/complete/problems
+    status: str = "ok"
+    reason: str | None = None
+
+    @property
+    def targets(self) -> list[str]:
+        from rocm_build_backend.binary.audit import sorted_targets
+
+        return sorted_targets(t for f in self.files.values() for t in f["targets"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.dist.name, "version": self.dist.version, "location": str(self.dist.location),
+                "status": self.status, "reason": self.reason, "targets": self.targets, "files": self.files}
+
+
+@dataclass
+class EnvReport:
+    python: str
+    site_dirs: list[Path]
+    devices: list[str]
+    dists: list[DistCheck]
+    notes: list[str] = field(default_factory=list)
+    generic_ok: bool | None = True
+    scanned: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        statuses = {d.status for d in self.dists}
+        if "fails" in statuses:
+            return DEFINITE_NO
+        if "unknown" in statuses:
+            return CANNOT_TELL
+        return 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "python": self.python,
+            "site_packages": [str(p) for p in self.site_dirs],
+            "devices": list(self.devices),
+            "generic_targets": {True: "load", False: "do not load", None: "unknown"}[self.generic_ok],
+            "notes": list(self.notes),
+            "distributions": [d.to_dict() for d in self.dists],
+            "scanned": dict(self.scanned),
+            "exit_code": self.exit_code,
+        }
+
+    def to_text(self) -> str:
+        head = ("DISTRIBUTION", "FILES WITH DEVICE CODE", "TARGETS", "LOADS HERE")
+        rows = [(f"{d.dist.name} {d.dist.version}", str(len(d.files)), ", ".join(d.targets) or "(none read)",
+                 {"ok": "yes", "fails": "no", "unknown": "cannot tell"}[d.status]) for d in self.dists]
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+        lines = [f"python: {self.python}", "devices: " + (", ".join(self.devices) or "none found")]
+        lines += [f"note: {n}" for n in self.notes]
+        for r in [head, *rows]:
+            lines.append("  ".join(f"{c:<{widths[i]}}" for i, c in enumerate(r[:3])) + "  " + r[3])
+        for d in self.dists:
+            if d.status != "ok" and d.reason:
+                lines.append(f"{d.dist.name}: {d.reason}")
+        s = self.scanned
+        lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
+                     f"{len(self.dists)} with device code")
+        return "\n".join(lines)
+
+
+def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None) -> DistCheck | None:
+    from rocm_build_backend.binary.audit import audit_file
+    from rocm_build_backend.wheel.check import DeviceFile, WheelTargets
+
+    files: dict[str, dict[str, list[str]]] = {}
+    facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
+    for path in paths:
+        report = audit_file(path)
+        if not report.targets and not report.problems:
+            continue  # an ELF file without device code
+        rel = os.path.relpath(path, dist.location).replace(os.sep, "/")
+        entry = {"targets": list(report.targets), "complete": list(report.complete)}
+        if report.problems:
+            entry["problems"] = [str(p) for p in report.problems]
+        files[rel] = entry
+        facts.files.append(DeviceFile(rel, tuple(report.targets), tuple(report.complete), tuple(report.problems)))
+    if not files:
+        return None
+    check = DistCheck(dist, files)
+    if not devices:
+        check.status, check.reason = "unknown", "no GPU found to check against"
+        return check
+    worst, reasons = "ok", []
+    for dev in devices:
+        status, reason = facts.verdict(dev, generic_ok=generic_ok)
+        if status == "fails" or (status == "unknown" and worst == "ok"):
+            worst = status
+        if status != "ok" and reason:
+            reasons.append(f"{dev}: {reason}")
+    check.status, check.reason = worst, "; ".join(reasons) or None
+    return check
+
+
+def check_environment(
+    python: str | None,
+    devices: Sequence[Any],
+    *,
+    generic_ok: bool | None = True,
+    notes: Iterable[str] = (),
+    locations: Sequence[Path] | None = None,
+) -> EnvReport:
+    """Audit every installed distribution of ``python``'s environment against ``devices``.
+
+    ``locations`` replaces the interpreter's site-packages folders (tests, unpacked trees).
+    """
+    if locations is None:
+        exe, dirs = site_dirs(python)
+    else:
+        exe, dirs = python or "", [Path(p) for p in locations]
+    devs = [str(d) for d in devices]
+    checks, n_dists, n_files, n_candidates, n_opened = [], 0, 0, 0, 0
+    for location in dirs:
+        for dist in distributions(location):
+            n_dists += 1
+            n_files += len(dist.files)
+            paths, opened = device_candidates(dist)
+            n_candidates += len(paths)
+            n_opened += opened
+            check = _judge(dist, paths, devs, generic_ok)
+            if check is not None:
+                checks.append(check)
+    scanned = {"distributions": n_dists, "files": n_files, "opened": n_opened, "audited": n_candidates}
+    return EnvReport(exe, list(dirs), devs, checks, list(notes), generic_ok, scanned)
