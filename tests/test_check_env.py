@@ -96,6 +96,10 @@ def test_cli_on_a_real_environment(tmp_path):
                *sorted(wheels.glob("*.whl"))])
     assert pip.returncode == 0, pip.stderr
 
+    # the venv's folder read from its layout is the one its interpreter names
+    asked = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"])
+    assert E._venv_site(str(python)) == [Path(asked.stdout.strip())]
+
     proc = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", python, "--targets", "gfx942", "--json"])
     assert proc.returncode == 1, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
@@ -121,3 +125,24 @@ def test_cli_bad_python_is_a_usage_error(tmp_path):
     assert proc.returncode == 2 and proc.stderr.startswith("error: cannot run"), proc.stderr
     both = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", "--targets", "gfx942", "x.whl"])
     assert both.returncode == 2 and "takes no wheels" in both.stderr
+
+
+def test_site_dirs_asks_an_interpreter_outside_a_venv():
+    exe, dirs = E.site_dirs(sys.executable if not (Path(sys.prefix) / "pyvenv.cfg").exists() else None)
+    import sysconfig
+
+    assert Path(sysconfig.get_paths()["purelib"]) in dirs or not Path(sysconfig.get_paths()["purelib"]).is_dir()
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in BIN.iterdir() if p.suffix in (".so", ".o", ".co", ".hsaco")))
+def test_the_elf_filter_keeps_every_file_with_device_code(fixture):
+    path = BIN / fixture
+    with open(path, "rb") as fh:
+        assert E.elf_may_hold_device_code(fh, path.stat().st_size)
+
+
+def test_the_elf_filter_drops_a_host_library():
+    host = Path(sys.executable).resolve()
+    with open(host, "rb") as fh:
+        assert fh.read(4) == b"\x7fELF"
+        assert not E.elf_may_hold_device_code(fh, host.stat().st_size)

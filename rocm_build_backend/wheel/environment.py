@@ -3,10 +3,12 @@
 ``rocm-build-backend check --env [PYTHON]`` in library form: the case of an environment copied
 to (or a container started on) a machine with another GPU. The environment's site-packages
 folders come from the interpreter itself (``sysconfig``: purelib, platlib; the user site when
-it is on); each ``*.dist-info/RECORD`` there lists the files a distribution installed. Files
-that cannot hold device code are skipped before anything is opened: by name (source, text,
-images, Python), then by size (under 64 bytes), then by their first bytes (an ELF file, an
-offload bundle, a CCOB, an offload binary or a CUDA fatbin; nothing else is read further).
+it is on; a PEP 405 venv's one folder is read from its layout, without starting it); each
+``*.dist-info/RECORD`` there lists the files a distribution installed. Files that cannot hold
+device code are skipped before anything is opened: by name (source, text, images, Python),
+then by size (under 64 bytes), then by their first bytes (an ELF file, an offload bundle, a
+CCOB, an offload binary or a CUDA fatbin; nothing else is read further); a host ELF library is
+audited only when its section-name table names a device section.
 What is left is audited (``binary.audit.audit_file``: section tables and device sections
 only) and judged with ``check``'s rules: a distribution loads here when every file with device
 code has code that loads on every device.
@@ -39,13 +41,42 @@ _SKIP_SUFFIXES = frozenset(
     ".pl .java .rs .go .lua .jinja .j2 .tmpl .license .ttf .otf .woff .woff2 .pyx.in".split()
 )
 _MAGICS = (b"\x7fELF", b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB", b"\x10\xff\x10\xad", b"\x50\xed\x55\xba")
+# the section names the audit reads device code from (binary/audit.py _DEVICE_SECTIONS, and
+# the -fgpu-rdc bundle sections); an ELF library whose section names hold none has no device code
+_DEVICE_SECTION_NAMES = (b".hip_fatbin", b".nv_fatbin", b"__nv_relfatbin", b".llvm.offloading",
+                         b"__CLANG_OFFLOAD_BUNDLE__")
+_EM_AMDGPU, _EM_CUDA = 224, 190
+_MAX_SHSTRTAB = 16 << 20
 
 
 # --------------------------------------------------------------------------- the environment
 
 
+def _venv_site(python: str) -> list[Path] | None:
+    """A PEP 405 virtual environment's one site-packages folder, read from its layout without
+    running it (``<venv>/pyvenv.cfg`` beside ``bin/``, ``lib/python3.X/site-packages``); None
+    when ``python`` is not in such a venv or the venv also sees the system's packages."""
+    exe = Path(python)
+    cfg = exe.parent.parent / "pyvenv.cfg"
+    try:
+        text = cfg.read_text("utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().lower() == "include-system-site-packages" and value.strip().lower() == "true":
+            return None
+    found = sorted(p for p in (exe.parent.parent / "lib").glob("python3*/site-packages") if p.is_dir())
+    return found if len(found) == 1 else None
+
+
 def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
     """(the interpreter, its site-packages folders that exist). ``None``: this interpreter."""
+    if python is not None:
+        fast = _venv_site(python)
+        if fast is not None:
+            return python, fast
+    # not -S: the site module is what makes a venv's interpreter see the venv's folders
     code = ("import json, site, sys, sysconfig\n"
             "p = sysconfig.get_paths()\n"
             "dirs = [p['purelib'], p['platlib']]\n"
@@ -63,7 +94,7 @@ def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
         data: dict[str, Any] = {"python": sys.executable, "dirs": dirs}
     else:
         try:
-            proc = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+            proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise RocmBuildBackendError(f"cannot run {python}: {exc}", hint="give the path of a Python interpreter") from None
         if proc.returncode != 0:
@@ -126,13 +157,12 @@ def distributions(location: Path) -> list[Distribution]:
     return out
 
 
+_SKIP_TUPLE = tuple(sorted(_SKIP_SUFFIXES | {x.upper() for x in _SKIP_SUFFIXES}))
+
+
 def may_hold_device_code(path: str) -> bool:
     """False for a file that by its name cannot hold device code (no I/O)."""
-    base = path.rsplit("/", 1)[-1].lower()
-    if ".dist-info/" in path or "__pycache__/" in path:
-        return False
-    dot = base.rfind(".")
-    return dot <= 0 or base[dot:] not in _SKIP_SUFFIXES
+    return not (path.endswith(_SKIP_TUPLE) or ".dist-info/" in path or "__pycache__/" in path)
 
 
 def device_candidates(dist: Distribution) -> tuple[list[Path], int]:
@@ -153,12 +183,50 @@ def device_candidates(dist: Distribution) -> tuple[list[Path], int]:
         try:
             with open(path, "rb") as fh:
                 head = fh.read(24)
+                if head[:4] == b"\x7fELF":
+                    if elf_may_hold_device_code(fh, st.st_size):
+                        out.append(path)
+                elif any(head.startswith(m) for m in _MAGICS):
+                    out.append(path)
         except OSError:
             out.append(path)  # unreadable: the audit says so
-            continue
-        if any(head.startswith(m) for m in _MAGICS):
-            out.append(path)
     return out, opened
+
+
+def elf_may_hold_device_code(fh: Any, size: int) -> bool:
+    """False only for a well-formed host ELF file none of whose section names is a device
+    section (read: the header, one section header, the section-name table). Anything odd is
+    True: the audit then reads the file and reports what it finds."""
+    import struct
+
+    fh.seek(0)
+    head = fh.read(64)
+    if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return True
+    e = "<" if head[5] == 1 else ">"
+    is64 = head[4] == 2
+    (machine,) = struct.unpack_from(e + "H", head, 18)
+    if machine in (_EM_AMDGPU, _EM_CUDA) or (is64 and len(head) < 64):
+        return True
+    if is64:
+        shoff, = struct.unpack_from(e + "Q", head, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", head, 0x3A)
+    else:
+        shoff, = struct.unpack_from(e + "I", head, 0x20)
+        shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", head, 0x2E)
+    if not shoff or shstrndx in (0, 0xFFFF) or shstrndx >= shnum or shentsize < (64 if is64 else 40):
+        return True
+    at = shoff + shstrndx * shentsize
+    if at + shentsize > size:
+        return True
+    fh.seek(at)
+    shdr = fh.read(shentsize)
+    offset, length = struct.unpack_from(e + ("QQ" if is64 else "II"), shdr, 0x18 if is64 else 0x10)
+    if offset + length > size or length > _MAX_SHSTRTAB:
+        return True
+    fh.seek(offset)
+    names = fh.read(length)
+    return any(n in names for n in _DEVICE_SECTION_NAMES)
 
 
 # --------------------------------------------------------------------------- the report
