@@ -187,6 +187,13 @@ def test_variant_wheel_is_valid_by_variantlib(tmp_path):
         V.make_variant_wheel(src, tmp_path / "out")
 
 
+def test_the_build_replaces_its_own_wheel(tmp_path):
+    src = gpu_wheel(tmp_path, (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes())
+    out = V.make_variant_wheel(src, keep_original=False)
+    assert out.parent == src.parent and not src.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
 def test_read_variant_refuses_a_label_that_disagrees(tmp_path):
     src = gpu_wheel(tmp_path, (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes())
     out = V.make_variant_wheel(src, tmp_path / "out")

@@ -350,13 +350,16 @@ def read_variant(path: str | Path) -> tuple[str, dict[str, Any]] | None:
 
 
 def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, label: str | None = None,
-                       namespaces: Iterable[str] | None = None, facts: "WheelTargets | None" = None) -> Path:
+                       namespaces: Iterable[str] | None = None, facts: "WheelTargets | None" = None,
+                       keep_original: bool = True) -> Path:
     """Write a variant copy of ``wheel`` into ``out_dir`` (default: beside it); return its path.
 
-    The properties come from the wheel's audit (``check.wheel_targets``); ``variant.json`` is
-    added to its ``.dist-info``, RECORD rebuilt (``stamp.rewrite_wheel``), the label appended
-    to the file name. The original wheel is left as it is. Raises WheelError for a wheel that
-    cannot be read, RocmBuildBackendError for a bad label.
+    The properties come from the wheel's audit (``check.wheel_targets``; pass ``facts`` when
+    they are at hand); ``variant.json`` is added to its ``.dist-info``, RECORD rebuilt
+    (``stamp.rewrite_wheel``), the label appended to the file name. The original wheel is left
+    as it is, unless ``keep_original=False`` (for the build, which made it): then it is
+    removed once the variant wheel is in place. Raises WheelError for a wheel that cannot be
+    read, RocmBuildBackendError for a bad label.
     """
     import os
     import shutil
@@ -396,4 +399,6 @@ def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, 
         raise WheelError(f"cannot write {final.name} ({exc})") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if not keep_original and src.resolve() != final.resolve():
+        src.unlink()
     return final
