@@ -241,7 +241,8 @@ def judge(rows: Sequence[Row], devices: Sequence[Any], *, generic_ok: bool | Non
     """Fill each row's targets, status and reason from the check of its wheel."""
     from rocm_build_backend.wheel.check import check_wheels
 
-    report = check_wheels([r.wheel for r in rows], devices, generic_ok=generic_ok)
+    # stamp first: a wheel built through the shim says what it holds; one without a stamp is audited
+    report = check_wheels([r.wheel for r in rows], devices, generic_ok=generic_ok, audit=False)
     for row, wc in zip(rows, report.wheels):
         row.status = wc.status
         row.targets = list(wc.facts.targets) if wc.facts is not None else []
