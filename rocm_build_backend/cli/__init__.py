@@ -201,7 +201,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.env is not None:
         return cmd_check_env(args)
     if not args.wheels:
-        raise RocmBuildBackendError("check needs wheels, or --env", hint="e.g. rocm-build-backend check dist/*.whl")
+        args.check_parser.error("give the wheels to check, or --env")  # usage, exit 2, as before --env
     for path in args.wheels:
         if not os.path.exists(path):
             raise RocmBuildBackendError(f"no such wheel: {path}", hint="give the paths of .whl files")
@@ -320,6 +320,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
     sp.add_argument("--env", nargs="?", const="", metavar="PYTHON",
                     help="check the installed distributions of PYTHON's environment (default: this one)")
+    sp.set_defaults(check_parser=sp)
     _detect_args(sp)
 
     sp = add("cache", cmd_cache, "find (and purge) cached wheels made for other GPUs")
