@@ -109,6 +109,12 @@ def test_pure_wheel_is_the_null_variant(tmp_path):
     assert V.properties_for(wheel_targets(w)) == {}
     out = V.make_variant_wheel(w, tmp_path / "out")
     assert out.name == "demo-1.0-py3-none-any-null.whl"
+    label, data = V.read_variant(out)
+    assert label == "null" and data["variants"] == {"null": {}}
+    pytest.importorskip("variantlib")
+    from variantlib.variant_dist_info import VariantDistInfo
+
+    assert VariantDistInfo(json.dumps(data), expected_label="null").variant_desc.is_null_variant()
 
 
 def test_labels():
