@@ -129,3 +129,42 @@ def test_install_catches_the_cached_wheel_and_rebuilds_it(tmp_path, build_env):
     assert plain.returncode == 0
     (so,) = (tmp_path / "site-c").glob("rocm_sample_hip/_kernels*.so")
     assert audit_file(so).targets == ["gfx90a"]
+
+
+@pytest.mark.integration
+def test_install_with_uv_catches_the_cached_build_and_rebuilds_it(tmp_path, build_env):
+    import shutil
+
+    from rocm_build_backend.binary.audit import audit_file
+    from test_shim_builds import kfd_root
+
+    if not shutil.which("uv"):
+        pytest.skip("uv is not installed")
+    project = copy_sample("setuptools_hip", tmp_path)
+    links = tmp_path / "links"
+    proc = run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", links, project], env=build_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    gfx90a = kfd_root(tmp_path / "mi210", 90010)
+    gfx940 = kfd_root(tmp_path / "mi300", 90400)
+    uv_args = ["--cache-dir", str(tmp_path / "uv-cache"), "--no-index", "--find-links", str(links),
+               "--no-build-isolation"]
+
+    def uv_install(site: Path, root: Path):
+        return run(["uv", "pip", "install", "--python", sys.executable, *uv_args, "--target", site, "rocm-sample-hip"],
+                   env={**build_env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(root)})
+
+    def so_targets(site: Path) -> list[str]:
+        (so,) = site.glob("rocm_sample_hip/_kernels*.so")
+        return audit_file(so).targets
+
+    assert uv_install(tmp_path / "site-a", gfx90a).returncode == 0
+    assert so_targets(tmp_path / "site-a") == ["gfx90a"]
+    # uv hands its cached gfx90a build back on the gfx940 machine
+    assert uv_install(tmp_path / "site-b", gfx940).returncode == 0
+    assert so_targets(tmp_path / "site-b") == ["gfx90a"]
+
+    cli = [sys.executable, "-m", "rocm_build_backend", "install", "--tool", "uv", "--root", gfx940, "--"]
+    done = run([*cli, *uv_args, "--target", tmp_path / "site-c", "rocm-sample-hip"], env=build_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "held gfx90a; rebuilt from its sdist" in done.stdout
+    assert so_targets(tmp_path / "site-c") == ["gfx940"]

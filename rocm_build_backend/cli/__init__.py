@@ -264,7 +264,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(Path(args.root).resolve())
     with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
         result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
-                                   dry_run=args.dry_run, python=args.python, env=env)
+                                   dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
         print(result.to_text())
     return result.exit_code
 
@@ -335,6 +335,7 @@ def parser() -> argparse.ArgumentParser:
     sp = add("install", cmd_install, "pip install, with every wheel checked against this machine's GPUs first")
     sp.add_argument("--dry-run", action="store_true", help="print the table; install nothing")
     sp.add_argument("--python", metavar="PYTHON", help="the interpreter whose pip collects and installs (default: this one)")
+    sp.add_argument("--tool", choices=["pip", "uv"], default="pip", help="the installer that resolves and installs")
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
     sp.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="PIP_ARGS",
                     help="pip's arguments: requirements and index options (put them after --)")
