@@ -210,6 +210,18 @@ def test_read_variant_refuses_a_label_that_disagrees(tmp_path):
     assert V.read_variant(src) is None
 
 
+def test_index_files_for_a_folder(tmp_path):
+    plain = gpu_wheel(tmp_path / "plain", (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes())
+    v942 = V.make_variant_wheel(plain, tmp_path / "links")
+    v90a = V.make_variant_wheel(gpu_wheel(tmp_path / "p2", (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes()),
+                                tmp_path / "links")
+    files = V.index_files_for([plain, v942, v90a])
+    data = json.loads(files["demo_gpu-1.0-variants.json"])
+    assert list(files) == ["demo_gpu-1.0-variants.json"]
+    assert data["variants"] == {"gfx90a": {"amd": {"gfx_arch": ["gfx90a"]}}, "gfx942": {"amd": {"gfx_arch": ["gfx942"]}}}
+    assert data["$schema"] == V.SCHEMA_URL and data["default-priorities"] == {"namespace": ["amd"]}
+
+
 def test_merge_refuses_one_label_for_two_property_sets():
     a = V.variant_json("x", {"amd": {"gfx_arch": ["gfx942"]}})
     b = V.variant_json("x", {"amd": {"gfx_arch": ["gfx90a"]}})

@@ -314,6 +314,21 @@ def index_files(wheels: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[st
     return {fname: dumps(merge_variants(datas)) for fname, datas in sorted(groups.items())}
 
 
+def index_files_for(paths: Iterable[str | Path]) -> dict[str, bytes]:
+    """``index_files`` for the wheels at ``paths`` (those without a label are passed over)."""
+    from packaging.utils import parse_wheel_filename
+
+    entries = []
+    for path in paths:
+        found = read_variant(path)
+        if found is None:
+            continue
+        base, _ = split_variant_name(Path(path).name)
+        name, version, _, _ = parse_wheel_filename(base)
+        entries.append((str(name), str(version), found[1]))
+    return index_files(entries)
+
+
 # --------------------------------------------------------------------------- one wheel
 
 
