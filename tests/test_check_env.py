@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -146,3 +147,21 @@ def test_the_elf_filter_drops_a_host_library():
     with open(host, "rb") as fh:
         assert fh.read(4) == b"\x7fELF"
         assert not E.elf_may_hold_device_code(fh, host.stat().st_size)
+
+
+def test_cli_without_a_gpu_cannot_tell(tmp_path, site):
+    from test_shim_builds import kfd_root
+
+    venv = tmp_path / "venv"
+    assert run([sys.executable, "-m", "venv", "--without-pip", venv]).returncode == 0
+    (sitedir,) = (venv / "lib").glob("python3*/site-packages")
+    shutil.copytree(site, sitedir, dirs_exist_ok=True)
+    cpu_only = kfd_root(tmp_path / "cpu")
+    proc = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", venv / "bin" / "python",
+                "--root", cpu_only, "--json"])
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["devices"] == [] and {d["status"] for d in data["distributions"]} == {"unknown"}
+    gpu = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", venv / "bin" / "python",
+               "--root", kfd_root(tmp_path / "mi300", 90402)])
+    assert gpu.returncode == 1 and "devices: gfx942" in gpu.stdout, gpu.stdout + gpu.stderr
