@@ -174,6 +174,13 @@ class InstallResult:
 # --------------------------------------------------------------------------- collecting
 
 
+def _last_error(proc: "subprocess.CompletedProcess[str]") -> str:
+    """The line of a tool's output that says what went wrong (its last error line, else its last line)."""
+    lines = [ln.strip() for ln in ((proc.stdout or "") + "\n" + (proc.stderr or "")).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.lower().startswith(("error", "×", "cause:"))]
+    return (errors or lines or ["no output"])[-1]
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -224,8 +231,7 @@ def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str,
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     output = (proc.stdout or "") + (proc.stderr or "")
     if proc.returncode != 0:
-        tail = "\n".join(output.strip().splitlines()[-12:])
-        raise RocmBuildBackendError(f"pip could not collect the wheels (exit {proc.returncode}):\n{tail}",
+        raise RocmBuildBackendError(f"pip could not collect the wheels (exit {proc.returncode}): {_last_error(proc)}",
                                     hint="the same arguments must work with pip wheel")
     cache = _pip_cache(split, env)
     rows = []
@@ -264,8 +270,7 @@ def rebuild(row: Row, split: SplitArgs, out_dir: Path, *, python: str, env: Mapp
     if proc.returncode != 0 or len(wheels) != 1:
         output = (proc.stdout or "") + (proc.stderr or "")
         no_sdist = "no matching distribution" in output.lower() or "could not find a version" in output.lower()
-        why = ("it has no sdist to build from" if no_sdist
-               else "its rebuild failed: " + (output.strip().splitlines() or ["no output"])[-1])
+        why = "it has no sdist to build from" if no_sdist else f"its rebuild failed: {_last_error(proc)}"
         row.refused = True
         row.reason = f"{row.reason or 'its device code does not load here'}; {why}"
         return row
@@ -317,8 +322,8 @@ def install_inspected(
     argv = [python, "-m", "pip", "install", "--no-deps", "--no-index", *split.install, *[str(r.wheel) for r in rows]]
     proc = run(argv, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        tail = "\n".join(((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-12:])
-        raise RocmBuildBackendError(f"pip install of the checked wheels failed (exit {proc.returncode}):\n{tail}")
+        raise RocmBuildBackendError(f"pip install of the checked wheels failed (exit {proc.returncode}): "
+                                    f"{_last_error(proc)}", hint="run the same pip install to see its whole output")
     result.installed = True
     return result
 
@@ -338,8 +343,7 @@ def _uv_exe(env: Mapping[str, str]) -> str:
 def _uv(argv: list[str], env: Mapping[str, str], run: Runner, what: str) -> "subprocess.CompletedProcess[str]":
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     if proc.returncode != 0 and what:
-        tail = "\n".join(((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-12:])
-        raise RocmBuildBackendError(f"uv could not {what} (exit {proc.returncode}):\n{tail}",
+        raise RocmBuildBackendError(f"uv could not {what} (exit {proc.returncode}): {_last_error(proc)}",
                                     hint="the same arguments must work with uv pip install")
     return proc
 
