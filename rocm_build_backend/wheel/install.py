@@ -15,7 +15,10 @@
 
 Where each wheel came from: ``built`` (pip built it in this run: "Created wheel for"),
 ``cache`` (the same bytes sit in pip's wheel cache), ``index`` (downloaded) or ``rebuilt``.
-Only the subprocess runner touches the world; it is passed in, so tests hand in their own.
+With uv (``install_with_uv``), which has no ``pip wheel``, a staging install stands for step 1
+and the shim's per-project build settings for the cache bypass. Only the subprocess runner
+touches the world; it is passed in. This module does not decide what loads (``check`` does)
+and never installs a set with a refused wheel in it.
 """
 
 from __future__ import annotations
