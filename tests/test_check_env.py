@@ -57,6 +57,14 @@ def test_each_distribution_is_judged(site):
     assert E.check_environment("python", ["gfx90a", "gfx942"], locations=[site]).dists[1].status == "fails"
 
 
+def test_distributions_without_record_are_named(site):
+    (site / "legacy-2.0.egg-info").mkdir()
+    (site / "broken-1.0.dist-info").mkdir()
+    report = E.check_environment("python", ["gfx942"], locations=[site])
+    assert report.notes == ["not checked, no RECORD lists their files: broken, legacy"]
+    assert report.scanned["distributions"] == 3
+
+
 def test_no_device_is_cannot_tell(site):
     report = E.check_environment("python", [], locations=[site])
     assert {d.status for d in report.dists} == {"unknown"}

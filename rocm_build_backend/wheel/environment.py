@@ -362,4 +362,25 @@ def check_environment(
             if check is not None:
                 checks.append(check)
     scanned = {"distributions": n_dists, "files": n_files, "opened": n_opened, "audited": n_candidates}
-    return EnvReport(exe, list(dirs), devs, checks, list(notes), generic_ok, scanned)
+    notes = list(notes)
+    unlisted = unchecked(dirs)
+    if unlisted:
+        more = f" and {len(unlisted) - 5} more" if len(unlisted) > 5 else ""
+        notes.append(f"not checked, no RECORD lists their files: {', '.join(unlisted[:5])}{more}")
+    return EnvReport(exe, list(dirs), devs, checks, notes, generic_ok, scanned)
+
+
+def unchecked(dirs: Iterable[Path]) -> list[str]:
+    """Installed distributions whose files no RECORD lists (``.egg-info``, a missing or
+    oversized RECORD): their names, sorted."""
+    out = []
+    for location in dirs:
+        for meta in sorted(location.glob("*.egg-info")) + sorted(location.glob("*.dist-info")):
+            record = meta / "RECORD"
+            try:
+                ok = meta.suffix == ".dist-info" and record.stat().st_size <= _MAX_RECORD
+            except OSError:
+                ok = False
+            if not ok:
+                out.append(meta.name[: -len(meta.suffix)].split("-", 1)[0])
+    return sorted(out)
