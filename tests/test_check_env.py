@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_each_distribution_is_judged(site):
     assert "gfx90a" in bad.reason and "gfx942" in bad.reason
     assert report.exit_code == 1
     # opened: _k.so, k.hsaco, data.bin (tiny.so is under 64 bytes, the others skipped by name)
-    assert report.scanned == {"distributions": 3, "files": 16, "opened": 3, "audited": 2}
+    assert report.scanned == {"distributions": 3, "files": 16, "opened": 3, "audited": 2, "cached": 0}
     assert E.check_environment("python", ["gfx90a"], locations=[site]).exit_code == 1  # demo-ok fails there
     assert E.check_environment("python", ["gfx90a", "gfx942"], locations=[site]).dists[1].status == "fails"
 
@@ -109,7 +110,8 @@ def test_cli_on_a_real_environment(tmp_path):
     asked = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"])
     assert E._venv_site(str(python)) == [Path(asked.stdout.strip())]
 
-    proc = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", python, "--targets", "gfx942", "--json"])
+    proc = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", python, "--targets", "gfx942", "--json",
+                "--no-cache"])
     assert proc.returncode == 1, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
     schema = json.loads(data_path("schemas/check-env.schema.json").read_text())
@@ -118,14 +120,15 @@ def test_cli_on_a_real_environment(tmp_path):
     assert Path(data["python"]).parent == python.parent
     assert [(d["name"], d["status"]) for d in data["distributions"]] == [("demo-gpu", "fails"), ("demo-ok", "ok")]
 
-    text = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", python, "--targets", "gfx90a"])
+    text = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", python, "--targets", "gfx90a",
+                "--no-cache"])
     assert text.returncode == 1
     rows = {line.split()[0]: line.split() for line in text.stdout.splitlines() if line.startswith("demo-")}
     assert rows["demo-gpu"][-1] == "yes" and rows["demo-ok"][-1] == "no", text.stdout
     assert rows["demo-gpu"][2] == "1"  # one file with device code
 
     ok = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", python, "--targets", "gfx90a,gfx942",
-              "--json"])
+              "--json", "--no-cache"])
     jsonschema.validate(json.loads(ok.stdout), schema)
 
 
@@ -166,10 +169,52 @@ def test_cli_without_a_gpu_cannot_tell(tmp_path, site):
     shutil.copytree(site, sitedir, dirs_exist_ok=True)
     cpu_only = kfd_root(tmp_path / "cpu")
     proc = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", venv / "bin" / "python",
-                "--root", cpu_only, "--json"])
+                "--root", cpu_only, "--json", "--no-cache"])
     assert proc.returncode == 3, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
     assert data["devices"] == [] and {d["status"] for d in data["distributions"]} == {"unknown"}
     gpu = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", venv / "bin" / "python",
-               "--root", kfd_root(tmp_path / "mi300", 90402)])
+               "--root", kfd_root(tmp_path / "mi300", 90402), "--no-cache"])
     assert gpu.returncode == 1 and "devices: gfx942" in gpu.stdout, gpu.stdout + gpu.stderr
+
+
+def test_results_are_kept_between_runs(site, tmp_path, monkeypatch):
+    cache = tmp_path / "cache" / "check-env.json"
+    first = E.check_environment("python", ["gfx942"], locations=[site], cache_path=cache)
+    assert cache.is_file() and first.scanned["cached"] == 0
+
+    import rocm_build_backend.binary.audit as audit
+
+    real = audit.audit_file
+    monkeypatch.setattr(audit, "audit_file", lambda p: pytest.fail(f"{p} was audited again"))
+    again = E.check_environment("python", ["gfx942"], locations=[site], cache_path=cache)
+    assert again.scanned["cached"] == 2
+    assert [(d.dist.name, d.status, d.files) for d in again.dists] == [(d.dist.name, d.status, d.files) for d in first.dists]
+
+    # a file replaced by another is audited again
+    monkeypatch.setattr(audit, "audit_file", real)
+    lib = site / "demo_gpu" / "_k.so"
+    lib.unlink()
+    lib.write_bytes(GFX942)
+    changed = E.check_environment("python", ["gfx942"], locations=[site], cache_path=cache)
+    assert changed.scanned["cached"] == 1 and changed.exit_code == 0
+    cache.write_text("{not json")
+    assert E.check_environment("python", ["gfx942"], locations=[site], cache_path=cache).exit_code == 0
+
+
+def test_cli_keeps_results_in_the_user_cache(site, tmp_path):
+    venv = tmp_path / "venv"
+    assert run([sys.executable, "-m", "venv", "--without-pip", venv]).returncode == 0
+    (sitedir,) = (venv / "lib").glob("python3*/site-packages")
+    shutil.copytree(site, sitedir, dirs_exist_ok=True)
+    xdg = tmp_path / "xdg"
+    argv = [sys.executable, "-m", "rocm_build_backend", "check", "--env", venv / "bin" / "python",
+            "--targets", "gfx942", "--json"]
+    env = {**os.environ, "XDG_CACHE_HOME": str(xdg)}
+    first = json.loads(run(argv, env=env).stdout)
+    assert (xdg / "rocm-build-backend" / "check-env.json").is_file()
+    second = json.loads(run(argv, env=env).stdout)
+    assert (first["scanned"]["cached"], second["scanned"]["cached"]) == (0, 2)
+    assert first["distributions"] == second["distributions"]
+    fresh = json.loads(run([*argv, "--no-cache"], env=env).stdout)
+    assert fresh["scanned"]["cached"] == 0

@@ -187,7 +187,10 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     if args.wheels:
         raise RocmBuildBackendError("check --env takes no wheels", hint="check wheels and environments in two runs")
     devices, notes, generic_ok = _check_devices(args)
-    report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok)
+    from rocm_build_backend.wheel.environment import default_cache_path
+
+    report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
+                               cache_path=None if args.no_cache else default_cache_path())
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -320,6 +323,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
     sp.add_argument("--env", nargs="?", const="", metavar="PYTHON",
                     help="check the installed distributions of PYTHON's environment (default: this one)")
+    sp.add_argument("--no-cache", action="store_true",
+                    help="with --env: audit every file again, and keep nothing (default: results are kept "
+                         "per file, by size, mtime and inode, in $XDG_CACHE_HOME/rocm-build-backend)")
     sp.set_defaults(check_parser=sp)
     _detect_args(sp)
 

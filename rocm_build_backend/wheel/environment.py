@@ -13,6 +13,9 @@ What is left is audited (``binary.audit.audit_file``: section tables and device 
 only) and judged with ``check``'s rules: a distribution loads here when every file with device
 code has code that loads on every device.
 
+What the audit found in each file is kept between runs (``AuditCache``, keyed by path, size,
+mtime, ctime and inode), so checking an unchanged environment before every job reads no binary.
+
 Exit codes as for every verb: 0 every distribution with device code loads here, 1 one does
 not, 3 cannot tell (no GPU found, a file that cannot be read).
 """
@@ -26,7 +29,7 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
 
@@ -300,22 +303,83 @@ class EnvReport:
         return "\n".join(lines)
 
 
-def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None) -> DistCheck | None:
-    from rocm_build_backend.binary.audit import audit_file
+class AuditCache:
+    """What the audit found in each file, kept between runs, keyed by the file's path and its
+    identity (size, mtime, ctime, inode): an environment that has not changed is not read again.
+    A missing, damaged or oversized cache file is an empty cache; it is replaced atomically."""
+
+    VERSION = 1
+    MAX_ENTRIES = 200_000
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.entries, self.hits, self.dirty = path, {}, 0, False
+        if path is None:
+            return
+        try:
+            if path.stat().st_size <= _MAX_RECORD:
+                data = json.loads(path.read_text("utf-8"))
+                if isinstance(data, dict) and data.get("version") == self.VERSION and isinstance(data.get("files"), dict):
+                    self.entries = data["files"]
+        except (OSError, ValueError):
+            pass
+
+    @staticmethod
+    def _key(path: Path) -> list[int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+    def audit(self, path: Path) -> dict[str, list[str]]:
+        from rocm_build_backend.binary.audit import audit_file
+
+        key = self._key(path)
+        hit = self.entries.get(str(path))
+        if key is not None and isinstance(hit, dict) and hit.get("key") == key and isinstance(hit.get("facts"), dict):
+            self.hits += 1
+            return dict(hit["facts"])
+        report = audit_file(path)
+        facts = {"targets": list(report.targets), "complete": list(report.complete)}
+        if report.problems:
+            facts["problems"] = [str(p) for p in report.problems]
+        elif key is not None and self.path is not None and len(self.entries) < self.MAX_ENTRIES:
+            self.entries[str(path)], self.dirty = {"key": key, "facts": facts}, True
+        return facts
+
+    def save(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"version": self.VERSION, "files": self.entries}), "utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a cache that cannot be written is only slower next time
+
+
+def default_cache_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/rocm-build-backend/check-env.json`` (default ``~/.cache/...``)."""
+    env = os.environ if env is None else env
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "rocm-build-backend" / "check-env.json"
+
+
+def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,
+           cache: AuditCache) -> DistCheck | None:
     from rocm_build_backend.wheel.check import DeviceFile, WheelTargets
 
     files: dict[str, dict[str, list[str]]] = {}
     facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
     for path in paths:
-        report = audit_file(path)
-        if not report.targets and not report.problems:
+        entry = cache.audit(path)
+        if not entry["targets"] and not entry.get("problems"):
             continue  # an ELF file without device code
         rel = os.path.relpath(path, dist.location).replace(os.sep, "/")
-        entry = {"targets": list(report.targets), "complete": list(report.complete)}
-        if report.problems:
-            entry["problems"] = [str(p) for p in report.problems]
         files[rel] = entry
-        facts.files.append(DeviceFile(rel, tuple(report.targets), tuple(report.complete), tuple(report.problems)))
+        facts.files.append(DeviceFile(rel, tuple(entry["targets"]), tuple(entry["complete"]),
+                                      tuple(entry.get("problems", ()))))
     if not files:
         return None
     check = DistCheck(dist, files)
@@ -340,11 +404,14 @@ def check_environment(
     generic_ok: bool | None = True,
     notes: Iterable[str] = (),
     locations: Sequence[Path] | None = None,
+    cache_path: Path | None = None,
 ) -> EnvReport:
     """Audit every installed distribution of ``python``'s environment against ``devices``.
 
-    ``locations`` replaces the interpreter's site-packages folders (tests, unpacked trees).
+    ``locations`` replaces the interpreter's site-packages folders (tests, unpacked trees);
+    ``cache_path``: where the audit results are kept between runs (None: not kept).
     """
+    cache = AuditCache(cache_path)
     if locations is None:
         exe, dirs = site_dirs(python)
     else:
@@ -358,10 +425,12 @@ def check_environment(
             paths, opened = device_candidates(dist)
             n_candidates += len(paths)
             n_opened += opened
-            check = _judge(dist, paths, devs, generic_ok)
+            check = _judge(dist, paths, devs, generic_ok, cache)
             if check is not None:
                 checks.append(check)
-    scanned = {"distributions": n_dists, "files": n_files, "opened": n_opened, "audited": n_candidates}
+    cache.save()
+    scanned = {"distributions": n_dists, "files": n_files, "opened": n_opened, "audited": n_candidates,
+               "cached": cache.hits}
     notes = list(notes)
     unlisted = unchecked(dirs)
     if unlisted:
