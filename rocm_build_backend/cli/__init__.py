@@ -9,6 +9,8 @@
     check WHEEL... [--json]      will each wheel's GPU code load on this machine?
     cache list|purge             wheels in pip's and uv's caches made for other GPUs
     index WHEEL_DIR OUT_DIR      a static package index per GPU target
+    install [--dry-run] -- PIP_ARGS...   pip install, every wheel checked against this machine's GPUs first
+    check --env [PYTHON]         the installed distributions of an environment against this machine's GPUs
 """
 
 from __future__ import annotations
@@ -218,9 +220,30 @@ def _check_devices(args: argparse.Namespace) -> tuple[list[Any], list[str], bool
     return devices, list(notes), generic_ok_for(host_rocm_version(root=root))
 
 
+def cmd_check_env(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.environment import check_environment
+
+    if args.wheels:
+        raise RocmBuildBackendError("check --env takes no wheels", hint="check wheels and environments in two runs")
+    devices, notes, generic_ok = _check_devices(args)
+    from rocm_build_backend.wheel.environment import default_cache_path
+
+    report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
+                               cache_path=None if args.no_cache else default_cache_path())
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(report.to_text())
+    return report.exit_code
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from rocm_build_backend.wheel.check import check_wheels
 
+    if args.env is not None:
+        return cmd_check_env(args)
+    if not args.wheels:
+        args.check_parser.error("give the wheels to check, or --env")  # usage, exit 2, as before --env
     for path in args.wheels:
         if not os.path.exists(path):
             raise RocmBuildBackendError(f"no such wheel: {path}", hint="give the paths of .whl files")
@@ -306,6 +329,20 @@ def cmd_split(args: argparse.Namespace) -> int:
     else:
         print(result.to_text())
     return 0
+def cmd_install(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from rocm_build_backend.wheel.install import install_inspected
+
+    devices, notes, generic_ok = _check_devices(args)
+    env = dict(os.environ)
+    if args.root:  # builds through the shim see the same GPUs as the check
+        env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(Path(args.root).resolve())
+    with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
+        result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
+                                   dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
+        print(result.to_text())
+    return result.exit_code
 
 
 # -------------------------------------------------------------------------- parser
@@ -358,9 +395,15 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
 
     sp = add("check", cmd_check, "will each wheel's GPU code load on this machine's GPUs?")
-    sp.add_argument("wheels", nargs="+", metavar="WHEEL")
+    sp.add_argument("wheels", nargs="*", metavar="WHEEL")
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    sp.add_argument("--env", nargs="?", const="", metavar="PYTHON",
+                    help="check the installed distributions of PYTHON's environment (default: this one)")
+    sp.add_argument("--no-cache", action="store_true",
+                    help="with --env: audit every file again, and keep nothing (default: results are kept "
+                         "per file, by size, mtime and inode, in $XDG_CACHE_HOME/rocm-build-backend)")
+    sp.set_defaults(check_parser=sp)
     _detect_args(sp)
 
     sp = add("cache", cmd_cache, "find (and purge) cached wheels made for other GPUs")
@@ -370,6 +413,15 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--targets", help="the targets that fit (default: this machine's GPUs)")
     sp.add_argument("--yes", action="store_true", help="really remove (purge)")
     sp.add_argument("--json", action="store_true")
+    _detect_args(sp)
+
+    sp = add("install", cmd_install, "pip install, with every wheel checked against this machine's GPUs first")
+    sp.add_argument("--dry-run", action="store_true", help="print the table; install nothing")
+    sp.add_argument("--python", metavar="PYTHON", help="the interpreter whose pip collects and installs (default: this one)")
+    sp.add_argument("--tool", choices=["pip", "uv"], default="pip", help="the installer that resolves and installs")
+    sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    sp.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="PIP_ARGS",
+                    help="pip's arguments: requirements and index options (put them after --)")
     _detect_args(sp)
 
     sp = add("index", cmd_index, "write a static package index per GPU target")

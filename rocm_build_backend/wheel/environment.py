@@ -1,0 +1,455 @@
+"""Every installed distribution of an environment, audited against this machine's GPUs.
+
+``rocm-build-backend check --env [PYTHON]`` in library form: the case of an environment copied
+to (or a container started on) a machine with another GPU. The environment's site-packages
+folders come from the interpreter itself (``sysconfig``: purelib, platlib; the user site when
+it is on; a PEP 405 venv's one folder is read from its layout, without starting it); each
+``*.dist-info/RECORD`` there lists the files a distribution installed. Files that cannot hold
+device code are skipped before anything is opened: by name (source, text, images, Python),
+then by size (under 64 bytes), then by their first bytes (an ELF file, an offload bundle, a
+CCOB, an offload binary or a CUDA fatbin; nothing else is read further); a host ELF library is
+audited only when its section-name table names a device section.
+What is left is audited (``binary.audit.audit_file``: section tables and device sections
+only) and judged with ``check``'s rules: a distribution loads here when every file with device
+code has code that loads on every device.
+
+What the audit found in each file is kept between runs (``AuditCache``, keyed by path, size,
+mtime, ctime and inode), so checking an unchanged environment before every job reads no binary.
+
+Exit codes as for every verb: 0 every distribution with device code loads here, 1 one does
+not, 3 cannot tell (no GPU found, a file that cannot be read).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
+
+SCHEMA_VERSION = 1
+_MIN_SIZE = 64
+_MAX_RECORD = 64 << 20
+# never device code: what Python packages ship besides libraries
+_SKIP_SUFFIXES = frozenset(
+    ".py .pyc .pyo .pyi .pyx .pxd .pxi .pth .typed .txt .md .rst .json .toml .cfg .ini .yaml .yml "
+    ".h .hh .hpp .hxx .cuh .inc .inl .c .cc .cpp .cxx .cu .hip .f90 .html .htm .css .js .map .svg .png "
+    ".jpg .jpeg .gif .ico .csv .xml .mo .po .pem .crt .sh .bat .ps1 .cmake .pc .proto .ipynb .tcl .rb "
+    ".pl .java .rs .go .lua .jinja .j2 .tmpl .license .ttf .otf .woff .woff2 .pyx.in".split()
+)
+_MAGICS = (b"\x7fELF", b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB", b"\x10\xff\x10\xad", b"\x50\xed\x55\xba")
+# the section names the audit reads device code from (binary/audit.py _DEVICE_SECTIONS, and
+# the -fgpu-rdc bundle sections); an ELF library whose section names hold none has no device code
+_DEVICE_SECTION_NAMES = (b".hip_fatbin", b".nv_fatbin", b"__nv_relfatbin", b".llvm.offloading",
+                         b"__CLANG_OFFLOAD_BUNDLE__")
+_EM_AMDGPU, _EM_CUDA = 224, 190
+_MAX_SHSTRTAB = 16 << 20
+
+
+# --------------------------------------------------------------------------- the environment
+
+
+def _venv_site(python: str) -> list[Path] | None:
+    """A PEP 405 virtual environment's one site-packages folder, read from its layout without
+    running it (``<venv>/pyvenv.cfg`` beside ``bin/``, ``lib/python3.X/site-packages``); None
+    when ``python`` is not in such a venv or the venv also sees the system's packages."""
+    exe = Path(python)
+    cfg = exe.parent.parent / "pyvenv.cfg"
+    try:
+        text = cfg.read_text("utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().lower() == "include-system-site-packages" and value.strip().lower() == "true":
+            return None
+    found = sorted(p for p in (exe.parent.parent / "lib").glob("python3*/site-packages") if p.is_dir())
+    return found if len(found) == 1 else None
+
+
+def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
+    """(the interpreter, its site-packages folders that exist). ``None``: this interpreter."""
+    if python is not None:
+        fast = _venv_site(python)
+        if fast is not None:
+            return python, fast
+    # not -S: the site module is what makes a venv's interpreter see the venv's folders
+    code = ("import json, site, sys, sysconfig\n"
+            "p = sysconfig.get_paths()\n"
+            "dirs = [p['purelib'], p['platlib']]\n"
+            "if site.ENABLE_USER_SITE: dirs.append(site.getusersitepackages())\n"
+            "print(json.dumps({'python': sys.executable, 'dirs': dirs}))\n")
+    if python is None:
+        import site
+        import sys
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        dirs = [paths["purelib"], paths["platlib"]]
+        if site.ENABLE_USER_SITE:
+            dirs.append(site.getusersitepackages())
+        data: dict[str, Any] = {"python": sys.executable, "dirs": dirs}
+    else:
+        try:
+            proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RocmBuildBackendError(f"cannot run {python}: {exc}", hint="give the path of a Python interpreter") from None
+        if proc.returncode != 0:
+            raise RocmBuildBackendError(f"{python} could not say where its packages are: "
+                                        f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}",
+                                        hint="give the path of a Python interpreter")
+        try:
+            data = json.loads(proc.stdout)
+        except ValueError:
+            raise RocmBuildBackendError(f"{python} answered something that is not JSON") from None
+    seen: list[Path] = []
+    for d in data["dirs"]:
+        p = Path(d)
+        if p.is_dir() and p not in seen:
+            seen.append(p)
+    return str(data["python"]), seen
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    version: str
+    location: Path  # the site-packages folder
+    dist_info: Path
+    files: tuple[str, ...]  # paths from RECORD, relative to ``location``
+
+
+def _meta(dist_info: Path) -> tuple[str, str]:
+    parts = dist_info.name[: -len(".dist-info")].rsplit("-", 1)
+    name, version = parts[0], parts[1] if len(parts) > 1 else ""
+    try:
+        with open(dist_info / "METADATA", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                if key.lower() == "name":
+                    name = value.strip()
+                elif key.lower() == "version":
+                    version = value.strip()
+    except OSError:
+        pass
+    return name, version
+
+
+def distributions(location: Path) -> list[Distribution]:
+    """The distributions installed in one site-packages folder, with the files RECORD lists."""
+    out = []
+    for dist_info in sorted(location.glob("*.dist-info")):
+        record = dist_info / "RECORD"
+        try:
+            if record.stat().st_size > _MAX_RECORD:
+                continue
+            text = record.read_text("utf-8", errors="replace")
+        except OSError:
+            continue
+        paths = tuple(row[0] for row in csv.reader(io.StringIO(text)) if row and row[0])
+        name, version = _meta(dist_info)
+        out.append(Distribution(name, version, location, dist_info, paths))
+    return out
+
+
+_SKIP_TUPLE = tuple(sorted(_SKIP_SUFFIXES | {x.upper() for x in _SKIP_SUFFIXES}))
+
+
+def may_hold_device_code(path: str) -> bool:
+    """False for a file that by its name cannot hold device code (no I/O)."""
+    return not (path.endswith(_SKIP_TUPLE) or ".dist-info/" in path or "__pycache__/" in path)
+
+
+def device_candidates(dist: Distribution) -> tuple[list[Path], int]:
+    """The files of ``dist`` whose first bytes are a container the audit reads; and how many
+    files were looked at (opened) to find them."""
+    out, opened = [], 0
+    for rel in dist.files:
+        if not may_hold_device_code(rel):
+            continue
+        path = dist.location / rel
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size < _MIN_SIZE:
+            continue
+        opened += 1
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(24)
+                if head[:4] == b"\x7fELF":
+                    if elf_may_hold_device_code(fh, st.st_size):
+                        out.append(path)
+                elif any(head.startswith(m) for m in _MAGICS):
+                    out.append(path)
+        except OSError:
+            out.append(path)  # unreadable: the audit says so
+    return out, opened
+
+
+def elf_may_hold_device_code(fh: Any, size: int) -> bool:
+    """False only for a well-formed host ELF file none of whose section names is a device
+    section (read: the header, one section header, the section-name table). Anything odd is
+    True: the audit then reads the file and reports what it finds."""
+    import struct
+
+    fh.seek(0)
+    head = fh.read(64)
+    if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return True
+    e = "<" if head[5] == 1 else ">"
+    is64 = head[4] == 2
+    (machine,) = struct.unpack_from(e + "H", head, 18)
+    if machine in (_EM_AMDGPU, _EM_CUDA) or (is64 and len(head) < 64):
+        return True
+    if is64:
+        shoff, = struct.unpack_from(e + "Q", head, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", head, 0x3A)
+    else:
+        shoff, = struct.unpack_from(e + "I", head, 0x20)
+        shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", head, 0x2E)
+    if not shoff or shstrndx in (0, 0xFFFF) or shstrndx >= shnum or shentsize < (64 if is64 else 40):
+        return True
+    at = shoff + shstrndx * shentsize
+    if at + shentsize > size:
+        return True
+    fh.seek(at)
+    shdr = fh.read(shentsize)
+    offset, length = struct.unpack_from(e + ("QQ" if is64 else "II"), shdr, 0x18 if is64 else 0x10)
+    if offset + length > size or length > _MAX_SHSTRTAB:
+        return True
+    fh.seek(offset)
+    names = fh.read(length)
+    return any(n in names for n in _DEVICE_SECTION_NAMES)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+@dataclass
+class DistCheck:
+    dist: Distribution
+    files: dict[str, dict[str, list[str]]]  # path relative to the site folder -> targets/complete/problems
+    status: str = "ok"
+    reason: str | None = None
+
+    @property
+    def targets(self) -> list[str]:
+        from rocm_build_backend.binary.audit import sorted_targets
+
+        return sorted_targets(t for f in self.files.values() for t in f["targets"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.dist.name, "version": self.dist.version, "location": str(self.dist.location),
+                "status": self.status, "reason": self.reason, "targets": self.targets, "files": self.files}
+
+
+@dataclass
+class EnvReport:
+    python: str
+    site_dirs: list[Path]
+    devices: list[str]
+    dists: list[DistCheck]
+    notes: list[str] = field(default_factory=list)
+    generic_ok: bool | None = True
+    scanned: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        statuses = {d.status for d in self.dists}
+        if "fails" in statuses:
+            return DEFINITE_NO
+        if "unknown" in statuses:
+            return CANNOT_TELL
+        return 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "python": self.python,
+            "site_packages": [str(p) for p in self.site_dirs],
+            "devices": list(self.devices),
+            "generic_targets": {True: "load", False: "do not load", None: "unknown"}[self.generic_ok],
+            "notes": list(self.notes),
+            "distributions": [d.to_dict() for d in self.dists],
+            "scanned": dict(self.scanned),
+            "exit_code": self.exit_code,
+        }
+
+    def to_text(self) -> str:
+        head = ("DISTRIBUTION", "FILES WITH DEVICE CODE", "TARGETS", "LOADS HERE")
+        rows = [(f"{d.dist.name} {d.dist.version}", str(len(d.files)), ", ".join(d.targets) or "(none read)",
+                 {"ok": "yes", "fails": "no", "unknown": "cannot tell"}[d.status]) for d in self.dists]
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+        lines = [f"python: {self.python}", "devices: " + (", ".join(self.devices) or "none found")]
+        lines += [f"note: {n}" for n in self.notes]
+        for r in [head, *rows]:
+            lines.append("  ".join(f"{c:<{widths[i]}}" for i, c in enumerate(r[:3])) + "  " + r[3])
+        for d in self.dists:
+            if d.status != "ok" and d.reason:
+                lines.append(f"{d.dist.name}: {d.reason}")
+        s = self.scanned
+        lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
+                     f"{len(self.dists)} with device code")
+        return "\n".join(lines)
+
+
+class AuditCache:
+    """What the audit found in each file, kept between runs, keyed by the file's path and its
+    identity (size, mtime, ctime, inode): an environment that has not changed is not read again.
+    A missing, damaged or oversized cache file is an empty cache; it is replaced atomically."""
+
+    VERSION = 1
+    MAX_ENTRIES = 200_000
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.entries, self.hits, self.dirty = path, {}, 0, False
+        if path is None:
+            return
+        try:
+            if path.stat().st_size <= _MAX_RECORD:
+                data = json.loads(path.read_text("utf-8"))
+                if isinstance(data, dict) and data.get("version") == self.VERSION and isinstance(data.get("files"), dict):
+                    self.entries = data["files"]
+        except (OSError, ValueError):
+            pass
+
+    @staticmethod
+    def _key(path: Path) -> list[int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+    def audit(self, path: Path) -> dict[str, list[str]]:
+        from rocm_build_backend.binary.audit import audit_file
+
+        key = self._key(path)
+        hit = self.entries.get(str(path))
+        if key is not None and isinstance(hit, dict) and hit.get("key") == key and isinstance(hit.get("facts"), dict):
+            self.hits += 1
+            return dict(hit["facts"])
+        report = audit_file(path)
+        facts = {"targets": list(report.targets), "complete": list(report.complete)}
+        if report.problems:
+            facts["problems"] = [str(p) for p in report.problems]
+        elif key is not None and self.path is not None and len(self.entries) < self.MAX_ENTRIES:
+            self.entries[str(path)], self.dirty = {"key": key, "facts": facts}, True
+        return facts
+
+    def save(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"version": self.VERSION, "files": self.entries}), "utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a cache that cannot be written is only slower next time
+
+
+def default_cache_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/rocm-build-backend/check-env.json`` (default ``~/.cache/...``)."""
+    env = os.environ if env is None else env
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "rocm-build-backend" / "check-env.json"
+
+
+def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,
+           cache: AuditCache) -> DistCheck | None:
+    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets
+
+    files: dict[str, dict[str, list[str]]] = {}
+    facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
+    for path in paths:
+        entry = cache.audit(path)
+        if not entry["targets"] and not entry.get("problems"):
+            continue  # an ELF file without device code
+        rel = os.path.relpath(path, dist.location).replace(os.sep, "/")
+        files[rel] = entry
+        facts.files.append(DeviceFile(rel, tuple(entry["targets"]), tuple(entry["complete"]),
+                                      tuple(entry.get("problems", ()))))
+    if not files:
+        return None
+    check = DistCheck(dist, files)
+    if not devices:
+        check.status, check.reason = "unknown", "no GPU found to check against"
+        return check
+    worst, reasons = "ok", []
+    for dev in devices:
+        status, reason = facts.verdict(dev, generic_ok=generic_ok)
+        if status == "fails" or (status == "unknown" and worst == "ok"):
+            worst = status
+        if status != "ok" and reason:
+            reasons.append(f"{dev}: {reason}")
+    check.status, check.reason = worst, "; ".join(reasons) or None
+    return check
+
+
+def check_environment(
+    python: str | None,
+    devices: Sequence[Any],
+    *,
+    generic_ok: bool | None = True,
+    notes: Iterable[str] = (),
+    locations: Sequence[Path] | None = None,
+    cache_path: Path | None = None,
+) -> EnvReport:
+    """Audit every installed distribution of ``python``'s environment against ``devices``.
+
+    ``locations`` replaces the interpreter's site-packages folders (tests, unpacked trees);
+    ``cache_path``: where the audit results are kept between runs (None: not kept).
+    """
+    cache = AuditCache(cache_path)
+    if locations is None:
+        exe, dirs = site_dirs(python)
+    else:
+        exe, dirs = python or "", [Path(p) for p in locations]
+    devs = [str(d) for d in devices]
+    checks, n_dists, n_files, n_candidates, n_opened = [], 0, 0, 0, 0
+    for location in dirs:
+        for dist in distributions(location):
+            n_dists += 1
+            n_files += len(dist.files)
+            paths, opened = device_candidates(dist)
+            n_candidates += len(paths)
+            n_opened += opened
+            check = _judge(dist, paths, devs, generic_ok, cache)
+            if check is not None:
+                checks.append(check)
+    cache.save()
+    scanned = {"distributions": n_dists, "files": n_files, "opened": n_opened, "audited": n_candidates,
+               "cached": cache.hits}
+    notes = list(notes)
+    unlisted = unchecked(dirs)
+    if unlisted:
+        more = f" and {len(unlisted) - 5} more" if len(unlisted) > 5 else ""
+        notes.append(f"not checked, no RECORD lists their files: {', '.join(unlisted[:5])}{more}")
+    return EnvReport(exe, list(dirs), devs, checks, notes, generic_ok, scanned)
+
+
+def unchecked(dirs: Iterable[Path]) -> list[str]:
+    """Installed distributions whose files no RECORD lists (``.egg-info``, a missing or
+    oversized RECORD): their names, sorted."""
+    out = []
+    for location in dirs:
+        for meta in sorted(location.glob("*.egg-info")) + sorted(location.glob("*.dist-info")):
+            record = meta / "RECORD"
+            try:
+                ok = meta.suffix == ".dist-info" and record.stat().st_size <= _MAX_RECORD
+            except OSError:
+                ok = False
+            if not ok:
+                out.append(meta.name[: -len(meta.suffix)].split("-", 1)[0])
+    return sorted(out)

@@ -1,0 +1,419 @@
+"""Wheel variants (WheelNext, PEP 817/825 drafts): properties from a wheel's audit, and files.
+
+What a variant wheel says about the GPUs it serves is derived from what its binaries hold
+(``check.wheel_targets``: the stamp cross-checked with the audit), never from the targets a
+build asked for. Two providers are spoken, in the formats their own code uses:
+
+- ``amd :: gfx_arch :: <owner>``: the AMD provider in ``rocm-bootstrap`` 0.3.0 reports, for
+  each detected GPU, its *package owner* (``rocm_bootstrap/variant_provider.py`` lines 66-82,
+  ``group_package_targets`` in ``rocm_bootstrap/package_metadata.py`` lines 44-58: features
+  such as ``:xnack-`` are cut, ``gfx1250-strict`` is owned by ``gfx1250``). A wheel gets an
+  owner when its code loads on every device that owner stands for (``compat``'s loader rules),
+  so ``gfx90a:xnack-`` code gives ``gfx90a`` and ``gfx11-generic`` code gives each gfx11
+  owner it loads on. Without rocm-bootstrap installed, each AMD processor owns itself.
+- ``nvidia :: sm_arch :: <XY>_real | <X0>_virtual``: NVIDIA's provider (package
+  ``nvidia-variant-provider``, ``nvidia_variant_provider/plugin.py`` lines 85-95 and 238-241
+  at wheelnext/nvidia-variant-provider ffea5d3b; uv vendors the same provider, namespace
+  ``nvidia`` and feature ``sm_arch``, in ``uv-distribution`` 0.0.98 ``src/variant/nvidia.rs``)
+  offers a device sm_XY the values ``XY_real`` down to ``X0_real`` and then ``X0_virtual``.
+  SASS ``sm_XY`` (and family ``sm_XYf``) gives ``XY_real``, PTX ``compute_X0`` gives
+  ``X0_virtual``; a value is kept only when the wheel loads on every known device the provider
+  offers it to (``sm_90a`` code gives ``90_real`` only while sm_90 is the only 9.x device).
+
+Formats follow ``variantlib`` 0.2.2 (``variantlib/constants.py``): the file name ends in a
+label ``[0-9a-z._]+`` (line 29) before ``.whl``; ``<name>-<version>.dist-info/variant.json``
+(line 8) with ``$schema`` ``https://variants-schema.wheelnext.dev/v0.2.0.json`` (line 24),
+``default-priorities.namespace``, ``providers`` and ``variants`` (label -> namespace ->
+feature -> values, values ``[a-z0-9_.]+``, line 33); the index's
+``<name>-<version>-variants.json`` has the same keys with every label of that version.
+
+Pure functions except ``make_variant_wheel`` and ``read_variant`` (one wheel in, one out). This
+module does not decide which wheel an installer picks; ``variantlib`` and the providers do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from rocm_build_backend.errors import RocmBuildBackendError, WheelError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rocm_build_backend.wheel.facts import WheelTargets
+
+SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
+DIST_INFO_NAME = "variant.json"  # variantlib constants.py:8
+NULL_LABEL = "null"  # variantlib constants.py:6
+LABEL_RE = re.compile(r"[0-9a-z._]+")  # variantlib constants.py:29
+VALUE_RE = re.compile(r"[a-z0-9_.]+")  # variantlib constants.py:33
+AMD, GFX_ARCH = "amd", "gfx_arch"
+NVIDIA, SM_ARCH = "nvidia", "sm_arch"
+NAMESPACE_ORDER = (AMD, NVIDIA)
+# How an installer finds each provider: rocm-bootstrap's entry point (its entry_points.txt:
+# ``amd = rocm_bootstrap.variant_provider:AMDVariantPlugin``) and the object uv's vendored
+# NVIDIA provider matches (nvidia.rs: PLUGIN_API, PACKAGE_NAME).
+PROVIDERS: dict[str, dict[str, Any]] = {
+    AMD: {"requires": ["rocm-bootstrap>=0.3.0"],
+          "plugin-api": "rocm_bootstrap.variant_provider:AMDVariantPlugin"},
+    NVIDIA: {"requires": ["nvidia-variant-provider>=0.0.1,<1.0.0"],
+             "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin"},
+}
+_NV = re.compile(r"(sm|compute)_([0-9]+)([af]?)")
+_MAX_VARIANT_JSON = 1 << 20
+_SHORT_LABEL = 3  # up to this many values the label names them; more: a hash as variantlib makes
+
+Properties = dict[str, dict[str, list[str]]]
+
+
+# --------------------------------------------------------------------------- owners and values
+
+
+def amd_owners() -> dict[str, list[str]]:
+    """Owner -> the processors the AMD provider reports that owner for.
+
+    From rocm-bootstrap's own mapping when it is installed (``group_package_targets`` over
+    ``ALL_TARGETS``, as ``AMDVariantPlugin.get_all_configs`` does); else each AMD processor
+    of this tool's target table owns itself. Owners that are not valid property values
+    (``[a-z0-9_.]+``) are left out.
+    """
+    try:
+        # rocm-bootstrap ships no type information
+        from rocm_bootstrap.package_metadata import group_package_targets  # type: ignore[import-untyped]
+        from rocm_bootstrap.targets import ALL_TARGETS  # type: ignore[import-untyped]
+    except ImportError:
+        from rocm_build_backend.gpu.targets import table
+
+        groups = {name: [name] for name, row in table().items()
+                  if row.get("vendor") == "amd" and not name.endswith("-generic")}
+    else:
+        groups = {str(k): [str(n) for n in v] for k, v in group_package_targets(t.name for t in ALL_TARGETS).items()}
+    return {owner: names for owner, names in groups.items() if VALUE_RE.fullmatch(owner)}
+
+
+def _nvidia_devices() -> list[tuple[int, int]]:
+    """(major, minor) of every NVIDIA device in the target table."""
+    from rocm_build_backend.gpu.targets import table
+
+    out = []
+    for name in table():
+        m = _NV.fullmatch(name)
+        if m and m.group(1) == "sm" and not m.group(3):
+            n = int(m.group(2))
+            out.append((n // 10, n % 10))
+    return sorted(out)
+
+
+def nvidia_value(target: str) -> str | None:
+    """The ``sm_arch`` value a target's code stands for (``sm_90`` -> ``90_real``)."""
+    m = _NV.fullmatch(target)
+    if not m:
+        return None
+    return f"{m.group(2)}_real" if m.group(1) == "sm" else f"{m.group(2)}_virtual"
+
+
+def nvidia_offered(value: str, devices: Iterable[tuple[int, int]]) -> list[str]:
+    """The devices NVIDIA's provider offers ``value`` to (plugin.py lines 238-241)."""
+    m = re.fullmatch(r"([0-9]+)_(real|virtual)", value)
+    if not m:
+        return []
+    n = int(m.group(1))
+    major, minor = n // 10, n % 10
+    out = []
+    for dmaj, dmin in devices:
+        if dmaj != major:
+            continue
+        if (m.group(2) == "real" and dmin >= minor) or (m.group(2) == "virtual" and minor == 0):
+            out.append(f"sm_{dmaj}{dmin}")
+    return out
+
+
+def _serves_all(facts: "WheelTargets", devices: Iterable[str]) -> bool:
+    devices = list(devices)
+    return bool(devices) and all(facts.verdict(d, generic_ok=True)[0] == "ok" for d in devices)
+
+
+def properties_for(facts: "WheelTargets", *, owners: Mapping[str, list[str]] | None = None) -> Properties:
+    """The variant properties a wheel's device code earns: ``{namespace: {feature: [values]}}``.
+
+    ``{}`` for a wheel without device code (the null variant). Raises WheelError when what
+    the wheel holds is not known.
+    """
+    if not facts.known:
+        raise WheelError(f"{facts.path.name}: cannot tell what it holds: " + "; ".join(facts.problems),
+                         hint="rebuild the wheel; its binaries could not be read")
+    if not facts.has_device_code:
+        return {}
+    out: Properties = {}
+    names = {t for f in facts.files for t in f.complete}
+    if any(not _NV.fullmatch(t) for t in names):
+        owners = amd_owners() if owners is None else owners
+        found = sorted(o for o, devs in owners.items() if _serves_all(facts, devs))
+        if found:
+            out[AMD] = {GFX_ARCH: found}
+    nv = sorted({v for v in (nvidia_value(t) for t in names) if v})
+    if nv:
+        devices = _nvidia_devices()
+        kept = sorted(v for v in nv if _serves_all(facts, nvidia_offered(v, devices)))
+        if kept:
+            out[NVIDIA] = {SM_ARCH: kept}
+    return out
+
+
+def property_lines(props: Mapping[str, Mapping[str, Iterable[str]]]) -> list[str]:
+    """``namespace :: feature :: value`` lines, sorted (PEP 825's property notation)."""
+    return sorted(f"{ns} :: {feat} :: {v}" for ns, feats in props.items() for feat, vals in feats.items() for v in vals)
+
+
+def default_label(props: Mapping[str, Mapping[str, Iterable[str]]]) -> str:
+    """``null``; the values joined by ``.`` (``gfx942``, ``80_real.90_real``) when there are at
+    most three; else the first 8 hex digits of the sha256 variantlib computes over the property
+    lines (``VariantDescription.hexdigest``, models/variant.py)."""
+    lines = property_lines(props)
+    if not lines:
+        return NULL_LABEL
+    values = [line.rsplit(" :: ", 1)[1] for line in lines]
+    if len(values) <= _SHORT_LABEL:
+        return ".".join(values)
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(f"{line}\n".encode())
+    return digest.hexdigest()[:8]
+
+
+def check_label(label: str, props: Mapping[str, Any]) -> str:
+    if not LABEL_RE.fullmatch(label):
+        raise RocmBuildBackendError(f"variant label {label!r} is not valid",
+                                    hint="use lower-case letters, digits, '.' and '_'")
+    if (label == NULL_LABEL) != (not props):
+        raise RocmBuildBackendError(f"the label {NULL_LABEL!r} belongs to the variant without properties, "
+                                    f"and only to it (got {label!r})", hint="choose another label")
+    return label
+
+
+def variant_json(label: str, props: Properties, *, namespaces: Iterable[str] | None = None) -> dict[str, Any]:
+    """The ``variant.json`` of one wheel (variantlib 0.2.2 ``VariantDistInfo``'s keys).
+
+    ``namespaces``: the priority order to declare (every namespace the project's variants
+    use, so all wheels of a version agree, as PEP 825 asks); default: those used here, AMD
+    first. A null variant declares the AMD namespace (the format asks for at least one).
+    """
+    check_label(label, props)
+    used = [ns for ns in NAMESPACE_ORDER if ns in props] + sorted(ns for ns in props if ns not in NAMESPACE_ORDER)
+    order = list(namespaces) if namespaces is not None else (used or [AMD])
+    missing = [ns for ns in used if ns not in order]
+    if missing or not order:
+        raise RocmBuildBackendError(f"namespaces {', '.join(missing) or '(none)'} are used but not declared")
+    unknown = [ns for ns in order if ns not in PROVIDERS]
+    if unknown:
+        raise RocmBuildBackendError(f"no provider is known for namespace {', '.join(unknown)}")
+    return {
+        "$schema": SCHEMA_URL,
+        "default-priorities": {"namespace": order},
+        "providers": {ns: dict(PROVIDERS[ns]) for ns in order},
+        "variants": {label: {ns: {f: sorted(v) for f, v in sorted(props[ns].items())} for ns in sorted(props)}},
+    }
+
+
+def dumps(data: Mapping[str, Any]) -> bytes:
+    """JSON as variantlib writes it (``VariantsJson.to_str``: indent 4, sorted keys)."""
+    return (json.dumps(data, indent=4, sort_keys=True) + "\n").encode("utf-8")
+
+
+# --------------------------------------------------------------------------- file names
+
+
+def split_variant_name(filename: str) -> tuple[str, str | None]:
+    """(the file name without its label, the label or None) of a wheel file name."""
+    if not filename.endswith(".whl"):
+        raise WheelError(f"'{filename}' is not a wheel file name")
+    parts = filename[: -len(".whl")].split("-")
+    if len(parts) == 7 or (len(parts) == 6 and not parts[2][:1].isdigit()):
+        if LABEL_RE.fullmatch(parts[-1]):
+            return "-".join(parts[:-1]) + ".whl", parts[-1]
+    if len(parts) not in (5, 6):
+        raise WheelError(f"'{filename}' is not a valid wheel file name")
+    return filename, None
+
+
+def variant_filename(filename: str, label: str) -> str:
+    """``foo-1.0-cp312-cp312-linux_x86_64.whl`` + ``gfx942`` -> ``...-linux_x86_64-gfx942.whl``."""
+    base, old = split_variant_name(filename)
+    if old is not None:
+        raise WheelError(f"{filename} is already a variant wheel (label {old!r})")
+    if not LABEL_RE.fullmatch(label):
+        raise WheelError(f"variant label {label!r} is not valid")
+    return base[: -len(".whl")] + f"-{label}.whl"
+
+
+def variants_json_name(name: str, version: str) -> str:
+    """``<name>-<version>-variants.json``, both normalized as in wheel file names (PEP 825)."""
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        normal = str(Version(version))
+    except InvalidVersion:
+        raise WheelError(f"version {version!r} is not a valid PEP 440 version") from None
+    return f"{canonicalize_name(name).replace('-', '_')}-{normal}-variants.json"
+
+
+# --------------------------------------------------------------------------- the index file
+
+
+def merge_variants(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One ``<name>-<version>-variants.json`` from the ``variant.json`` of each wheel of a version.
+
+    Labels are united (one label must mean one property set); the namespace order is the
+    longest of the wheels' orders when each is a prefix of it (PEP 825's rule), else the
+    namespaces in first-seen order; providers must agree. Raises WheelError on a conflict.
+    """
+    variants: dict[str, Any] = {}
+    orders: list[list[str]] = []
+    providers: dict[str, Any] = {}
+    for data in entries:
+        for label, props in (data.get("variants") or {}).items():
+            if label in variants and variants[label] != props:
+                raise WheelError(f"variant label {label!r} stands for two property sets: "
+                                 f"{property_lines(variants[label])} and {property_lines(props)}",
+                                 hint="give each build its own label")
+            variants[label] = props
+        orders.append(list((data.get("default-priorities") or {}).get("namespace") or []))
+        for ns, info in (data.get("providers") or {}).items():
+            if ns in providers and providers[ns] != info:
+                raise WheelError(f"the wheels declare the provider of {ns!r} differently",
+                                 hint="build every variant with the same rocm-build-backend")
+            providers[ns] = info
+    longest = max(orders, key=len, default=[])
+    if all(o == longest[: len(o)] for o in orders):
+        order = longest
+    else:
+        order = []
+        for o in orders:
+            order += [ns for ns in o if ns not in order]
+    return {
+        "$schema": SCHEMA_URL,
+        "default-priorities": {"namespace": order},
+        "providers": {ns: providers[ns] for ns in order if ns in providers},
+        "variants": {label: variants[label] for label in sorted(variants)},
+    }
+
+
+def index_files(wheels: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[str, bytes]:
+    """``{<name>-<version>-variants.json: bytes}`` for each version with variant wheels.
+
+    ``wheels``: (name, version, variant.json data) of each variant wheel an index serves
+    (``read_variant`` gives the data). For ``index.py`` to write beside the wheels and link
+    from every project page that lists them.
+    """
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for name, version, data in wheels:
+        groups.setdefault(variants_json_name(name, version), []).append(data)
+    return {fname: dumps(merge_variants(datas)) for fname, datas in sorted(groups.items())}
+
+
+def index_files_for(paths: Iterable[str | Path]) -> dict[str, bytes]:
+    """``index_files`` for the wheels at ``paths`` (those without a label are passed over)."""
+    from packaging.utils import parse_wheel_filename
+
+    entries = []
+    for path in paths:
+        found = read_variant(path)
+        if found is None:
+            continue
+        base, _ = split_variant_name(Path(path).name)
+        name, version, _, _ = parse_wheel_filename(base)
+        entries.append((str(name), str(version), found[1]))
+    return index_files(entries)
+
+
+# --------------------------------------------------------------------------- one wheel
+
+
+def read_variant(path: str | Path) -> tuple[str, dict[str, Any]] | None:
+    """(label, variant.json data) of a variant wheel; None for a wheel without a label.
+
+    Raises WheelError when the label and the ``variant.json`` inside disagree or it is missing.
+    """
+    import zipfile
+
+    path = Path(path)
+    _, label = split_variant_name(path.name)
+    if label is None:
+        return None
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/" + DIST_INFO_NAME)]
+            if len(names) != 1:
+                raise WheelError(f"{path.name} has a variant label but {len(names)} {DIST_INFO_NAME} files")
+            info = zf.getinfo(names[0])
+            if info.file_size > _MAX_VARIANT_JSON:
+                raise WheelError(f"{names[0]} in {path.name} is too large ({info.file_size} bytes)")
+            with zf.open(info) as fh:
+                raw = fh.read(_MAX_VARIANT_JSON + 1)
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:
+        raise WheelError(f"cannot read {path.name} ({exc})") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise WheelError(f"{DIST_INFO_NAME} in {path.name} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or list((data.get("variants") or {}).keys()) != [label]:
+        raise WheelError(f"{DIST_INFO_NAME} in {path.name} does not describe exactly the variant {label!r}")
+    return label, data
+
+
+def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, label: str | None = None,
+                       namespaces: Iterable[str] | None = None, facts: "WheelTargets | None" = None,
+                       keep_original: bool = True) -> Path:
+    """Write a variant copy of ``wheel`` into ``out_dir`` (default: beside it); return its path.
+
+    The properties come from the wheel's audit (``check.wheel_targets``; pass ``facts`` when
+    they are at hand); ``variant.json`` is added to its ``.dist-info``, RECORD rebuilt
+    (``stamp.rewrite_wheel``), the label appended to the file name. The original wheel is left
+    as it is, unless ``keep_original=False`` (for the build, which made it): then it is
+    removed once the variant wheel is in place. Raises WheelError for a wheel that cannot be
+    read, RocmBuildBackendError for a bad label.
+    """
+    import os
+    import shutil
+    import tempfile
+    import zipfile
+
+    from rocm_build_backend.wheel.reader import wheel_targets
+    from rocm_build_backend.wheel.stamp import rewrite_wheel
+
+    src = Path(wheel)
+    if facts is None:
+        facts = wheel_targets(src)
+    props = properties_for(facts)
+    if facts.has_device_code and not props:
+        raise WheelError(f"{src.name}: no variant property describes where its code loads "
+                         f"(it holds {', '.join(facts.targets)})",
+                         hint="build it for a target a provider knows, or publish it without a variant")
+    label = check_label(label or default_label(props), props)
+    data = variant_json(label, props, namespaces=namespaces)
+    out = Path(out_dir) if out_dir is not None else src.parent
+    final = out / variant_filename(src.name, label)
+    if final.exists():
+        raise WheelError(f"{final} already exists", hint="remove it, or give this variant another label")
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".variant-", dir=out))
+    try:
+        copy = work / src.name
+        shutil.copyfile(src, copy)
+        with zipfile.ZipFile(copy) as zf:
+            dist_info = sorted({n.split("/", 1)[0] for n in zf.namelist()
+                                if n.split("/", 1)[0].endswith(".dist-info")})
+        if len(dist_info) != 1:
+            raise WheelError(f"{src.name} must hold exactly one .dist-info directory")
+        done = rewrite_wheel(copy, stamp=None, extra_files={f"{dist_info[0]}/{DIST_INFO_NAME}": dumps(data)})
+        os.replace(done, final)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise WheelError(f"cannot write {final.name} ({exc})") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if not keep_original and src.resolve() != final.resolve():
+        src.unlink()
+    return final
