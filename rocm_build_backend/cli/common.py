@@ -1,0 +1,106 @@
+"""What several verbs share: JSON printing, detection from this machine or recorded outputs,
+-C settings, and the devices a wheel is checked against. Prints nothing but JSON on request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rocm_build_backend.errors import RocmBuildBackendError
+
+Command = Callable[[argparse.Namespace], int]
+AddVerb = Callable[[str, Command, str], argparse.ArgumentParser]  # name, function, help -> its parser
+
+
+def print_json(data: Any) -> None:
+    print(data if isinstance(data, str) else json.dumps(data, indent=2, sort_keys=False))
+
+
+def detect_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("detection from recorded data instead of this machine")
+    from rocm_build_backend.gpu.vendor import vendors
+
+    g.add_argument("--root", metavar="DIR", help="folder that stands for / in every sysfs read")
+    for vendor in vendors():  # each vendor names the tool outputs it can replay
+        for rec in vendor.recorded_outputs:
+            g.add_argument(rec.option, metavar="FILE", dest=_dest(rec.option), help=rec.help)
+
+
+def _dest(option: str) -> str:
+    return "recorded_" + option.lstrip("-").replace("-", "_")
+
+
+def read_recorded(path: str, what: str) -> str:
+    """A recorded tool output: a regular file, at most what a detection program may print."""
+    from rocm_build_backend.gpu.files import read_small_text
+    from rocm_build_backend.gpu.programs import OUTPUT_LIMIT
+
+    try:
+        return read_small_text(path, OUTPUT_LIMIT)
+    except OSError as exc:
+        raise RocmBuildBackendError(f"cannot read {what} {path}: {exc.strerror or exc}",
+                                    hint="give the path of a file that holds the tool's output") from None
+
+
+def detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
+    from rocm_build_backend.gpu.detect import detect
+    from rocm_build_backend.gpu.vendor import vendors
+
+    recorded = {}
+    for vendor in vendors():
+        for rec in vendor.recorded_outputs:
+            if getattr(args, _dest(rec.option), None):
+                recorded[rec.probe] = read_recorded(getattr(args, _dest(rec.option)), rec.option)
+    kw: dict[str, Any] = {"keep_features": keep_features}
+    if args.root:
+        if not Path(args.root).is_dir():
+            raise RocmBuildBackendError(f"--root {args.root} is not a folder", hint="give the folder that stands for /")
+        kw["root"] = Path(args.root)
+    if recorded or args.root:
+        kw["recorded"] = recorded  # recorded data only: no live program runs
+    return detect(**kw)
+
+
+def config_settings(items: Sequence[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise RocmBuildBackendError(f"-C {item}: expected KEY=VALUE",
+                                        hint="e.g. -C rocm-build-backend.targets=gfx942")
+        if key in out:
+            out[key] = (out[key] if isinstance(out[key], list) else [out[key]]) + [value]
+        else:
+            out[key] = value
+    return out
+
+
+def build_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """-C settings, with --targets as -C rocm-build-backend.targets (the same list, or an error)."""
+    settings = config_settings(args.config_setting)
+    if args.targets is not None:
+        key = "rocm-build-backend.targets"
+        given = settings.get(key)
+        if given is not None and given != args.targets:
+            raise RocmBuildBackendError(f"--targets {args.targets} and -C {key}={given} disagree",
+                                        hint="give the targets once")
+        settings[key] = args.targets
+    return settings
+
+
+def check_devices(args: argparse.Namespace) -> tuple[list[Any], list[str], bool | None]:
+    """(devices, notes, generic_ok) for check: --targets, else this machine's GPUs."""
+    from rocm_build_backend.wheel.check import devices_from_detection, generic_ok_for, host_rocm_version
+    from rocm_build_backend.gpu.targets import parse_targets
+
+    if getattr(args, "targets", None) is not None:
+        from rocm_build_backend.wheel.index_plan import named_targets
+
+        return parse_targets(named_targets(args.targets)), [], True
+    found = detection(args, keep_features=True)
+    devices, notes = devices_from_detection(found)
+    root = Path(args.root) if args.root else Path("/")
+    return devices, list(notes), generic_ok_for(host_rocm_version(root=root))

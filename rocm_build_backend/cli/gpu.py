@@ -1,0 +1,59 @@
+"""`targets` and `detect`: the GPU target table, and what this machine has."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rocm_build_backend.cli.common import (
+    AddVerb, detect_args, detection, print_json,
+)
+from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, table
+
+    rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == "amd")
+    if args.json:  # data/schemas/targets.schema.json, docs/json/targets.md
+        columns = ("vendor", "family", "kind", "xnack", "sramecc", "generic", "kfd", "first_llvm", "products",
+                   "verified")
+        print_json({"schema_version": 1, "targets": [
+            {"name": t.processor, **{c: table()[t.processor].get(c) for c in columns}} for t in rows]})
+        return 0
+    for t in rows:
+        r = table()[t.processor]
+        print(f"{t.processor:<16} {r.get('kind', ''):<8} {r.get('family', '')}")
+    return 0
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    found = detection(args, keep_features=args.features)
+    if args.json:
+        print_json(found.to_json())
+    else:
+        print(found.to_text())
+    if found.targets:
+        return 0
+    if not args.json:
+        from rocm_build_backend.gpu.detect import require_targets
+
+        try:
+            require_targets(found)
+        except RocmBuildBackendError as exc:  # the table above already says what each probe saw
+            if exc.hint:
+                print(f"hint: {exc.hint}", file=sys.stderr)
+    return CANNOT_TELL
+
+
+def register(add: AddVerb) -> None:
+    sp = add("targets", cmd_targets, "list the known GPU targets")
+    sp.add_argument("--all", action="store_true", help="include NVIDIA targets")
+    sp.add_argument("--json", action="store_true")
+
+
+    sp = add("detect", cmd_detect, "show this machine's GPUs and the targets a build would get")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--features", action="store_true", help="keep xnack/sramecc modes in the build targets")
+    detect_args(sp)
+

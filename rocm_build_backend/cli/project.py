@@ -1,0 +1,81 @@
+"""`plan`, `build` and `configure`: a project through the shim, from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rocm_build_backend.cli.common import (
+    AddVerb, build_settings, print_json,
+)
+from rocm_build_backend.errors import RocmBuildBackendError
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from rocm_build_backend.build.project import plan_json, plan_project
+
+    prepared, stale = plan_project(Path(args.path), build_settings(args))
+    clean = prepared.project.settings.stale == "clean"
+    data = plan_json(prepared, stale)
+    if args.json:
+        print_json(data)
+        return 0
+    for line in prepared.plan.summary():
+        print(line)
+    if prepared.compiler:
+        print(f"compiler {prepared.compiler.describe()} accepts {' '.join(data['targets'])}")
+    for tree in stale:
+        if clean and tree.owned:
+            print(f"stale build tree {tree.path} (built for {tree.built_for}): stale = \"clean\" will remove it")
+        else:
+            why = "" if tree.owned else ", and nothing proves a build of this project made it"
+            print(f"warning: stale build tree {tree.path} (built for {tree.built_for}{why}) will stop the build")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from rocm_build_backend.build.project import build_project
+
+    wheel, stale = build_project(Path(args.path), Path(args.outdir) if args.outdir else None,
+                                 build_settings(args))
+    for path, targets in stale:
+        print(f"warning: {path} in the output folder was built for {' '.join(targets) or 'no GPU target'}",
+              file=sys.stderr)
+    print(wheel)
+    return 0
+
+
+def cmd_configure(args: argparse.Namespace) -> int:
+    from rocm_build_backend.build.configure import configure
+
+    if not Path(args.path).is_dir():
+        raise RocmBuildBackendError(f"{args.path} is not a folder", hint="give the project's folder")
+    result = configure(Path(args.path), write=not (args.diff or args.dry_run))
+    if args.diff:
+        sys.stdout.write(result.diff())
+    else:
+        print(result.message)
+    return 0
+
+
+def register(add: AddVerb) -> None:
+    sp = add("plan", cmd_plan, "show what a build would get, without building")
+    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
+    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+
+
+    sp = add("build", cmd_build, "build a project's wheel through the shim (no build isolation)")
+    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist)")
+    sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
+    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+
+
+    sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")
+    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("--diff", action="store_true", help="show the change as a unified diff; write nothing")
+    sp.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+

@@ -1,0 +1,50 @@
+"""`thin` and `split`: wheels whose device code is only what some GPUs load."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rocm_build_backend.cli.common import (
+    AddVerb, print_json,
+)
+
+
+def cmd_thin(args: argparse.Namespace) -> int:
+    """Exit 0 written; 1 no code for a target; 2 a wheel thin does not take; 3 damaged."""
+    from rocm_build_backend.gpu.targets import parse_targets
+    from rocm_build_backend.wheel.thin import thin_wheel
+
+    result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir))
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(result.to_text())
+    return 0
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    """Exit codes as for thin."""
+    from rocm_build_backend.wheel.split import split_wheel
+
+    result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per)
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(result.to_text())
+    return 0
+
+
+def register(add: AddVerb) -> None:
+    sp = add("thin", cmd_thin, "write a copy of a wheel whose GPU code is only what loads on the targets")
+    sp.add_argument("wheel", metavar="WHEEL")
+    sp.add_argument("--targets", required=True, help="the GPUs to keep code for (gfx942, sm_90, ...)")
+    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
+    sp.add_argument("--json", action="store_true")
+
+
+    sp = add("split", cmd_split, "write one thinned wheel per target (or AMD family), with a local version")
+    sp.add_argument("wheel", metavar="WHEEL")
+    sp.add_argument("--per", choices=["target", "family"], default="target")
+    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
+    sp.add_argument("--json", action="store_true")

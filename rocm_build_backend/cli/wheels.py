@@ -1,0 +1,179 @@
+"""`audit`, `check` (wheels, or `--env`), `cache`, `index` and `install`: what wheels hold and
+where they may go."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from rocm_build_backend.cli.common import (
+    AddVerb, check_devices, detect_args, detection, print_json,
+)
+from rocm_build_backend.errors import RocmBuildBackendError
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from rocm_build_backend.binary.audit import audit_paths
+
+    for path in args.paths:
+        if not os.path.exists(path):
+            raise RocmBuildBackendError(f"no such file or folder: {path}", hint="give wheels, .so files, code objects or folders")
+    report = audit_paths([Path(p) for p in args.paths])
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print(report.to_text())
+    return 0 if report.ok else 1
+
+
+def cmd_check_env(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.environment import check_environment
+
+    if args.wheels:
+        raise RocmBuildBackendError("check --env takes no wheels", hint="check wheels and environments in two runs")
+    devices, notes, generic_ok = check_devices(args)
+    from rocm_build_backend.wheel.environment import default_cache_path
+
+    report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
+                               cache_path=None if args.no_cache else default_cache_path())
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        print(report.to_text())
+    return report.exit_code
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.check import check_wheels
+
+    if args.env is not None:
+        return cmd_check_env(args)
+    if not args.wheels:
+        args.check_parser.error("give the wheels to check, or --env")  # usage, exit 2, as before --env
+    for path in args.wheels:
+        if not os.path.exists(path):
+            raise RocmBuildBackendError(f"no such wheel: {path}", hint="give the paths of .whl files")
+    devices, notes, generic_ok = check_devices(args)
+    report = check_wheels([Path(p) for p in args.wheels], devices, notes=notes, generic_ok=generic_ok)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print(report.to_text())
+    return report.exit_code
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.cache import list_cache, purge_cache
+    from rocm_build_backend.gpu.targets import parse_targets
+
+    if args.targets is not None:
+        from rocm_build_backend.wheel.index_plan import named_targets
+
+        targets = parse_targets(named_targets(args.targets))
+    else:
+        from rocm_build_backend.gpu.detect import require_targets
+
+        targets = [d.target for d in detection(args, keep_features=True).devices if d.included]
+        if not targets:
+            try:
+                require_targets(detection(args))
+            except RocmBuildBackendError as exc:  # cache reads --targets, not the build settings
+                exc.hint = "name the targets the cached wheels must load on: --targets gfx942"
+                raise
+    kw: dict[str, Any] = {"cache_dirs": [Path(d) for d in args.cache_dir] if args.cache_dir else None,
+                          "tools": ("pip", "uv") if args.tool == "all" else (args.tool,)}
+    if args.action == "list":
+        result = list_cache(targets, **kw)
+    else:
+        result = purge_cache(targets, yes=args.yes, **kw)
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(result.to_text())
+    return result.exit_code
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.index import build_index
+    from rocm_build_backend.gpu.targets import parse_targets
+
+    from rocm_build_backend.wheel.index_plan import named_targets
+
+    targets: Any = None
+    if args.targets is not None:  # with --family, family names too: build_index parses them
+        names = named_targets(args.targets)
+        targets = names if args.family else parse_targets(names)
+    result = build_index(Path(args.wheel_dir), Path(args.out_dir), targets=targets,
+                         family=args.family, base_url=args.base_url)
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(result.to_text())
+    return result.exit_code
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from rocm_build_backend.wheel.install import install_inspected
+
+    devices, notes, generic_ok = check_devices(args)
+    env = dict(os.environ)
+    if args.root:  # builds through the shim see the same GPUs as the check
+        env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(Path(args.root).resolve())
+    with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
+        result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
+                                   dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
+        print(result.to_text())
+    return result.exit_code
+
+
+def register(add: AddVerb) -> None:
+    sp = add("audit", cmd_audit, "list the GPU code that wheels, .so files and code objects hold")
+    sp.add_argument("paths", nargs="+", metavar="PATH")
+    sp.add_argument("--json", action="store_true")
+
+
+    sp = add("check", cmd_check, "will each wheel's GPU code load on this machine's GPUs?")
+    sp.add_argument("wheels", nargs="*", metavar="WHEEL")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    sp.add_argument("--env", nargs="?", const="", metavar="PYTHON",
+                    help="check the installed distributions of PYTHON's environment (default: this one)")
+    sp.add_argument("--no-cache", action="store_true",
+                    help="with --env: audit every file again, and keep nothing (default: results are kept "
+                         "per file, by size, mtime and inode, in $XDG_CACHE_HOME/rocm-build-backend)")
+    sp.set_defaults(check_parser=sp)
+    detect_args(sp)
+
+
+    sp = add("cache", cmd_cache, "find (and purge) cached wheels made for other GPUs")
+    sp.add_argument("action", choices=["list", "purge"])
+    sp.add_argument("--tool", choices=["pip", "uv", "all"], default="all")
+    sp.add_argument("--cache-dir", metavar="DIR", action="append", help="a cache folder (default: pip's and uv's own)")
+    sp.add_argument("--targets", help="the targets that fit (default: this machine's GPUs)")
+    sp.add_argument("--yes", action="store_true", help="really remove (purge)")
+    sp.add_argument("--json", action="store_true")
+    detect_args(sp)
+
+
+    sp = add("install", cmd_install, "pip install, with every wheel checked against this machine's GPUs first")
+    sp.add_argument("--dry-run", action="store_true", help="print the table; install nothing")
+    sp.add_argument("--python", metavar="PYTHON", help="the interpreter whose pip collects and installs (default: this one)")
+    sp.add_argument("--tool", choices=["pip", "uv"], default="pip", help="the installer that resolves and installs")
+    sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    sp.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="PIP_ARGS",
+                    help="pip's arguments: requirements and index options (put them after --)")
+    detect_args(sp)
+
+
+    sp = add("index", cmd_index, "write a static package index per GPU target")
+    sp.add_argument("wheel_dir")
+    sp.add_argument("out_dir")
+    sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
+    sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
+    sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")
+    sp.add_argument("--json", action="store_true")
+
