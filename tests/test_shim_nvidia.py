@@ -37,7 +37,7 @@ def device_targets(wheel: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("settings, env, code, source", [
-    (["rocm-build-backend.targets=sm_80;sm_90"], {}, ["sm_80", "sm_90"], "settings"),
+    (["rocm-build-backend.targets=sm_80;sm_90", "rocm-build-backend.guard=true"], {}, ["sm_80", "sm_90"], "settings"),
     ([], {"TORCH_CUDA_ARCH_LIST": "9.0+PTX"}, ["compute_90", "sm_90"], "TORCH_CUDA_ARCH_LIST"),
 ])
 def test_skbuild_cuda_through_the_shim(tmp_path, cuda_env, settings, env, code, source):
@@ -51,6 +51,28 @@ def test_skbuild_cuda_through_the_shim(tmp_path, cuda_env, settings, env, code, 
     assert sorted(stamp["requested"]["targets"]) == code and stamp["requested"]["source"] == source
     assert sorted(stamp["audit"]["targets"]) == code
     assert stamp["toolchain"]["compiler"] == "nvcc" and stamp["toolchain"]["version"].startswith("1")
+    if "rocm-build-backend.guard=true" in settings:
+        assert_guard_refuses_other_gpus(wheel)
+
+
+def assert_guard_refuses_other_gpus(wheel: Path) -> None:
+    """The wheel's guard, run with NVML answering sm_86 (loads sm_80 code) and sm_75 (refused)."""
+    import ast
+    import zipfile
+
+    from test_guard import nvml
+
+    with zipfile.ZipFile(wheel) as zf:
+        member = next(n for n in zf.namelist() if n.endswith("/_rocm_build_guard.py"))
+        source = zf.read(member).decode()
+    tree = ast.parse(source)
+    tree.body = tree.body[:-1]  # without the import-time check()
+    ns: dict = {"__name__": "pkg._rocm_build_guard"}
+    exec(compile(tree, member, "exec"), ns)
+    assert ns["TARGETS"] == ("sm_80", "sm_90")
+    ns["check"]("/nonexistent", {}, nvml("8.6"))
+    with pytest.raises(ImportError, match="sm_75"):
+        ns["check"]("/nonexistent", {}, nvml("7.5"))
 
 
 def test_target_nvcc_cannot_build_is_refused_before_compiling(tmp_path, cuda_env):
