@@ -16,7 +16,8 @@ SAMPLES = ROOT / "sample_projects"
 # variables a build reads; tests start from an environment without them
 _TARGET_VARS = ("PYTORCH_ROCM_ARCH", "GPU_TARGETS", "AMDGPU_TARGETS", "HCC_AMDGPU_TARGET",
                 "HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_ARGS", "MAX_JOBS", "HSA_OVERRIDE_GFX_VERSION",
-                "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "PIP_CONFIG_FILE")
+                "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "PIP_CONFIG_FILE",
+                "TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "NVCC_APPEND_FLAGS", "CUDA_VISIBLE_DEVICES")
 
 
 @pytest.fixture

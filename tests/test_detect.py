@@ -352,8 +352,8 @@ def test_recorded_without_root_reads_no_sysfs(tmp_path):
 
 
 def test_unknown_recorded_probe_is_a_warning():
-    got = D.detect(recorded={"nvidia-smi": "x"}, env={})
-    assert any("nvidia-smi" in w for w in got.warnings)
+    got = D.detect(recorded={"lspci": "x"}, env={})
+    assert any("lspci" in w for w in got.warnings)
 
 
 # --------------------------------------------------------------------------- KFD trees
@@ -848,3 +848,24 @@ def test_amd_smi_unknown_target_is_skipped_with_a_warning():
     text = fixture("w7500_gfx1102.amd-smi-static-asic.txt").replace("gfx1102", "gfx1999")
     got = parse_amd_smi(text)
     assert got.devices == [] and "gfx1999" in got.warnings[0]
+
+
+def test_nvidia_smi_on_path_is_not_run_without_an_nvidia_driver(tmp_path):
+    # a machine with NVIDIA's tools installed but no NVIDIA driver (no /proc/driver/nvidia,
+    # /dev/nvidiactl or /dev/dxg under root, no libnvidia-ml) spawns nothing for NVIDIA
+    root = eight_gpus(tmp_path / "root")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "ran"
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ntouch {marker}\nexit 9\n")
+    smi.chmod(0o755)
+    code = (
+        "import sys\n"
+        "from rocm_build_backend.gpu.detect import detect\n"
+        f"d = detect(root={str(root)!r}, env={{'PATH': {str(bin_dir)!r}}})\n"
+        "print(d.source, [str(t) for t in d.targets], 'subprocess' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["kfd", "['gfx942']", "False"]
+    assert not marker.exists()

@@ -70,7 +70,7 @@ def test_generated_module_is_self_contained():
             imported.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module or ".")
-    assert imported == {"os"}
+    assert imported == {"os", "ctypes"}
     assert "rocm_build_backend" not in source.replace("rocm-build-backend", "")
     assert ast.get_docstring(tree)
 
@@ -106,6 +106,55 @@ def test_check(tmp_path, targets, nodes, env, raises):
             ns["check"](str(root), env)
     else:
         ns["check"](str(root), env)
+
+
+def nvml(*caps):
+    from test_nvidia_detect import FakeNvml
+
+    gpus = [{"index": i, "name": "GPU", "uuid": f"GPU-{i}", "compute_capability": c} for i, c in enumerate(caps)]
+    return lambda name: FakeNvml(gpus)
+
+
+@pytest.mark.parametrize("targets, caps, raises", [
+    (["sm_90"], ["9.0"], False),
+    (["sm_80", "sm_90"], ["8.6"], False),  # sm_80 cubins load on sm_86
+    (["sm_80"], ["9.0"], True),  # ... not on another major version
+    (["sm_80"], ["8.0", "9.0"], False),  # any GPU of the machine counts
+    (["sm_90a"], ["10.0"], True),
+    (["sm_80", "compute_80"], ["12.0"], False),  # PTX is compiled for newer devices
+    (["sm_90", "compute_90"], ["99.9"], False),  # ... even ones the target table does not know yet
+    (["compute_90a"], ["10.0"], True),
+    (["sm_100f"], ["10.3"], False),
+    (["sm_100f"], ["12.0"], True),
+    (["sm_90"], [], False),  # NVML lists no GPU: cannot tell
+    (["gfx90a"], ["8.0"], False),  # AMD code: NVML is not asked
+])
+def test_check_nvidia(tmp_path, targets, caps, raises):
+    ns = load_guard(targets)
+    if raises:
+        with pytest.raises(ImportError):
+            ns["check"](str(tmp_path), {}, nvml(*caps))
+    else:
+        ns["check"](str(tmp_path), {}, nvml(*caps))
+
+
+def test_nvidia_message_names_the_targets_and_the_gpu(tmp_path):
+    ns = load_guard(["sm_80"], dist="tiny-cuda-pkg")
+    with pytest.raises(ImportError) as err:
+        ns["check"](str(tmp_path), {}, nvml("9.0"))
+    text = str(err.value)
+    assert "built for the GPU targets sm_80" in text and "sm_90 (NVIDIA GPU 0)" in text
+    assert "ROCM_BUILD_BACKEND_GUARD_OFF=1" in text
+    ns["check"](str(tmp_path), {"ROCM_BUILD_BACKEND_GUARD_OFF": "1"}, nvml("9.0"))
+
+
+def test_nvidia_guard_without_a_driver_library_passes(tmp_path):
+    def missing(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    ns = load_guard(["sm_80"])
+    ns["check"](str(tmp_path), {}, missing)
+    assert ns["cuda_gpus"](missing) == []
 
 
 def test_message_names_the_gpu_the_targets_and_the_fix(tmp_path):

@@ -56,16 +56,6 @@ def test_driver_prefers_sass_over_ptx():
     assert loader.chosen(["sm_80"], "sm_90") is None
 
 
-@pytest.mark.xfail(strict=True, reason="the vendor registry (gpu/vendor.py) still names gpu/nvidia_interim.py, which "
-                   "treats compute_XYa/compute_XYf as plain PTX; naming gpu.nvidia.vendor:NVIDIA there fixes it "
-                   "(then delete this test: tests/test_nvidia_vendor.py covers it)")
-@pytest.mark.parametrize("code, device", [("compute_90a", "sm_100"), ("compute_100f", "sm_120")])
-def test_shared_compat_module_agrees_on_suffixed_ptx(code, device):
-    from rocm_build_backend.gpu import compat
-
-    assert compat.loads_on(code, device) is loader.loads_on(code, device)
-
-
 def test_reasons_read_like_the_rest_of_the_package():
     assert loader.why_not("sm_80", "sm_90") == "sm_80 loads on sm_8x devices from sm_80 on"
     assert loader.why_not("sm_90a", "sm_100") == "sm_90a runs only on sm_90 devices"

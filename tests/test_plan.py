@@ -93,9 +93,9 @@ def test_plan_is_pure_and_json_shaped():
     assert data["targets"] == ["gfx90a", "gfx942"] and "env" in data and "config_settings" in data
 
 
-def test_nvidia_targets_not_built_yet():
-    with pytest.raises(ConfigError):
-        plan(targets=parse_targets("sm_90"))
+def test_targets_of_two_vendors_are_refused():
+    with pytest.raises(ConfigError, match="more than one vendor"):
+        plan(targets=parse_targets("gfx942;sm_90"))
 
 
 @pytest.mark.parametrize("dist, settings, expect", [

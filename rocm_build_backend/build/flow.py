@@ -1,8 +1,9 @@
 """The flow of one build, step by step: the body of every PEP 517/660 hook in ``__init__``.
 
     1. settings   pyproject [tool.rocm-build-backend] + config settings + environment (source.py)
-    2. targets    explicit settings, else PYTORCH_ROCM_ARCH, else detect() on this machine (prepare.py)
-    3. toolchain  the compiler must accept every target, before anything compiles (prepare.py)
+    2. targets    explicit settings, else PYTORCH_ROCM_ARCH / TORCH_CUDA_ARCH_LIST, else detect() on
+                  this machine; one vendor per build (prepare.py)
+    3. toolchain  the compiler (HIP's, or nvcc) must accept every target, before anything compiles (prepare.py)
     4. plan       make_plan(): the variables and config settings the build gets, pure (plan.py)
     5. freshness  build trees made for other targets stop the build, or are cleaned (freshness.py)
     6. apply      `with applied(plan):` the one place that touches os.environ (environment.py)

@@ -220,7 +220,8 @@ def render_tools(targets: Sequence[GpuTarget]) -> dict[str, str]:
 
 def write_pinned_tools(directory: Path, targets: list[GpuTarget]) -> list[Path]:
     """Write executable ``rocminfo``, ``rocm_agent_enumerator``, ``amdgpu-arch`` and
-    ``offload-arch`` into ``directory`` (created if needed) and return their paths.
+    ``offload-arch`` into ``directory`` (created if needed) and return their paths; with NVIDIA
+    targets also ``nvidia-smi`` (``gpu.nvidia.pinned``), while the AMD tools report no AMD GPU.
 
     Each reports exactly ``targets``, in the given order (the first is what "take the first
     gfx" scripts build for). Put ``directory`` first on ``PATH`` and on ``CMAKE_PROGRAM_PATH``
@@ -230,6 +231,11 @@ def write_pinned_tools(directory: Path, targets: list[GpuTarget]) -> list[Path]:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
+    nvidia = [str(t) for t in targets if t.vendor == "nvidia"]
+    if nvidia:
+        from rocm_build_backend.gpu.nvidia.pinned import write_nvidia_smi
+
+        written.append(write_nvidia_smi(directory, nvidia))
     for name, text in render_tools(targets).items():
         path = directory / name
         tmp = directory / f".{name}.tmp"

@@ -1,6 +1,7 @@
 """The plan: everything a build gets, computed from its inputs and nothing else.
 
-``make_plan`` is pure: targets, settings, the environment it is handed, the wrapped
+``make_plan`` is pure (for NVIDIA targets it calls ``gpu.nvidia.plan.nvidia_build_env``
+instead of the AMD knobs): targets, settings, the environment it is handed, the wrapped
 backend's kind and a few host facts in; a BuildPlan out. It reads no files, no clock
 and no ``os.environ``; ``build.applied(plan)`` is the one place that sets variables.
 """
@@ -57,10 +58,12 @@ class BuildPlan:
     pinned_tools: bool = True
     notes: list[str] = field(default_factory=list)
     source_detail: str = ""  # the same in words, for the log: "from -C rocm-build-backend.targets"
+    vendor: str = "amd"  # the one vendor the build targets: "amd" or "nvidia"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "targets": [str(t) for t in self.targets],
+            "vendor": self.vendor,
             "source": self.source,
             "source_detail": self.source_detail or self.source,
             "backend": self.backend,
@@ -88,7 +91,9 @@ class BuildPlan:
         if self.profile:
             lines.append(f"profile {self.profile}")
         if self.pinned_tools:
-            lines.append("pinned rocminfo, rocm_agent_enumerator, amdgpu-arch, offload-arch report the targets")
+            lines.append("pinned nvidia-smi reports the targets (rocminfo & co. report no AMD GPU)"
+                         if self.vendor == "nvidia" else
+                         "pinned rocminfo, rocm_agent_enumerator, amdgpu-arch, offload-arch report the targets")
         lines += self.notes
         return lines
 
@@ -126,6 +131,7 @@ class _Draft:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     lenient: bool = False  # verify = "off": the project declares no GPU code
+    profile: str | None = None  # the NVIDIA profile nvidia_build_env applied
 
     def words(self, env: Mapping[str, str], var: str) -> list[str] | None:
         """The user's ``var`` split as the shell would; None (and a problem) when it does not split."""
@@ -193,6 +199,23 @@ def _cmake(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str], 
             draft.forwarded.setdefault(key, semi)
 
 
+def _nvidia(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env: Mapping[str, str],
+            backend_kind: str, dist_name: str | None) -> list[GpuTarget]:
+    """The NVIDIA half of the plan (``gpu.nvidia.plan.nvidia_build_env``); returns the code
+    targets after the ``ptx`` choice: what nvcc emits, the audit must find and the stamp names."""
+    from rocm_build_backend.gpu.nvidia.plan import nvidia_build_env
+
+    nv = nvidia_build_env([str(t) for t in targets], settings.ptx, env, backend_kind=backend_kind,
+                          config_settings=draft.forwarded, dist_name=dist_name, profile=settings.profile)
+    draft.env.update(nv.env)
+    draft.kept.update(nv.kept)
+    draft.replaced.update(nv.replaced)
+    draft.forwarded = dict(nv.config_settings)
+    draft.notes += nv.notes
+    draft.profile = nv.profile
+    return [GpuTarget(str(t)) for t in nv.code]
+
+
 def _unprefixed(draft: _Draft) -> None:
     """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
     backend as it is, which is rarely what was meant; say so, with the right spelling."""
@@ -250,20 +273,24 @@ def make_plan(
 ) -> BuildPlan:
     """Compute the variables and config settings a build gets. Pure."""
     targets = list(targets)
-    if any(t.vendor != "amd" for t in targets):
-        nv = join_targets([t for t in targets if t.vendor != "amd"], ", ")
-        raise ConfigError([f"NVIDIA targets ({nv}) are read by the audit but not built for yet"],
-                          hint="give AMD targets only, e.g. gfx942")
+    vendors = {t.vendor for t in targets}
+    if len(vendors) > 1:
+        raise ConfigError([f"the targets {join_targets(targets)} name GPUs of more than one vendor"],
+                          hint="a build targets one vendor: build once per vendor")
+    vendor = vendors.pop() if vendors else "amd"
     draft = _Draft(forwarded=dict(config_settings or {}), lenient=settings.verify == "off")
     _unprefixed(draft)
-    _target_vars(draft, targets, env)
-    _hipcc_flags(draft, targets, env)
-    _cmake(draft, targets, env, backend_kind)
+    if vendor == "nvidia":
+        targets = _nvidia(draft, targets, settings, env, backend_kind, dist_name)
+    else:
+        _target_vars(draft, targets, env)
+        _hipcc_flags(draft, targets, env)
+        _cmake(draft, targets, env, backend_kind)
     jobs, why = _max_jobs(settings, env, host)
     draft.env["MAX_JOBS"] = str(jobs)
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
         draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
-    profile_name = _profile(draft, targets, settings, env, backend_kind, dist_name)
+    profile_name = draft.profile if vendor == "nvidia" else _profile(draft, targets, settings, env, backend_kind, dist_name)
     if draft.problems:
         hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
                 else "drop the -C cmake.define setting, or set the same targets")
@@ -272,5 +299,5 @@ def make_plan(
         targets=targets, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
         config_settings=draft.forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
         profile=profile_name, pinned_tools=settings.pinned_tools, notes=draft.notes,
-        source_detail=source_detail or source,
+        source_detail=source_detail or source, vendor=vendor,
     )

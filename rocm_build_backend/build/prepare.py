@@ -1,7 +1,8 @@
 """Steps 2-4 of a build: which GPU targets, whether the compiler accepts them, and the plan.
 
-Targets come from explicit settings, else ``PYTORCH_ROCM_ARCH``, else detection on this
-machine; never a default list. ``prepare`` reads the world (the host's cores and memory,
+Targets come from explicit settings, else ``PYTORCH_ROCM_ARCH`` (AMD) or
+``TORCH_CUDA_ARCH_LIST`` (NVIDIA), else detection on this machine; never a default list. A build
+targets one vendor: ``choose_vendor`` picks it from the targets, else from the GPUs found. ``prepare`` reads the world (the host's cores and memory,
 the compiler) and changes nothing; ``make_plan`` in ``plan.py`` stays pure.
 """
 
@@ -20,8 +21,13 @@ from rocm_build_backend.errors import ConfigError
 if TYPE_CHECKING:
     from rocm_build_backend.build.plan import BuildPlan, Host
     from rocm_build_backend.build.toolchain import Compiler
-    from rocm_build_backend.gpu.amd.detect import Detection
+    from rocm_build_backend.gpu.nvidia.toolchain import Nvcc
+    from rocm_build_backend.gpu.detect import Detection
     from rocm_build_backend.gpu.targets import GpuTarget
+
+
+#: Each vendor's variable that a user sets to ask for targets, read as an explicit request.
+_VENDOR_VARS = (("PYTORCH_ROCM_ARCH", "amd"), ("TORCH_CUDA_ARCH_LIST", "nvidia"))
 
 
 def _where(settings: Settings) -> str:
@@ -41,31 +47,83 @@ class Resolved:
     source: str
     detail: str
     detection: Detection | None = None
+    vendor: str = "amd"
+
+
+def _cuda_request(value: str) -> list[GpuTarget]:
+    """``TORCH_CUDA_ARCH_LIST`` as the targets it names (``9.0+PTX`` -> sm_90 compute_90)."""
+    from rocm_build_backend.gpu.nvidia.targets import parse_torch_arch_list
+    from rocm_build_backend.gpu.targets import GpuTarget
+
+    return [GpuTarget(str(t)) for t in parse_torch_arch_list(value)]
+
+
+def _same_cuda_request(value: str, targets: list[GpuTarget], ptx: str) -> bool:
+    """Whether ``TORCH_CUDA_ARCH_LIST=value`` names the code the targets build (after ``ptx``)."""
+    from rocm_build_backend.gpu.nvidia.knobs import torch_arch_list, with_ptx
+
+    code = with_ptx([str(t) for t in targets], ptx)
+    return value == torch_arch_list(code)[0] or [str(t) for t in _cuda_request(value)] == [str(t) for t in code]
+
+
+def _env_request(settings: Settings, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The vendor variable that asks for targets (``PYTORCH_ROCM_ARCH`` or ``TORCH_CUDA_ARCH_LIST``)
+    and its value; a vendor setting other than ``auto`` reads only its own vendor's variable."""
+    asked = [(var, env.get(var, "").strip()) for var, vendor in _VENDOR_VARS
+             if settings.vendor in ("auto", vendor) and env.get(var, "").strip()]
+    if len(asked) > 1:
+        raise ConfigError([f"both {asked[0][0]}={asked[0][1]} and {asked[1][0]}={asked[1][1]} are set: "
+                           "a build targets one vendor"],
+                          hint="set vendor = \"amd\" or \"nvidia\" (or targets), or unset one of them")
+    return asked[0] if asked else None
+
+
+def _explicit(settings: Settings, env: Mapping[str, str]) -> Resolved:
+    """The targets setting, checked against the same vendor's variable in the environment."""
+    from rocm_build_backend.gpu.nvidia.plan import choose_vendor
+    from rocm_build_backend.gpu.targets import join_targets, parse_targets
+
+    targets = parse_targets(settings.targets)
+    vendor = choose_vendor(settings.vendor, targets, [])
+    where = _where(settings)
+    var = dict((v, k) for k, v in _VENDOR_VARS)[vendor]
+    user = env.get(var, "").strip()
+    if user:
+        same = (_same_cuda_request(user, targets, settings.ptx) if vendor == "nvidia"
+                else parse_targets(user, where=f" in {var}") == targets)
+        if not same:
+            raise ConfigError([f"{where} asks for {join_targets(targets)} but {var}={user} is set"],
+                              hint=f"unset {var}, or make both name the same targets")
+    return Resolved(targets, "settings", f"from {where}", vendor=vendor)
 
 
 def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
-    """The targets, where they came from, and the Detection when they were detected.
+    """The targets, where they came from, their vendor, and the Detection when they were detected.
 
     Never a default list."""
-    from rocm_build_backend.gpu.targets import join_targets, parse_targets
+    from rocm_build_backend.gpu.nvidia.plan import choose_vendor
+    from rocm_build_backend.gpu.targets import parse_targets
 
-    user_arch = env.get("PYTORCH_ROCM_ARCH", "").strip()
     if settings.targets != "auto":
-        targets = parse_targets(settings.targets)
-        where = _where(settings)
-        if user_arch and parse_targets(user_arch, where=" in PYTORCH_ROCM_ARCH") != targets:
-            raise ConfigError(
-                [f"{where} asks for {join_targets(targets)} but PYTORCH_ROCM_ARCH={user_arch} is set"],
-                hint="unset PYTORCH_ROCM_ARCH, or make both name the same targets",
-            )
-        return Resolved(targets, "settings", f"from {where}")
-    if user_arch:
-        return Resolved(parse_targets(user_arch, where=" in PYTORCH_ROCM_ARCH"), "PYTORCH_ROCM_ARCH",
-                        "from PYTORCH_ROCM_ARCH")
-    from rocm_build_backend.gpu.amd.detect import detect, require_targets
+        return _explicit(settings, env)
+    request = _env_request(settings, env)
+    if request is not None:
+        var, value = request
+        targets = _cuda_request(value) if var == "TORCH_CUDA_ARCH_LIST" else parse_targets(value, where=f" in {var}")
+        return Resolved(targets, var, f"from {var}", vendor=choose_vendor(settings.vendor, targets, []))
+    from rocm_build_backend.gpu.detect import detect, require_targets
 
     found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
-    return Resolved(require_targets(found), f"detected:{found.source}", f"detected by {found.source}", found)
+    detected = require_targets(found)
+    vendor = choose_vendor(settings.vendor, [], detected)
+    targets = [t for t in detected if t.vendor == vendor]
+    if not targets:
+        from rocm_build_backend.errors import NoGpuDetectedError
+
+        seen = " ".join(str(t) for t in detected)
+        raise NoGpuDetectedError(f"vendor = \"{vendor}\" but no {vendor} GPU was found (found {seen})",
+                                 hint="set targets for that vendor, e.g. targets = \"sm_90\" or \"gfx942\"")
+    return Resolved(targets, f"detected:{found.source}", f"detected by {found.source}", found, vendor)
 
 
 def host_facts() -> Host:
@@ -91,8 +149,23 @@ def host_facts() -> Host:
 class Prepared:
     project: Project
     plan: BuildPlan
-    compiler: Compiler | None
+    compiler: Compiler | Nvcc | None
     detection: Detection | None
+
+
+def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, str]) -> Compiler | Nvcc | None:
+    """Step 3: the compiler must accept every target (nvcc for NVIDIA, the HIP compiler for AMD)."""
+    if resolved.vendor == "nvidia":
+        from rocm_build_backend.gpu.nvidia.knobs import with_ptx
+        from rocm_build_backend.gpu.nvidia.toolchain import check_nvcc
+
+        return check_nvcc(with_ptx([str(t) for t in resolved.targets], settings.ptx), env)
+    from rocm_build_backend.build.toolchain import find_compiler, require_supported
+
+    compiler = find_compiler(settings.compiler, env=env)
+    if compiler is not None:
+        require_supported(compiler, resolved.targets, env=env)
+    return compiler
 
 
 def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True) -> Prepared:
@@ -104,14 +177,10 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
     settings = project.settings
     resolved = resolve_targets(settings, env)
     targets = resolved.targets
-    compiler = None
+    compiler: Compiler | Nvcc | None = None
     # a project that declares it has no GPU code (verify = "off") compiles nothing for the targets
     if check_compiler and settings.compiler_check and settings.verify != "off":
-        from rocm_build_backend.build.toolchain import find_compiler, require_supported
-
-        compiler = find_compiler(settings.compiler, env=env)
-        if compiler is not None:
-            require_supported(compiler, targets, env=env)
+        compiler = _check_toolchain(resolved, settings, env)
     plan = make_plan(targets, resolved.source, settings, env, backend_kind=backend_kind(settings.backend),
                      config_settings=project.forward, host=host_facts(), dist_name=project.dist_name,
                      source_detail=resolved.detail)
@@ -126,4 +195,5 @@ def show(prepared: Prepared) -> None:
     if prepared.compiler is not None:
         log(f"compiler {prepared.compiler.describe()} accepts {' '.join(str(t) for t in plan.targets)}")
     elif prepared.project.settings.compiler_check and prepared.project.settings.verify != "off":
-        log("compiler: no HIP compiler found to check the targets with (hipcc, amdclang++, clang)")
+        log("compiler: no HIP compiler found to check the targets with (hipcc, amdclang++, clang)"
+            if plan.vendor == "amd" else "compiler: not checked")

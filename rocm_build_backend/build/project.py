@@ -103,7 +103,8 @@ def plan_json(prepared: Prepared, stale: list[StaleTree]) -> dict[str, Any]:
     clean = prepared.project.settings.stale == "clean"
     data: dict[str, Any] = {"schema_version": PLAN_SCHEMA_VERSION}
     data.update(prepared.plan.to_json())
-    data["compiler"] = prepared.compiler.to_json() if prepared.compiler else None
+    compiler = prepared.compiler.to_json() if prepared.compiler else None
+    data["compiler"] = {k: v for k, v in compiler.items() if k != "path"} if compiler else None
     data["stale"] = [{"path": str(t.path), "built_for": t.built_for, "owned": t.owned,
                       "action": "remove" if clean and t.owned else "stop"} for t in stale]
     return data

@@ -101,6 +101,12 @@ def _targets(value: Any) -> str | list[str]:
     return [str(t) for t in parse_targets(value)]  # raises UnknownTargetError with suggestions
 
 
+def _ptx(value: Any) -> str:
+    from rocm_build_backend.gpu.nvidia.knobs import PTX_CHOICES
+
+    return str(_choice(*PTX_CHOICES)(value))
+
+
 def _paths(value: Any) -> list[str]:
     if isinstance(value, str):
         return [p for p in value.split(",") if p.strip()] if value.strip() else []
@@ -133,6 +139,8 @@ class Settings:
     backend: str = field(default="setuptools.build_meta", metadata={"parse": _backend, "doc": "the wrapped build backend, `module:object`"})
     backend_path: list[str] = field(default_factory=list, metadata={"parse": _paths, "doc": "folders (inside the project) to load an in-tree backend from"})
     targets: str | list[str] = field(default="auto", metadata={"parse": _targets, "doc": "`auto` (detect this machine's GPUs) or a list: `gfx90a;gfx942`"})
+    vendor: str = field(default="auto", metadata={"parse": _choice("auto", "amd", "nvidia"), "doc": "`auto` (the vendor of the targets, else of the only vendor's GPUs found), `amd` or `nvidia`"})
+    ptx: str = field(default="none", metadata={"parse": _ptx, "doc": "NVIDIA: also emit PTX for newer GPUs: `none`, `highest` (for the highest target) or `all`"})
     features: bool = field(default=False, metadata={"parse": _bool, "doc": "keep detected xnack/sramecc modes in the build targets (`gfx90a:xnack-`)"})
     max_jobs: int | str = field(default="auto", metadata={"parse": _jobs, "doc": "parallel compile jobs; `auto` sizes by cores and available memory"})
     memory_per_job: int = field(default=4, metadata={"parse": _gib, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"})

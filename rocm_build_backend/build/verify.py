@@ -39,8 +39,9 @@ def _libraries_since(source_dir: Path, since: float) -> list[Path]:
 
 
 def _mismatch_hint(prepared: Prepared) -> str:
-    hint = "the build ignored the targets (a hard-coded --offload-arch, or a script that picks its own)"
-    if prepared.plan.profile:
+    flag = "-arch/-gencode" if prepared.plan.vendor == "nvidia" else "--offload-arch"
+    hint = f"the build ignored the targets (a hard-coded {flag}, or a script that picks its own)"
+    if prepared.plan.profile and prepared.plan.vendor == "amd":
         from rocm_build_backend.build.profiles import profile_for
 
         prof = profile_for(prepared.project.dist_name)

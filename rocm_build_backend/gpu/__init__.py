@@ -2,6 +2,5 @@
 
 Vendor-neutral modules here (``targets``, ``compat``, ``device``, ``detect``, ``programs``,
 ``files``) call each vendor through the interface in ``vendor.py``; each vendor's names, loader
-rules and probes live in its own sub-package (``amd``; NVIDIA's in ``nvidia_interim`` until
-its sub-package exists). Importing this package imports nothing else.
+rules and probes live in its own sub-package (``amd``, ``nvidia``). Importing this package imports nothing else.
 """

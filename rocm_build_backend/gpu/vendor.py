@@ -21,10 +21,9 @@ if TYPE_CHECKING:
     from rocm_build_backend.gpu.targets import GpuTarget
 
 #: The vendors, in the order they are consulted and sorted. Adding a vendor is adding a line.
-#: NVIDIA's entry points at its interim module until its own sub-package ``gpu/nvidia/`` holds it.
 _REGISTRY = (
     "rocm_build_backend.gpu.amd.vendor:AMD",
-    "rocm_build_backend.gpu.nvidia_interim:NVIDIA",
+    "rocm_build_backend.gpu.nvidia.vendor:NVIDIA",
 )
 
 

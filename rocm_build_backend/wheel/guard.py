@@ -3,11 +3,13 @@
 A wheel built for gfx90a and installed on a gfx942 machine (a reused pip cache, a copied
 virtualenv) imports and then dies in the HIP runtime, often with a core dump. With the guard,
 the top-level package's ``__init__.py`` starts with one import of a small generated module
-that reads the KFD topology in sysfs and raises ImportError naming the GPU it found, the
-targets the wheel holds, and the command that rebuilds it.
+that reads the KFD topology in sysfs (AMD code) or the GPUs' compute capability through NVML
+with ``ctypes`` (NVIDIA code; no program runs) and raises ImportError naming the GPU it found
+(``gfx90a``, ``sm_90``), the targets the wheel holds, and the command that rebuilds it.
 
-The generated module is self-contained (standard library ``os`` only) and conservative: it
-passes when it cannot tell (no KFD, unreadable nodes, no AMD targets in the wheel), when any
+The generated module is self-contained (standard library ``os`` and ``ctypes`` only) and
+conservative: it passes when it cannot tell (no KFD, unreadable nodes, no NVIDIA driver
+library, no GPU code in the wheel), when any
 GPU of the machine is among the targets (features such as xnack are not compared; a generic
 target counts for every processor it covers), and it honours ``HSA_OVERRIDE_GFX_VERSION``
 (and the per-node ``HSA_OVERRIDE_GFX_VERSION_<n>`` values, each counted as a GPU).
@@ -20,7 +22,7 @@ which targets a wheel holds (the build's audit does) nor touch a wheel on disk.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from rocm_build_backend.errors import WheelError
 
@@ -32,11 +34,13 @@ GUARD_LINE = f"from . import {GUARD_MODULE}  {GUARD_MARK} ({GUARD_ENV}=1 turns i
 
 _TEMPLATE = '''\
 """Import guard written by rocm-build-backend: stops this package from importing on a machine
-whose AMD GPUs it has no device code for. {guard_env}=1 turns it off."""
+whose GPUs it has no device code for. {guard_env}=1 turns it off."""
 
 DIST = {dist!r}
 TARGETS = {targets!r}
 LOADS_ON = frozenset({loads_on!r})
+CUDA_LOADS_ON = frozenset({cuda_loads_on!r})
+PTX_FROM = {ptx_from!r}
 
 
 def _gfx(major, minor, stepping):
@@ -93,17 +97,57 @@ def gpus(root=None, env=None):
     return found
 
 
-def check(root=None, env=None):
+def cuda_gpus(load=None):
+    """[(sm_XY, note)] for each GPU NVML lists, read in this process through ctypes (no
+    program runs); [] when it cannot tell (no NVIDIA driver library, NVML fails)."""
+    import ctypes
+
+    try:
+        lib = (load or ctypes.CDLL)("libnvidia-ml.so.1")
+    except OSError:
+        return []
+    if lib.nvmlInit_v2() != 0:
+        return []
+    found = []
+    try:
+        count = ctypes.c_uint(0)
+        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return []
+        for i in range(min(count.value, 256)):
+            handle, major, minor = ctypes.c_void_p(), ctypes.c_int(0), ctypes.c_int(0)
+            if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(handle)) != 0:
+                continue
+            if lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor)) != 0:
+                continue
+            if 0 < major.value < 100 and 0 <= minor.value <= 9:
+                found.append(("sm_%d%d" % (major.value, minor.value), "NVIDIA GPU %d" % i))
+    finally:
+        try:
+            lib.nvmlShutdown()
+        except Exception:
+            pass
+    return found
+
+
+def _cuda_loads(device):
+    if device in CUDA_LOADS_ON:
+        return True
+    return PTX_FROM is not None and device[3:].isdigit() and int(device[3:]) >= PTX_FROM
+
+
+def check(root=None, env=None, load=None):
     """Raise ImportError when no GPU of this machine is among TARGETS; pass when unsure."""
     import os
 
     env = os.environ if env is None else env
     if env.get({guard_env!r}, "").strip().lower() in ("1", "true", "yes", "on"):
         return
-    if not LOADS_ON:
+    if not LOADS_ON and not CUDA_LOADS_ON and PTX_FROM is None:
         return
-    found = gpus(root, env)
-    if not found or any(processor in LOADS_ON for processor, _ in found):
+    found = gpus(root, env) if LOADS_ON else []
+    if CUDA_LOADS_ON or PTX_FROM is not None:
+        found += cuda_gpus(load)
+    if not found or any(processor in LOADS_ON or _cuda_loads(processor) for processor, _ in found):
         return
     seen = ", ".join("%s (%s)" % item for item in found)
     raise ImportError(
@@ -117,7 +161,6 @@ def check(root=None, env=None):
         name=__name__.rpartition(".")[0] or None,
     )
 
-
 check()
 '''
 
@@ -125,25 +168,45 @@ check()
 def guard_source(targets: Iterable[str], dist_name: str) -> str:
     """The source of the guard module for a wheel holding code for ``targets``.
 
-    NVIDIA targets are left out (the guard reads AMD's KFD only); a generic target is
-    expanded to the processors it covers, from the target table, at build time.
+    AMD: a generic target is expanded to the processors it covers, from the target table.
+    NVIDIA: the devices of the target table the code loads on (``gpu.nvidia.loader``), and the
+    oldest plain PTX (``compute_XY``), which the driver compiles for any newer device too.
+    Both computed at build time, so the guard holds no rules of its own.
     """
     from rocm_build_backend.gpu.targets import parse_targets, sort_targets, table
 
-    parsed = [t for t in parse_targets(list(targets)) if t.vendor == "amd"]
+    every = parse_targets(list(targets))
+    parsed = [t for t in every if t.vendor == "amd"]
+    cuda = [str(t) for t in every if t.vendor == "nvidia"]
     loads_on: set[str] = set()
     for t in parsed:
         if t.is_generic:
             loads_on.update(name for name, row in table().items() if row.get("generic") == t.processor)
         else:
             loads_on.add(t.processor)
+    cuda_loads_on, ptx_from = _cuda_devices(cuda, table())
     return _TEMPLATE.format(
         dist=str(dist_name),
-        targets=tuple(str(t) for t in sort_targets(parsed)),
+        targets=tuple(str(t) for t in sort_targets([t for t in every if t.vendor in ("amd", "nvidia")])),
         loads_on=sorted(loads_on),
+        cuda_loads_on=sorted(cuda_loads_on),
+        ptx_from=ptx_from,
         guard_env=GUARD_ENV,
         sysfs_env=SYSFS_ENV,
     )
+
+
+def _cuda_devices(code: list[str], rows: Mapping[str, object]) -> tuple[set[str], int | None]:
+    """The NVIDIA devices (``sm_XY`` rows of the target table) that ``code`` loads on, and the
+    SM number of the oldest plain PTX target (None without one)."""
+    if not code:
+        return set(), None
+    from rocm_build_backend.gpu.nvidia import loader
+
+    devices = [name for name in rows if name.startswith("sm_") and name[3:].isdigit()]
+    loads = {d for d in devices if any(loader.loads_on(c, d) for c in code)}
+    plain_ptx = [int(c[8:]) for c in code if c.startswith("compute_") and c[8:].isdigit()]
+    return loads, min(plain_ptx) if plain_ptx else None
 
 
 def insert_guard_import(source: bytes) -> bytes:

@@ -1,7 +1,8 @@
 """NVIDIA detection as the vendor-neutral layer sees it: one ``VendorDetection`` per call.
 
 Live (``probing.live``): NVML in process when no runner was handed in, then ``nvidia-smi``
-only when it is on ``PATH`` (so a machine without NVIDIA's tools spawns nothing for NVIDIA),
+only when it is on ``PATH`` and NVIDIA's kernel driver shows under the root (so a machine
+without NVIDIA's driver spawns nothing for NVIDIA, even with CUDA's tools installed),
 within the shared deadline. Recorded: the ``nvidia-smi`` (query) and ``nvidia-smi -L`` texts;
 nothing runs. Every GPU becomes a ``Device``; those ``CUDA_VISIBLE_DEVICES`` hides stay listed
 with ``included=False``. A bad ``CUDA_VISIBLE_DEVICES`` is a warning and the cause
@@ -13,6 +14,7 @@ probe at all, so the other vendors' messages stay as they are.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Any, Sequence
 
 from rocm_build_backend.errors import ConfigError, FormatError, NoGpuDetectedError
@@ -21,6 +23,9 @@ from rocm_build_backend.gpu.nvidia.detect import NvidiaDetection, detect_nvidia
 from rocm_build_backend.gpu.targets import GpuTarget
 
 VENDOR = "nvidia"
+#: Where NVIDIA's kernel driver shows; without any of them ``nvidia-smi`` cannot answer, so it
+#: is not run (a machine with CUDA's tools but no NVIDIA GPU spawns nothing for NVIDIA).
+_DRIVER_NODES = ("proc/driver/nvidia", "dev/nvidiactl", "dev/dxg")
 
 
 def _runner(probing: Probing) -> Any:
@@ -70,7 +75,7 @@ def detect_vendor(probing: Probing) -> VendorDetection:
         kw.update(run=_runner(probing), smi=smi or "nvidia-smi")
         if probing.run is not None:
             kw["load"] = _no_nvml  # a handed-in runner answers every probe
-        if smi is None:
+        if smi is None or (probing.run is None and not _driver_present(probing.root)):
             kw["run"] = _not_installed
     probe = "nvidia-smi" if recorded is not None else "nvidia"  # "nvidia": NVML, then nvidia-smi
     try:
@@ -91,6 +96,11 @@ def detect_vendor(probing: Probing) -> VendorDetection:
         targets=[GpuTarget(str(t)) for t in found.targets()], warnings=list(found.notes),
         labels={probe: "NVML" if probe == "nvml" else "nvidia-smi"},
     )
+
+
+def _driver_present(root: Path) -> bool:
+    """Whether NVIDIA's kernel driver (or WSL's GPU bridge) shows under ``root``."""
+    return any((root / p).exists() for p in _DRIVER_NODES)
 
 
 def _no_nvml(name: str) -> Any:
