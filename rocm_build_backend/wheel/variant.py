@@ -332,15 +332,17 @@ def index_files_for(paths: Iterable[str | Path]) -> dict[str, bytes]:
 # --------------------------------------------------------------------------- one wheel
 
 
-def read_variant(path: str | Path) -> tuple[str, dict[str, Any]] | None:
+def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, dict[str, Any]] | None:
     """(label, variant.json data) of a variant wheel; None for a wheel without a label.
+
+    ``filename``: the wheel's own name, when ``path`` is a copy under another name.
 
     Raises WheelError when the label and the ``variant.json`` inside disagree or it is missing.
     """
     import zipfile
 
     path = Path(path)
-    _, label = split_variant_name(path.name)
+    _, label = split_variant_name(filename or path.name)
     if label is None:
         return None
     try:
