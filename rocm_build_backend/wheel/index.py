@@ -11,6 +11,8 @@
     OUT/files/<hash>/<wheel>.metadata  PEP 658/714 core metadata, byte-for-byte the wheel's METADATA
     OUT/variants/simple/...            with ``variants=True``: every variant wheel (``-<label>.whl``)
                                        and each ``<name>-<version>-variants.json`` (index_variants.py)
+    OUT/.split/<wheel>-<size>-<mtime>/ with ``split=True``: the per-target wheels a fat wheel was
+                                       split into, indexed instead of it (index_split.py)
     OUT/.rocm-build-backend-index.json per-wheel facts, so a later run does not re-hash them
     OUT/.rocm-build-backend-index.lock held while a run writes, so concurrent runs take turns
 
@@ -252,6 +254,7 @@ def build_index(
     base_url: str | None = None,
     generic_ok: bool = True,
     variants: bool = False,
+    split: bool = False,
 ) -> IndexResult:
     """Write a static PEP 503/691 index per target (or per family) for the wheels in ``wheel_dir``.
 
@@ -260,13 +263,24 @@ def build_index(
     from, when not beside the index. ``generic_ok``: whether generic code counts as loading
     (ROCm 6.4 and newer on the index's users' machines). ``variants``: also write
     ``OUT/variants/simple/`` with every variant wheel and its versions' variants JSON
-    (``index_variants.py``); without it variant wheels are skipped.
+    (``index_variants.py``); without it variant wheels are skipped. ``split``: a wheel with
+    code for several targets is split per target on the way in and the split wheels are
+    indexed instead (``index_split.py``).
     """
     if targets is not None:
         named_targets(targets)  # an empty list is a usage error, before anything is written
     lay = layout(Path(wheel_dir), Path(out_dir), base_url)
     with locked(lay.out_dir):  # runs into one folder (CI jobs publishing at once) take turns
-        return _build(lay, targets, family, generic_ok, variants)
+        if not split:
+            return _build(lay, targets, family, generic_ok, variants)
+        from rocm_build_backend.wheel.index_split import prune, split_sources
+
+        skipped: dict[str, str] = {}
+        lay.sources, used = split_sources(lay.wheel_dir, lay.out_dir, skipped)
+        result = _build(lay, targets, family, generic_ok, variants)
+        result.skipped.update(skipped)
+        result.removed += prune(lay.out_dir, used)
+        return result
 
 
 def _index_one(lay: Layout, index: str, listed: list[str], wheels: dict[str, Record],
@@ -316,7 +330,7 @@ def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family:
         plan = {}  # only variant wheels (or none with device code): no per-target index
     else:
         plan = index_plan(targets, family, list(plain.values()))
-    facts = {fn: _facts(lay.wheel_dir / fn, rec) for fn, rec in plain.items()}
+    facts = {fn: _facts(lay.source(fn), rec) for fn, rec in plain.items()}
     old_indexes: dict[str, Any] = state["indexes"]
     new_indexes: dict[str, Any] = dict(old_indexes)
     all_pages: dict[Path, bytes] = {}

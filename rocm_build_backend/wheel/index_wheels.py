@@ -48,13 +48,15 @@ def _listing(lay: Layout, old_wheels: dict[str, Record], skipped: dict[str, str]
 
     from rocm_build_backend.wheel.index_variants import variant_label
 
-    try:
-        listing = sorted(p for p in lay.wheel_dir.iterdir() if p.name.endswith(".whl") and p.is_file())
-    except OSError as exc:
-        raise RocmBuildBackendError(f"cannot list {lay.wheel_dir}: {exc.strerror or exc}") from None
+    if lay.sources is not None:
+        listing = sorted(lay.sources.items())
+    else:
+        try:
+            listing = sorted((p.name, p) for p in lay.wheel_dir.iterdir() if p.name.endswith(".whl") and p.is_file())
+        except OSError as exc:
+            raise RocmBuildBackendError(f"cannot list {lay.wheel_dir}: {exc.strerror or exc}") from None
     todo: list[_Todo] = []
-    for path in listing:
-        fn = path.name
+    for fn, path in listing:
         base, label = variant_label(fn)
         if label is not None and not variants:
             skipped[fn] = f"a variant wheel (label {label!r}): index variant wheels with variants"
@@ -182,7 +184,7 @@ def write_sidecars(lay: Layout, wheels: dict[str, Record], metadata: dict[str, b
             if current is not None and hashlib.sha256(current).hexdigest() == wheels[fn]["metadata_sha256"]:
                 return None
             try:
-                with zipfile.ZipFile(lay.wheel_dir / fn) as zf:
+                with zipfile.ZipFile(lay.source(fn)) as zf:
                     data = read_metadata(zf, pick_dist_info(zf.namelist(), fn, fn.split("-", 1)[0]), fn)
             except (RocmBuildBackendError, zipfile.BadZipFile, OSError, EOFError) as exc:
                 problems[fn] = exc.message if isinstance(exc, RocmBuildBackendError) else str(exc)
