@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
-from rocm_build_backend.wheel.audit_cache import AuditCache, default_cache_path  # noqa: F401 (re-exported)
+from rocm_build_backend.wheel.audit_cache import AuditCache as AuditCache
+from rocm_build_backend.wheel.audit_cache import default_cache_path as default_cache_path
 
 SCHEMA_VERSION = 1
 _MIN_SIZE = 64

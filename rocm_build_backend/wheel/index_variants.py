@@ -30,7 +30,7 @@ def variant_label(fn: str) -> tuple[str, str | None]:
     """(the file name without its variant label, the label or None); the name unchanged when
     it is not a variant wheel's."""
     from rocm_build_backend.errors import WheelError
-    from rocm_build_backend.wheel.variant import split_variant_name
+    from rocm_build_backend.wheel.variant_names import split_variant_name
 
     try:
         return split_variant_name(fn)
