@@ -12,6 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -104,13 +107,33 @@ def test_only_variant_wheels_write_only_the_variants_index(tmp_path):
     assert list(result.indexes) == ["variants"] and result.skipped == {}
 
 
-def test_uv_installs_the_nvidia_variant_from_our_index(tmp_path):
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep the test output clean
+        pass
+
+
+@pytest.mark.parametrize("over", ["file", "http"])
+def test_uv_installs_the_nvidia_variant_from_our_index(tmp_path, over):
     uv = _uv_with_variants()
     wd, out = variant_dir(tmp_path, {"sm_80": (BIN / "cubin_abi8_sm80_cuda13.0.cubin").read_bytes(),
                                      "sm_90": (BIN / "cubin_abi7_sm90a_cuda12.4.cubin").read_bytes()},
                           plain=False), tmp_path / "out"
     build_index(wd, out, variants=True)
     url = (out / "variants" / "simple").as_uri()
+    srv = None
+    if over == "http":
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(out)))
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{srv.server_address[1]}/variants/simple/"
+    try:
+        _install_each(uv, url, tmp_path)
+    finally:
+        if srv is not None:
+            srv.shutdown()
+            srv.server_close()
+
+
+def _install_each(uv: str, url: str, tmp_path: Path) -> None:
     for sm, label in (("9.0", "90_real"), ("8.6", "80_real")):
         target = tmp_path / f"site-{sm}"
         env = {**os.environ, "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": sm,
