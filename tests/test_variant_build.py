@@ -21,8 +21,6 @@ from rocm_build_backend.build.settings import load_settings
 from rocm_build_backend.build.variant import under_pip
 from rocm_build_backend.wheel import variant as V
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[1]
 CODE = Path(__file__).parent / "data" / "binaries" / "amdgpu_gfx942_cov5.hsaco"
 
@@ -82,6 +80,7 @@ def assert_variant(wheel: Path) -> None:
     assert "demo_v-1.0.dist-info/rocm_build.json" in names  # stamped first, then made a variant
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("frontend", ["build", "uv"])
 def test_build_frontends_keep_the_variant_wheel(tmp_path, frontend):
     proj, out = project(tmp_path), tmp_path / "dist"
@@ -97,6 +96,7 @@ def test_build_frontends_keep_the_variant_wheel(tmp_path, frontend):
     assert [p.name for p in out.glob("*.whl")] == ["demo_v-1.0-py3-none-any-gfx942.whl"]  # no plain one left
 
 
+@pytest.mark.integration
 def test_pip_keeps_the_plain_wheel_and_says_why(tmp_path):
     proj, out = project(tmp_path), tmp_path / "dist"
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
