@@ -10,6 +10,7 @@
     7. delegate   the wrapped backend's own hook
     8. audit      which device code did the wheel really get? verify it against the targets (verify.py)
     9. stamp      the targets into .dist-info/rocm_build.json; RECORD rewritten atomically (verify.py)
+   10. variant    with `variant = true`, the stamped wheel becomes a variant wheel (variant.py)
 
 This module strings the steps together; each step lives in the module named beside it.
 """
@@ -93,6 +94,10 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
         finally:  # a failed compile leaves objects made for these targets: say so for the retry
             mark_fresh(prepared, not_ours)
         out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start)
+        if project.settings.variant and hook == "build_wheel":
+            from rocm_build_backend.build.variant import variant_wheel
+
+            out = variant_wheel(out)
         log(f"built {out.name}")
         return out.name
 

@@ -150,6 +150,7 @@ class Settings:
     stale: str = field(default="error", metadata={"parse": _choice("error", "clean"), "doc": "what to do with build trees made for other targets"})
     local_version: bool = field(default=False, metadata={"parse": _bool, "doc": "add the targets to the version as a local label: `1.0+gfx942`"})
     guard: bool = field(default=False, metadata={"parse": _bool, "doc": "add an import guard that refuses to load on a GPU the wheel has no code for"})
+    variant: bool = field(default=False, metadata={"parse": _bool, "doc": "make a variant wheel (WheelNext): `variant.json` and a label from the audit (`docs/variants.md`); not under pip, which rejects them"})
     profile: str = field(default="auto", metadata={"parse": _text, "doc": "the project profile for project-specific knobs: `auto` (by distribution name), a profile name, or `none`"})
     pinned_tools: bool = field(default=True, metadata={"parse": _bool, "doc": "put rocminfo, rocm_agent_enumerator, amdgpu-arch and offload-arch that report the targets first on PATH"})
     sysfs_root: str = field(default="/", metadata={"parse": _text, "doc": "the folder that stands for `/` when reading KFD sysfs (containers, tests)"})

@@ -29,9 +29,11 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
+from rocm_build_backend.wheel.audit_cache import AuditCache as AuditCache
+from rocm_build_backend.wheel.audit_cache import default_cache_path as default_cache_path
 
 SCHEMA_VERSION = 1
 _MIN_SIZE = 64
@@ -301,69 +303,6 @@ class EnvReport:
         lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
                      f"{len(self.dists)} with device code")
         return "\n".join(lines)
-
-
-class AuditCache:
-    """What the audit found in each file, kept between runs, keyed by the file's path and its
-    identity (size, mtime, ctime, inode): an environment that has not changed is not read again.
-    A missing, damaged or oversized cache file is an empty cache; it is replaced atomically."""
-
-    VERSION = 1
-    MAX_ENTRIES = 200_000
-
-    def __init__(self, path: Path | None) -> None:
-        self.path, self.entries, self.hits, self.dirty = path, {}, 0, False
-        if path is None:
-            return
-        try:
-            if path.stat().st_size <= _MAX_RECORD:
-                data = json.loads(path.read_text("utf-8"))
-                if isinstance(data, dict) and data.get("version") == self.VERSION and isinstance(data.get("files"), dict):
-                    self.entries = data["files"]
-        except (OSError, ValueError):
-            pass
-
-    @staticmethod
-    def _key(path: Path) -> list[int] | None:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-    def audit(self, path: Path) -> dict[str, list[str]]:
-        from rocm_build_backend.binary.audit import audit_file
-
-        key = self._key(path)
-        hit = self.entries.get(str(path))
-        if key is not None and isinstance(hit, dict) and hit.get("key") == key and isinstance(hit.get("facts"), dict):
-            self.hits += 1
-            return dict(hit["facts"])
-        report = audit_file(path)
-        facts = {"targets": list(report.targets), "complete": list(report.complete)}
-        if report.problems:
-            facts["problems"] = [str(p) for p in report.problems]
-        elif key is not None and self.path is not None and len(self.entries) < self.MAX_ENTRIES:
-            self.entries[str(path)], self.dirty = {"key": key, "facts": facts}, True
-        return facts
-
-    def save(self) -> None:
-        if self.path is None or not self.dirty:
-            return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"version": self.VERSION, "files": self.entries}), "utf-8")
-            os.replace(tmp, self.path)
-        except OSError:
-            pass  # a cache that cannot be written is only slower next time
-
-
-def default_cache_path(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME/rocm-build-backend/check-env.json`` (default ``~/.cache/...``)."""
-    env = os.environ if env is None else env
-    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "rocm-build-backend" / "check-env.json"
 
 
 def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,

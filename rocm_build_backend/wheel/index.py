@@ -9,6 +9,10 @@
     OUT/files/<hash>/<wheel>           the wheels, copied (a copy-on-write clone where the
                                        filesystem has them); <hash>: 16 hex digits of its sha256
     OUT/files/<hash>/<wheel>.metadata  PEP 658/714 core metadata, byte-for-byte the wheel's METADATA
+    OUT/variants/simple/...            with ``variants=True``: every variant wheel (``-<label>.whl``)
+                                       and each ``<name>-<version>-variants.json`` (index_variants.py)
+    OUT/.split/<wheel>-<size>-<mtime>/ with ``split=True``: the per-target wheels a fat wheel was
+                                       split into, indexed instead of it (index_split.py)
     OUT/.rocm-build-backend-index.json per-wheel facts, so a later run does not re-hash them
     OUT/.rocm-build-backend-index.lock held while a run writes, so concurrent runs take turns
 
@@ -76,6 +80,7 @@ from rocm_build_backend.wheel.index_files import (
 )
 from rocm_build_backend.wheel.index_pages import (  # noqa: F401 (API_VERSION, normalize: re-exported)
     API_VERSION,
+    Entry,
     file_sort_key,
     normalize,
     project_html,
@@ -195,8 +200,10 @@ def _facts(path: Path, rec: Record) -> "WheelTargets":
     )
 
 
-def _pages_for(lay: Layout, index: str, listed: list[str], wheels: dict[str, Record]) -> dict[Path, bytes]:
-    """The root page and one page per project of one index, as bytes."""
+def _pages_for(lay: Layout, index: str, listed: list[str], wheels: dict[str, Record],
+               extra: dict[str, list[Entry]] | None = None) -> dict[Path, bytes]:
+    """The root page and one page per project of one index, as bytes; ``extra``: more entries
+    per project (the variants JSON files)."""
     by_project: dict[str, list[str]] = {}
     for fn in listed:
         by_project.setdefault(normalize(wheels[fn]["name"]), []).append(fn)
@@ -208,6 +215,7 @@ def _pages_for(lay: Layout, index: str, listed: list[str], wheels: dict[str, Rec
         projects.append((norm, str(wheels[fns[-1]]["name"])))
         page_dir = simple / norm
         entries = [(fn, wheels[fn], lay.href(fn, wheels[fn], page_dir)) for fn in fns]
+        entries += (extra or {}).get(norm, [])
         pages[page_dir / "index.html"] = project_html(norm, entries)
         pages[page_dir / "index.json"] = project_json(norm, entries)
     pages[simple / "index.html"] = root_html(index, projects)
@@ -245,33 +253,63 @@ def build_index(
     family: bool = False,
     base_url: str | None = None,
     generic_ok: bool = True,
+    variants: bool = False,
+    split: bool = False,
 ) -> IndexResult:
     """Write a static PEP 503/691 index per target (or per family) for the wheels in ``wheel_dir``.
 
     ``targets``: the indexes to write (target IDs; with ``family``, family names or targets);
     by default every target some wheel has code for. ``base_url``: where the wheels are served
     from, when not beside the index. ``generic_ok``: whether generic code counts as loading
-    (ROCm 6.4 and newer on the index's users' machines).
+    (ROCm 6.4 and newer on the index's users' machines). ``variants``: also write
+    ``OUT/variants/simple/`` with every variant wheel and its versions' variants JSON
+    (``index_variants.py``); without it variant wheels are skipped. ``split``: a wheel with
+    code for several targets is split per target on the way in and the split wheels are
+    indexed instead (``index_split.py``).
     """
     if targets is not None:
         named_targets(targets)  # an empty list is a usage error, before anything is written
     lay = layout(Path(wheel_dir), Path(out_dir), base_url)
     with locked(lay.out_dir):  # runs into one folder (CI jobs publishing at once) take turns
-        return _build(lay, targets, family, generic_ok)
+        if not split:
+            return _build(lay, targets, family, generic_ok, variants)
+        from rocm_build_backend.wheel.index_split import prune, split_sources
+
+        skipped: dict[str, str] = {}
+        lay.sources, used = split_sources(lay.wheel_dir, lay.out_dir, skipped)
+        result = _build(lay, targets, family, generic_ok, variants)
+        result.skipped.update(skipped)
+        result.removed += prune(lay.out_dir, used)
+        return result
 
 
-def _index_one(lay: Layout, index: str, listed: list[str], wheels: dict[str, Record]) -> tuple[
+def _index_one(lay: Layout, index: str, listed: list[str], wheels: dict[str, Record],
+               extra: dict[str, list[Entry]] | None = None, extra_files: Sequence[Path] = ()) -> tuple[
         dict[Path, bytes], dict[str, Any]]:
     """One index's pages, and its entry in the state: its pages, wheels and the files they link to."""
-    pages = _pages_for(lay, index, listed, wheels)
-    hosted = {lay.rel(lay.sidecar_for(fn, wheels[fn])) for fn in listed}
+    pages = _pages_for(lay, index, listed, wheels, extra)
+    hosted = {lay.rel(lay.sidecar_for(fn, wheels[fn])) for fn in listed} | {lay.rel(p) for p in extra_files}
     if lay.copy:
         hosted |= {lay.rel(lay.host_for(fn, wheels[fn]) or lay.files_dir) for fn in listed}
     return pages, {"pages": sorted(lay.rel(p) for p in pages), "wheels": sorted(listed), "hosted": sorted(hosted)}
 
 
+def _variant_index(lay: Layout, wheels: dict[str, Record], result: IndexResult) -> tuple[
+        dict[Path, bytes], dict[str, Any]]:
+    """The variants index: its JSON files written (before any page links them), its pages."""
+    from rocm_build_backend.wheel.index_variants import INDEX, json_files
+
+    listed = sorted(fn for fn, rec in wheels.items() if "variant" in rec)
+    files, extra = json_files(lay, wheels, listed)
+    for path, data in files.items():
+        if write_if_changed(path, data):
+            result.files_written.append(lay.rel(path))
+    result.indexes[INDEX] = listed
+    return _index_one(lay, INDEX, listed, wheels, extra, sorted(files))
+
+
 def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family: bool,
-           generic_ok: bool) -> IndexResult:
+           generic_ok: bool, variants: bool = False) -> IndexResult:
     """``build_index`` with the output folder held: read, host, write pages, then clean up."""
     result = IndexResult(out_dir=lay.out_dir, metadata_upload=lay.files_dir if lay.base_url is not None else None)
     state_path = lay.out_dir / STATE_NAME
@@ -281,14 +319,18 @@ def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family:
                                "nothing it listed was removed")
     for rel in abandoned_stages(lay.out_dir):  # what a killed run left half-copied
         _note_removal(remove_owned(lay.out_dir, rel), rel, result)
-    wheels, metadata = gather(lay, state["wheels"], result.skipped)
+    wheels, metadata = gather(lay, state["wheels"], result.skipped, variants)
     result.read, result.reused = len(metadata), len(wheels) - len(metadata)
     result.files_written += [lay.rel(host) for fn in metadata if (host := lay.host_for(fn, wheels[fn]))]
     result.files_written += write_sidecars(lay, wheels, metadata, result.skipped)
     if not wheels and not result.skipped:
         result.warnings.append(f"{lay.wheel_dir} holds no wheels")
-    plan = index_plan(targets, family, list(wheels.values()))
-    facts = {fn: _facts(lay.wheel_dir / fn, rec) for fn, rec in wheels.items()}
+    plain = {fn: rec for fn, rec in wheels.items() if "variant" not in rec}
+    if variants and targets is None and not any(rec.get("files") for rec in plain.values()):
+        plan = {}  # only variant wheels (or none with device code): no per-target index
+    else:
+        plan = index_plan(targets, family, list(plain.values()))
+    facts = {fn: _facts(lay.source(fn), rec) for fn, rec in plain.items()}
     old_indexes: dict[str, Any] = state["indexes"]
     new_indexes: dict[str, Any] = dict(old_indexes)
     all_pages: dict[Path, bytes] = {}
@@ -300,6 +342,12 @@ def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family:
         pages, new_indexes[index] = _index_one(lay, index, listed, wheels)
         all_pages.update(pages)
         stale += [rel for rel in old_indexes.get(index, {}).get("pages", []) if rel not in new_indexes[index]["pages"]]
+    if variants:
+        from rocm_build_backend.wheel.index_variants import INDEX
+
+        pages, new_indexes[INDEX] = _variant_index(lay, wheels, result)
+        all_pages.update(pages)
+        stale += [rel for rel in old_indexes.get(INDEX, {}).get("pages", []) if rel not in new_indexes[INDEX]["pages"]]
     _publish(lay, all_pages, result)
     for rel in stale:
         _note_removal(remove_owned(lay.out_dir, rel), rel, result)

@@ -188,6 +188,11 @@ class Layout:
     base_url: str | None
     in_place: bool
     copy: bool
+    sources: dict[str, Path] | None = None  # file name -> path, when not all are WHEEL_DIR/<name>
+
+    def source(self, fn: str) -> Path:
+        """Where the wheel ``fn`` is read from."""
+        return self.sources[fn] if self.sources is not None else self.wheel_dir / fn
 
     @property
     def files_dir(self) -> Path:
@@ -204,7 +209,7 @@ class Layout:
         """The PEP 658 ``.metadata`` file: beside the wheel (in place, or its hosted copy), else
         (wheels served from ``base_url``) in OUT/files, to be uploaded beside them."""
         if self.in_place:
-            return self.wheel_dir / f"{fn}.metadata"
+            return Path(f"{self.source(fn)}.metadata")
         host = self.host_for(fn, rec)
         return Path(f"{host}.metadata") if host is not None else self.files_dir / f"{fn}.metadata"
 
@@ -213,7 +218,7 @@ class Layout:
 
         if self.base_url is not None:
             return f"{self.base_url}/{quote(fn)}"
-        target = (self.wheel_dir / fn) if self.in_place else self.host_for(fn, rec)
+        target = self.source(fn) if self.in_place else self.host_for(fn, rec)
         assert target is not None
         rel = os.path.relpath(target, page_dir).replace(os.sep, "/")
         return "/".join(quote(part) for part in rel.split("/"))

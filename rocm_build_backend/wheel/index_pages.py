@@ -1,7 +1,8 @@
 """The pages of a static index: PEP 503 HTML and PEP 691 JSON, root and per project.
 
 Every anchor carries ``#sha256=``, ``data-requires-python`` and both ``data-core-metadata``
-(PEP 714) and ``data-dist-info-metadata`` (PEP 658); names are normalised (PEP 503) and every
+(PEP 714) and ``data-dist-info-metadata`` (PEP 658), but for a ``<name>-<version>-variants.json``
+(it is not a wheel); names are normalised (PEP 503) and every
 string written into HTML is escaped. The bytes are deterministic (sorted keys, sorted files),
 so an unchanged page is not rewritten.
 
@@ -73,8 +74,9 @@ def project_html(norm: str, entries: list[Entry]) -> bytes:
         attrs = f' href="{html.escape(href + "#sha256=" + rec["sha256"])}"'
         if rec.get("requires_python"):
             attrs += f' data-requires-python="{html.escape(rec["requires_python"])}"'
-        meta = html.escape("sha256=" + rec["metadata_sha256"])
-        attrs += f' data-core-metadata="{meta}" data-dist-info-metadata="{meta}"'
+        if rec.get("metadata_sha256"):  # a wheel; a variants JSON has no core metadata
+            meta = html.escape("sha256=" + rec["metadata_sha256"])
+            attrs += f' data-core-metadata="{meta}" data-dist-info-metadata="{meta}"'
         out.append(f"    <a{attrs}>{html.escape(fn)}</a><br>\n")
     out.append(_TAIL)
     return "".join(out).encode("utf-8")
@@ -88,9 +90,9 @@ def project_json(norm: str, entries: list[Entry]) -> bytes:
             "url": href,
             "hashes": {"sha256": rec["sha256"]},
             "size": rec["size"],
-            "core-metadata": {"sha256": rec["metadata_sha256"]},
-            "dist-info-metadata": {"sha256": rec["metadata_sha256"]},
         }
+        if rec.get("metadata_sha256"):  # a wheel; a variants JSON has no core metadata
+            item["core-metadata"] = item["dist-info-metadata"] = {"sha256": rec["metadata_sha256"]}
         if rec.get("requires_python"):
             item["requires-python"] = rec["requires_python"]
         files.append(item)

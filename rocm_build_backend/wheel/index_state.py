@@ -6,7 +6,7 @@ removes what it no longer produces, and only that. ``remove_owned`` removes one 
 relative to OUT; ``locked`` makes runs into one folder take turns.
 
 A state file is trusted only when every path it names is one this index could have written
-(a page, a hosted wheel or ``.metadata`` file) inside the output folder; otherwise it is damaged
+(a page, a hosted wheel, ``.metadata`` or variants JSON file) inside the output folder; otherwise it is damaged
 and set aside. It removes only inside the output folder; it decides nothing about pages or plans.
 """
 
@@ -55,7 +55,7 @@ def owned_path(out_dir: Path, rel: object, suffixes: tuple[str, ...]) -> Path | 
 
 
 _PAGE_SUFFIXES = ("/index.html", "/index.json")
-_HOSTED_SUFFIXES = (".whl", ".whl.metadata")
+_HOSTED_SUFFIXES = (".whl", ".whl.metadata", "-variants.json")
 
 
 def hosted_path(out_dir: Path, rel: object) -> Path | None:
@@ -88,6 +88,8 @@ def _record_problem(fn: object, rec: object) -> str | None:
         return f"the record of {fn} has a malformed files list"
     if not _str_list(rec.get("problems", [])):
         return f"the record of {fn} has a malformed problems list"
+    if "variant" in rec and not (isinstance(rec["variant"], dict) and isinstance(rec["variant"].get("variants"), dict)):
+        return f"the record of {fn} has a malformed variant"
     return None
 
 

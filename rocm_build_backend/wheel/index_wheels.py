@@ -38,19 +38,31 @@ def _fresh(lay: Layout, fn: str, st: os.stat_result, rec: Record | None) -> bool
         hst.st_size == st.st_size and hst.st_mtime_ns == st.st_mtime_ns)
 
 
-def _listing(lay: Layout, old_wheels: dict[str, Record], skipped: dict[str, str]) -> list[_Todo]:
-    """The wheels to index, each with its state-file record when that is still fresh."""
+def _listing(lay: Layout, old_wheels: dict[str, Record], skipped: dict[str, str],
+             variants: bool) -> list[_Todo]:
+    """The wheels to index, each with its state-file record when that is still fresh.
+
+    A variant wheel (``-<label>.whl``) is indexed only with ``variants``; else it is skipped.
+    """
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-    try:
-        listing = sorted(p for p in lay.wheel_dir.iterdir() if p.name.endswith(".whl") and p.is_file())
-    except OSError as exc:
-        raise RocmBuildBackendError(f"cannot list {lay.wheel_dir}: {exc.strerror or exc}") from None
-    todo: list[_Todo] = []
-    for path in listing:
-        fn = path.name
+    from rocm_build_backend.wheel.index_variants import variant_label
+
+    if lay.sources is not None:
+        listing = sorted(lay.sources.items())
+    else:
         try:
-            fname_name, fname_version, _build, _tags = parse_wheel_filename(fn)
+            listing = sorted((p.name, p) for p in lay.wheel_dir.iterdir() if p.name.endswith(".whl") and p.is_file())
+        except OSError as exc:
+            raise RocmBuildBackendError(f"cannot list {lay.wheel_dir}: {exc.strerror or exc}") from None
+    todo: list[_Todo] = []
+    for fn, path in listing:
+        base, label = variant_label(fn)
+        if label is not None and not variants:
+            skipped[fn] = f"a variant wheel (label {label!r}): index variant wheels with variants"
+            continue
+        try:
+            fname_name, fname_version, _build, _tags = parse_wheel_filename(base)
         except InvalidWheelFilename as exc:
             skipped[fn] = f"not a valid wheel file name ({exc})"
             continue
@@ -60,6 +72,8 @@ def _listing(lay: Layout, old_wheels: dict[str, Record], skipped: dict[str, str]
             skipped[fn] = f"cannot be read ({exc.strerror or exc})"
             continue
         rec = old_wheels.get(fn)
+        if rec is not None and ("variant" in rec) != (label is not None):
+            rec = None
         todo.append((fn, path, st, str(fname_name), fname_version, rec if _fresh(lay, fn, st, rec) else None))
     return todo
 
@@ -88,10 +102,14 @@ def _read_and_host(lay: Layout, item: _Todo) -> _Read:
     import zipfile
     import zlib
 
+    from rocm_build_backend.wheel.index_variants import read_variant_json, variant_label
+
     fn, path, _st, fname_name, fname_version, _rec = item
     stage = tmp_name(lay.files_dir / fn) if lay.copy else None
     try:
         rec, metadata = read_wheel(path, stage)
+        if variant_label(fn)[1] is not None:
+            rec["variant"] = read_variant_json(stage or path, fn)
         why = _mismatch(rec, fname_name, fname_version)
         if why is not None:
             return None, why
@@ -112,14 +130,14 @@ def _read_and_host(lay: Layout, item: _Todo) -> _Read:
                 pass
 
 
-def gather(lay: Layout, old_wheels: dict[str, Record], skipped: dict[str, str]) -> tuple[
+def gather(lay: Layout, old_wheels: dict[str, Record], skipped: dict[str, str], variants: bool = False) -> tuple[
         dict[str, Record], dict[str, bytes]]:
     """Every listable wheel's record (read only when new or changed) and the METADATA read now.
 
     A wheel that cannot be read, or whose METADATA disagrees with its file name, is skipped
     with the reason and leaves nothing behind in OUT.
     """
-    todo = _listing(lay, old_wheels, skipped)
+    todo = _listing(lay, old_wheels, skipped, variants)
     if lay.copy and any(item[5] is None for item in todo):
         lay.files_dir.mkdir(exist_ok=True)
     read = parallel(lambda item: _read_and_host(lay, item), [item for item in todo if item[5] is None],
@@ -166,7 +184,7 @@ def write_sidecars(lay: Layout, wheels: dict[str, Record], metadata: dict[str, b
             if current is not None and hashlib.sha256(current).hexdigest() == wheels[fn]["metadata_sha256"]:
                 return None
             try:
-                with zipfile.ZipFile(lay.wheel_dir / fn) as zf:
+                with zipfile.ZipFile(lay.source(fn)) as zf:
                     data = read_metadata(zf, pick_dist_info(zf.namelist(), fn, fn.split("-", 1)[0]), fn)
             except (RocmBuildBackendError, zipfile.BadZipFile, OSError, EOFError) as exc:
                 problems[fn] = exc.message if isinstance(exc, RocmBuildBackendError) else str(exc)

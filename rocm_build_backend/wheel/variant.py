@@ -40,6 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
+from rocm_build_backend.wheel.variant_names import LABEL_RE as LABEL_RE
+from rocm_build_backend.wheel.variant_names import split_variant_name as split_variant_name
+from rocm_build_backend.wheel.variant_names import variant_filename as variant_filename
+from rocm_build_backend.wheel.variant_names import variants_json_name as variants_json_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from rocm_build_backend.wheel.facts import WheelTargets
@@ -47,7 +51,6 @@ if TYPE_CHECKING:  # pragma: no cover
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
 DIST_INFO_NAME = "variant.json"  # variantlib constants.py:8
 NULL_LABEL = "null"  # variantlib constants.py:6
-LABEL_RE = re.compile(r"[0-9a-z._]+")  # variantlib constants.py:29
 VALUE_RE = re.compile(r"[a-z0-9_.]+")  # variantlib constants.py:33
 AMD, GFX_ARCH = "amd", "gfx_arch"
 NVIDIA, SM_ARCH = "nvidia", "sm_arch"
@@ -222,44 +225,6 @@ def dumps(data: Mapping[str, Any]) -> bytes:
     return (json.dumps(data, indent=4, sort_keys=True) + "\n").encode("utf-8")
 
 
-# --------------------------------------------------------------------------- file names
-
-
-def split_variant_name(filename: str) -> tuple[str, str | None]:
-    """(the file name without its label, the label or None) of a wheel file name."""
-    if not filename.endswith(".whl"):
-        raise WheelError(f"'{filename}' is not a wheel file name")
-    parts = filename[: -len(".whl")].split("-")
-    if len(parts) == 7 or (len(parts) == 6 and not parts[2][:1].isdigit()):
-        if LABEL_RE.fullmatch(parts[-1]):
-            return "-".join(parts[:-1]) + ".whl", parts[-1]
-    if len(parts) not in (5, 6):
-        raise WheelError(f"'{filename}' is not a valid wheel file name")
-    return filename, None
-
-
-def variant_filename(filename: str, label: str) -> str:
-    """``foo-1.0-cp312-cp312-linux_x86_64.whl`` + ``gfx942`` -> ``...-linux_x86_64-gfx942.whl``."""
-    base, old = split_variant_name(filename)
-    if old is not None:
-        raise WheelError(f"{filename} is already a variant wheel (label {old!r})")
-    if not LABEL_RE.fullmatch(label):
-        raise WheelError(f"variant label {label!r} is not valid")
-    return base[: -len(".whl")] + f"-{label}.whl"
-
-
-def variants_json_name(name: str, version: str) -> str:
-    """``<name>-<version>-variants.json``, both normalized as in wheel file names (PEP 825)."""
-    from packaging.utils import canonicalize_name
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        normal = str(Version(version))
-    except InvalidVersion:
-        raise WheelError(f"version {version!r} is not a valid PEP 440 version") from None
-    return f"{canonicalize_name(name).replace('-', '_')}-{normal}-variants.json"
-
-
 # --------------------------------------------------------------------------- the index file
 
 
@@ -332,15 +297,17 @@ def index_files_for(paths: Iterable[str | Path]) -> dict[str, bytes]:
 # --------------------------------------------------------------------------- one wheel
 
 
-def read_variant(path: str | Path) -> tuple[str, dict[str, Any]] | None:
+def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, dict[str, Any]] | None:
     """(label, variant.json data) of a variant wheel; None for a wheel without a label.
+
+    ``filename``: the wheel's own name, when ``path`` is a copy under another name.
 
     Raises WheelError when the label and the ``variant.json`` inside disagree or it is missing.
     """
     import zipfile
 
     path = Path(path)
-    _, label = split_variant_name(path.name)
+    _, label = split_variant_name(filename or path.name)
     if label is None:
         return None
     try:
