@@ -5,7 +5,9 @@ flags, so targets are read without decompressing anything. Only small ELF entrie
 looked into, to tell an nvcc device-link stub (a cubin without any ``.text.*`` section)
 from real code, and only when the answer can change what covers every kernel: a container
 with a PTX entry holds kernels (the device-link step writes no PTX), and one with the same
-targets as another container of its section that holds kernels changes nothing either way. Layouts: NVIDIA's ``fatbinary.h`` / ``fatbinary_section.h`` for the outer
+targets as another container of its section that holds kernels changes nothing either way.
+A stub check that needs a zstd decoder this Python lacks leaves the container unread
+(``read`` False: "cannot tell"), never counted as code that narrows the answer. Layouts: NVIDIA's ``fatbinary.h`` / ``fatbinary_section.h`` for the outer
 header, community readers for the entry header, all checked against nvcc 13 output (see
 the research notes on binary formats). Raw cubins are read in ``cubin``.
 """
@@ -26,6 +28,8 @@ FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
 STUB_CHECK_MAX = 64 << 10  # a device-link stub is a few KB; larger cubins are taken to hold code
 STUB_CHECK_ENTRIES = 8  # a container with more ELF entries than this is taken to hold code
 STUB_NOTE = "device-link stub without kernels"
+STUB_ZSTD_NOTE = ("its cubins are compressed with zstd: install rocm-build-backend[zstd] to tell "
+                  "whether it holds kernels or is a device-link stub")
 Pending = list[tuple[int, int, int, int]]  # ELF entries to look into: (start, size, flags, csize)
 Deferred = list[tuple[Container, Pending]]
 
@@ -132,11 +136,18 @@ def _read_entries(src: Source, c: Container, pos: int, end: int, limit: int, cut
 
 def _look_into(src: Source, c: Container, pending: Pending) -> bool:
     """Decide whether ``c`` holds kernels from its small cubins; True when it does."""
+    unknown = False
     for start, size, flags, csize in pending:
-        if _cubin_has_kernels(src, start, size, flags, csize):
+        found = _cubin_has_kernels(src, start, size, flags, csize)
+        if found:
             return True
-    c.kernels = False
-    add_note(c, STUB_NOTE)
+        unknown = unknown or found is None
+    if unknown:  # neither kernels nor a stub can be told: the container is not counted
+        c.read = False
+        add_note(c, STUB_ZSTD_NOTE)
+    else:
+        c.kernels = False
+        add_note(c, STUB_NOTE)
     return False
 
 
@@ -157,8 +168,9 @@ def settle(src: Source, found: list[Container], deferred: Deferred) -> None:
             known.add(targets)
 
 
-def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: int) -> bool:
-    """False only when a small cubin can be read and has no ``.text.*`` section."""
+def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: int) -> bool | None:
+    """False only when a small cubin can be read and has no ``.text.*`` section; None when
+    it is zstd-compressed and no zstd decoder is installed."""
     stored = csize if (flags & (FLAG_LZ4 | FLAG_ZSTD)) and csize else size
     try:
         if flags & FLAG_ZSTD:
@@ -170,7 +182,9 @@ def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: in
             cubin = SubSource(src, start, size)
         hdr = _elf.read_header(cubin)
         table = _elf.read_sections(cubin, hdr, lambda name, typ: name.startswith(".text."))
-    except (FormatError, ZstdUnavailable):
+    except ZstdUnavailable:
+        return None
+    except FormatError:
         return True
     return bool(table.sections)
 
