@@ -24,9 +24,6 @@ def build(tmp_path, *args):
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="without the zstandard module the audit leaves a zstd-compressed PTX "
-                   "entry out of 'complete', and check then says 'does not load' where the H200 ran it "
-                   "(bench/h200 results: 'SASS sm_80 + PTX compute_80, --compress-mode=size'); binary/ owns the fix")
 def test_zstd_ptx_counts_without_zstandard(tmp_path, monkeypatch):
     so = build(tmp_path, "-gencode=arch=compute_80,code=[sm_80,compute_80]", "--compress-mode=size")
     monkeypatch.setitem(sys.modules, "zstandard", None)
@@ -36,3 +33,29 @@ def test_zstd_ptx_counts_without_zstandard(tmp_path, monkeypatch):
     report = audit_paths([str(so)]).to_json()["files"][0]
     assert "compute_80" in report["targets"]
     assert "compute_80" in report["complete"]
+    # the device-link stub (a zstd cubin, sm_80 only) cannot be told from code: "cannot tell"
+    stub, code = report["containers"]
+    assert stub["targets"] == ["sm_80"] and stub.get("read") is False and "zstd" in stub["note"]
+    assert code["targets"] == ["sm_80", "compute_80"] and "read" not in code
+
+
+def _stdlib_zstd():
+    try:
+        from compression import zstd  # Python 3.14+
+    except ImportError:
+        zstd = pytest.importorskip("backports.zstd")  # the same module for older Pythons
+    return zstd
+
+
+def test_zstd_stub_is_told_with_the_stdlib_decoder(tmp_path, monkeypatch):
+    """Python 3.14's compression.zstd (the decoder used without the zstandard module) reads
+    the compressed device-link stub: it is a stub, and the file is read completely."""
+    zstd = _stdlib_zstd()
+    so = build(tmp_path, "-gencode=arch=compute_80,code=[sm_80,compute_80]", "--compress-mode=size")
+    from rocm_build_backend.binary import decompression
+
+    monkeypatch.setattr(decompression, "_zstd_backend", lambda: ("stdlib", zstd))
+    report = audit_paths([str(so)]).to_json()["files"][0]
+    assert report["complete"] == ["sm_80", "compute_80"]
+    stub, code = report["containers"]
+    assert stub.get("kernels") is False and "read" not in stub and "read" not in code

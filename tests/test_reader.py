@@ -61,6 +61,46 @@ def test_container_order_is_file_order():
     assert "stub" in r.containers[0].note
 
 
+def _count_stub_checks(monkeypatch):
+    calls = []
+    real = _fatbin._cubin_has_kernels
+
+    def spy(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(_fatbin, "_cubin_has_kernels", spy)
+    return calls
+
+
+def test_a_container_with_ptx_is_not_decompressed_to_look_for_kernels(monkeypatch):
+    """The device-link step writes cubins only: a PTX entry means kernels, whatever order
+    the entries come in (the ELF entries come first, and were each looked into)."""
+    calls = _count_stub_checks(monkeypatch)
+    for name in ("cuda_compress_size_sm80_ptx90.so", "cuda_sm75_80_90_ptx90.so", "cuda_sm80_sm100_ptx100.fatbin"):
+        r = audit_file(DATA / name)
+        assert sorted(r.complete) == sorted(FIXTURES[name]["all_kernels"]) and all(c.kernels for c in r.containers)
+    assert calls == []
+
+
+def test_containers_with_the_targets_of_one_with_kernels_are_not_looked_into(monkeypatch):
+    """400 one-cubin containers for sm_80 and sm_90 alternately: one look per target set,
+    not one per container; a stub with targets of its own is still found."""
+    cubin = (DATA / "cubin_abi8_sm80_cuda13.0.cubin").read_bytes()
+    payload = cubin + bytes(-len(cubin) % 8)
+    fat = b""
+    for i in range(400):
+        entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x101, 64, len(payload), 0, 0, 8, 1, 80 + 10 * (i % 2),
+                            0, 0, 0x11, 0, 0) + payload
+        fat += _fatbin.FATBIN_MAGIC + struct.pack("<HHQ", 1, 16, len(entry)) + entry
+    calls = _count_stub_checks(monkeypatch)
+    r = audit_bytes(fat, "many.fatbin")
+    assert len(r.containers) == 400 and r.complete == [] and r.targets == ["sm_80", "sm_90"]
+    assert len(calls) == 2
+    stub = audit_file(DATA / "cuda_two_tu_dlink_stub.so")
+    assert [c.kernels for c in stub.containers] == [False, True, True]
+
+
 def test_targets_sorted_like_target_module():
     r = audit_file(DATA / "cuda_sm90a_100a_100f_103_120_ptx120f.so")
     assert r.targets == ["sm_90a", "sm_100a", "sm_100f", "sm_103", "sm_120", "compute_120f"]

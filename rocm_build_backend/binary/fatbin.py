@@ -3,7 +3,11 @@
 A fatbin entry header names its architecture, its kind (PTX or ELF) and the ``a``/``f``
 flags, so targets are read without decompressing anything. Only small ELF entries are
 looked into, to tell an nvcc device-link stub (a cubin without any ``.text.*`` section)
-from real code. Layouts: NVIDIA's ``fatbinary.h`` / ``fatbinary_section.h`` for the outer
+from real code, and only when the answer can change what covers every kernel: a container
+with a PTX entry holds kernels (the device-link step writes no PTX), and one with the same
+targets as another container of its section that holds kernels changes nothing either way.
+A stub check that needs a zstd decoder this Python lacks leaves the container unread
+(``read`` False: "cannot tell"), never counted as code that narrows the answer. Layouts: NVIDIA's ``fatbinary.h`` / ``fatbinary_section.h`` for the outer
 header, community readers for the entry header, all checked against nvcc 13 output (see
 the research notes on binary formats). Raw cubins are read in ``cubin``.
 """
@@ -14,7 +18,7 @@ import struct
 
 from rocm_build_backend.binary import elf as _elf
 from rocm_build_backend.binary.decompression import ZstdUnavailable, inflate_prefix, lz4_block
-from rocm_build_backend.binary.container import Container
+from rocm_build_backend.binary.container import Container, add_note
 from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, SubSource, need
 
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
@@ -23,6 +27,11 @@ FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
 FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
 STUB_CHECK_MAX = 64 << 10  # a device-link stub is a few KB; larger cubins are taken to hold code
 STUB_CHECK_ENTRIES = 8  # a container with more ELF entries than this is taken to hold code
+STUB_NOTE = "device-link stub without kernels"
+STUB_ZSTD_NOTE = ("its cubins are compressed with zstd: install rocm-build-backend[zstd] to tell "
+                  "whether it holds kernels or is a device-link stub")
+Pending = list[tuple[int, int, int, int]]  # ELF entries to look into: (start, size, flags, csize)
+Deferred = list[tuple[Container, Pending]]
 
 
 def _suffix(flags: int) -> str:
@@ -33,8 +42,12 @@ def _suffix(flags: int) -> str:
     return ""
 
 
-def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = False) -> tuple[Container, int | None]:
-    """One fatbin container: the 16-byte header, then entries back to back."""
+def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = False,
+                defer: Deferred | None = None) -> tuple[Container, int | None]:
+    """One fatbin container: the 16-byte header, then entries back to back.
+
+    Whether a container without PTX holds kernels is decided here, or, given ``defer``, left
+    to the caller (appended there with the entries to look into; see ``settle``)."""
     head = need(src, offset, 16, "fatbin header")
     magic, version, hsize, fat_size = struct.unpack("<4sHHQ", head)
     if magic != FATBIN_MAGIC:
@@ -59,12 +72,14 @@ def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = Fa
         c.kernels = False
         c.note = (c.note + "; " if c.note else "") + "empty (device-link output without code)"
         return c, end
-    kernels, elf_entries = _read_entries(src, c, body, end, limit, cut)
+    kernels, pending = _read_entries(src, c, body, end, limit, cut)
     if not c.targets and not c.problems:
         c.problems.append(f"fatbin at 0x{offset:x} holds no entries")
-    if c.targets and not kernels and elf_entries:
-        c.kernels = False
-        c.note = (c.note + "; " if c.note else "") + "device-link stub without kernels"
+    if c.targets and not kernels and pending:
+        if defer is None:
+            _look_into(src, c, pending)
+        else:
+            defer.append((c, pending))
     return c, end
 
 
@@ -77,10 +92,11 @@ def _entry_target(c: Container, kind: int, arch: int, flags: int) -> str:
     return ""
 
 
-def _read_entries(src: Source, c: Container, pos: int, end: int, limit: int, cut: bool) -> tuple[bool, int]:
-    """Read the entries of ``[pos, end)`` into ``c``; (any kernels seen, ELF entries seen)."""
+def _read_entries(src: Source, c: Container, pos: int, end: int, limit: int, cut: bool) -> tuple[bool, Pending]:
+    """Read the entries of ``[pos, end)`` into ``c``: (kernels known to be there, the small
+    ELF entries to look into otherwise). Nothing is decompressed here."""
     kernels = False
-    elf_entries = 0
+    pending: Pending = []
     while pos + 64 <= end:
         eh = src.read(pos, 64)
         if len(eh) < 64:
@@ -106,22 +122,56 @@ def _read_entries(src: Source, c: Container, pos: int, end: int, limit: int, cut
             c.problems.append(f"{what}fatbin entry for {target or arch} at 0x{pos:x} runs past the container")
             break
         if kind == KIND_PTX:
-            kernels = True
-        elif kind == KIND_ELF:
-            elf_entries += 1
-            # a stub has one cubin (a few): once code is seen, or past a few entries, stop looking
-            if not kernels and (elf_entries > STUB_CHECK_ENTRIES
-                                or _cubin_has_kernels(src, pos + ehsize, psize, flags, csize)):
+            kernels = True  # the device-link step writes cubins only
+        elif kind == KIND_ELF and not kernels:
+            # a stub has one cubin (a few): past a few entries, or a large one, it is code
+            stored = csize if (flags & (FLAG_LZ4 | FLAG_ZSTD)) and csize else psize
+            if len(pending) >= STUB_CHECK_ENTRIES or stored > STUB_CHECK_MAX or psize == 0:
                 kernels = True
+            else:
+                pending.append((pos + ehsize, psize, flags, csize))
         pos = nxt
-    return kernels, elf_entries
+    return kernels, pending
 
 
-def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: int) -> bool:
-    """False only when a small cubin can be read and has no ``.text.*`` section."""
+def _look_into(src: Source, c: Container, pending: Pending) -> bool:
+    """Decide whether ``c`` holds kernels from its small cubins; True when it does."""
+    unknown = False
+    for start, size, flags, csize in pending:
+        found = _cubin_has_kernels(src, start, size, flags, csize)
+        if found:
+            return True
+        unknown = unknown or found is None
+    if unknown:  # neither kernels nor a stub can be told: the container is not counted
+        c.read = False
+        add_note(c, STUB_ZSTD_NOTE)
+    else:
+        c.kernels = False
+        add_note(c, STUB_NOTE)
+    return False
+
+
+def settle(src: Source, found: list[Container], deferred: Deferred) -> None:
+    """Look into the deferred containers of one section whose answer can matter.
+
+    A container whose target set equals that of a container known to hold kernels is not
+    looked into and stays counted: as one more unit with the same targets it changes no
+    answer (``complete``, and which devices every unit covers), stub or not.
+    """
+    waiting = {id(c) for c, _ in deferred}
+    known = {frozenset(c.targets) for c in found if id(c) not in waiting and c.kernels and c.read}
+    for c, pending in deferred:
+        targets = frozenset(c.targets)
+        if targets in known:
+            continue
+        if _look_into(src, c, pending):
+            known.add(targets)
+
+
+def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: int) -> bool | None:
+    """False only when a small cubin can be read and has no ``.text.*`` section; None when
+    it is zstd-compressed and no zstd decoder is installed."""
     stored = csize if (flags & (FLAG_LZ4 | FLAG_ZSTD)) and csize else size
-    if stored > STUB_CHECK_MAX or size == 0:
-        return True
     try:
         if flags & FLAG_ZSTD:
             data = inflate_prefix(1, src, start, start + stored, 4 * STUB_CHECK_MAX)
@@ -132,7 +182,9 @@ def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: in
             cubin = SubSource(src, start, size)
         hdr = _elf.read_header(cubin)
         table = _elf.read_sections(cubin, hdr, lambda name, typ: name.startswith(".text."))
-    except (FormatError, ZstdUnavailable):
+    except ZstdUnavailable:
+        return None
+    except FormatError:
         return True
     return bool(table.sections)
 
@@ -141,4 +193,11 @@ def walk_fatbins(src: Source, where: str, *, cut: bool = False) -> tuple[list[Co
     """Every fatbin container of a section or file, back to back."""
     from rocm_build_backend.binary.walk import walk
 
-    return walk(src, where, {FATBIN_MAGIC: read_fatbin}, cut=cut, what="fatbin")
+    deferred: Deferred = []
+
+    def reader(s: Source, pos: int, end: int, w: str, c: bool) -> tuple[Container, int | None]:
+        return read_fatbin(s, pos, end, w, c, deferred)
+
+    found, problems = walk(src, where, {FATBIN_MAGIC: reader}, cut=cut, what="fatbin")
+    settle(src, found, deferred)
+    return found, problems

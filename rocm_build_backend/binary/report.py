@@ -157,6 +157,15 @@ class AuditReport:
         return not self.problems and all(f.fully_read for f in self.files)
 
     @property
+    def exit_code(self) -> int:
+        """The ``audit`` command's exit status: 0 when every file was read completely, else
+        3 (cannot tell what a damaged, cut or unread file holds). An audit says what is
+        there; it has no "no" (1)."""
+        from rocm_build_backend.errors import CANNOT_TELL, OK
+
+        return OK if self.ok else CANNOT_TELL
+
+    @property
     def device_files(self) -> list[FileReport]:
         return [f for f in self.files if f.has_device_code]
 
