@@ -118,7 +118,7 @@ def test_plan_command_json(tmp_path, build_env):
     assert data["config_settings"]["cmake.define.GPU_TARGETS"] == "gfx90a"
     assert data["compiler"]["compiler"] == "hipcc"
     bad = run([sys.executable, "-m", "rocm_build_backend", "plan", project, "-C", "rocm-build-backend.targets=gfx9422"], env=build_env)
-    assert bad.returncode == 1 and bad.stderr.startswith("error: unknown GPU target 'gfx9422'") and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("error: unknown GPU target 'gfx9422'") and "Traceback" not in bad.stderr
 
 
 def test_scikit_build_core_persistent_build_dir_is_refused_for_other_targets(tmp_path, build_env):

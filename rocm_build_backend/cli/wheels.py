@@ -25,7 +25,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         print(report.to_text())
-    return 0 if report.ok else 1
+    return report.exit_code
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
@@ -106,7 +106,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         names = named_targets(args.targets)
         targets = names if args.family else parse_targets(names)
     result = build_index(Path(args.wheel_dir), Path(args.out_dir), targets=targets,
-                         family=args.family, base_url=args.base_url)
+                         family=args.family, base_url=args.base_url,
+                         variants=args.variants, split=args.split)
     if args.json:
         print_json(result.to_json())
     else:
@@ -175,5 +176,9 @@ def register(add: AddVerb) -> None:
     sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")
+    sp.add_argument("--variants", action="store_true",
+                    help="also write OUT/variants/simple/: every variant wheel and its <name>-<version>-variants.json")
+    sp.add_argument("--split", action="store_true",
+                    help="split wheels with code for several targets per target on the way in; index the split wheels")
     sp.add_argument("--json", action="store_true")
 
