@@ -37,6 +37,9 @@ for sample in skbuild_cuda:rocm_sample_skbuild_cuda torch_cuda_ext:rocm_sample_t
     venv="$out/venv-$name-$targets"
     rm -rf "$venv"
     python3 -m venv --system-site-packages "$venv"
+    # the machine's python3 is itself a venv (torch, scikit-build-core): a .pth makes its packages
+    # visible after the new venv's own ones (--system-site-packages only reaches the base Python)
+    python3 -c "import site; print(site.getsitepackages()[0])" > "$(ls -d "$venv"/lib/python3*/site-packages)/_outer_env.pth"
     py="$venv/bin/python"
     start=$(date +%s)
     (cd "$src" && run env ROCM_BUILD_BACKEND_TARGETS="$targets" ROCM_BUILD_BACKEND_GUARD=true \

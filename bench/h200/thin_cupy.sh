@@ -43,6 +43,9 @@ for v in fat sm_90 sm_80; do
   say "check --targets sm_90: exit $? ($(tail -1 "$OUT/check_$v.txt"))"
   rm -rf "$OUT/venv_$v"
   "$PY" -m venv --system-site-packages "$OUT/venv_$v"
+  # the machine's python is itself a venv (numpy, the CUDA libraries): a .pth makes its packages
+  # visible after the new venv's own (--system-site-packages only reaches the base Python)
+  "$PY" -c "import site; print(site.getsitepackages()[0])" > "$(ls -d "$OUT/venv_$v"/lib/python3*/site-packages)/_outer_env.pth"
   "$OUT/venv_$v/bin/python" -m pip install -q --no-deps --no-index --force-reinstall "${WHEEL[$v]}" >> "$LOG" 2>&1
   VPY="$OUT/venv_$v/bin/python"
   (cd "$OUT" && "$VPY" -c "import cupy, os; print('cupy from', os.path.dirname(cupy.__file__))") | tee -a "$LOG"
