@@ -3,7 +3,8 @@
 Strings read from untrusted files (an OffloadBinary ``arch``, a section name, a zip member's
 name) may hold newlines and terminal escape codes that would forge lines or colours in the
 output. ``printable`` escapes them; every text output of the audit (and of ``check``) goes
-through it. It imports nothing from the package.
+through it, and so does the text output of ``check``, ``cache`` and ``index``. It imports
+nothing from the package and must not change printable text.
 """
 
 from __future__ import annotations
@@ -29,3 +30,8 @@ def printable(text: str) -> str:
     if _UNSAFE.search(text) is None:
         return text
     return _UNSAFE.sub(_escape, text)
+
+
+def printable_lines(lines: list[str]) -> str:
+    """The lines, each made printable, joined with newlines (the only newlines in the result)."""
+    return "\n".join(printable(line) for line in lines)

@@ -114,6 +114,6 @@ class CacheReport:
         else:
             done = sum(e.action == "removed" for e in bad)
             lines.append(f"{done} of {len(bad)} removed")
-        from rocm_build_backend.wheel.printable import printable_lines
+        from rocm_build_backend.binary.printable import printable_lines
 
         return printable_lines(lines)

@@ -159,7 +159,7 @@ class CheckReport:
             f"{good} of {len(self.wheels)} wheel{'s' if len(self.wheels) != 1 else ''} "
             f"load{'s' if len(self.wheels) == 1 else ''} on every device"
         )
-        from rocm_build_backend.wheel.printable import printable_lines
+        from rocm_build_backend.binary.printable import printable_lines
 
         return printable_lines(lines)
 

@@ -176,7 +176,7 @@ class IndexResult:
         lines += [f"warning: {w}" for w in self.warnings]
         if self.metadata_upload:
             lines.append(f"note: upload the .metadata files in {self.metadata_upload} beside the wheels")
-        from rocm_build_backend.wheel.printable import printable_lines
+        from rocm_build_backend.binary.printable import printable_lines
 
         return printable_lines(lines)
 
