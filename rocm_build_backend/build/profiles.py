@@ -27,7 +27,6 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.gpu.targets import GpuTarget

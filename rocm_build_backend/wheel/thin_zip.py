@@ -41,51 +41,31 @@ def data_start(raw: IO[bytes], info: zipfile.ZipInfo, total: int) -> int:
 def _chunks(zf: zipfile.ZipFile, raw: IO[bytes], info: zipfile.ZipInfo, total: int, sink: Any) -> int:
     """Feed the member's inflated bytes to ``sink(bytes)``, checking size and CRC; the
     compressed bytes go to ``sink.raw(bytes)`` when it has one. Returns the size."""
-    size = crc = 0
+    from rocm_build_backend.wheel.zipcopy import pump_member
+
     raw_sink = getattr(sink, "raw", None)
-
-    def take(data: bytes) -> None:
-        nonlocal size, crc
-        size += len(data)
-        if size > info.file_size:
-            raise WheelError(f"{info.filename} is damaged: it inflates past its recorded size")
-        crc = zlib.crc32(data, crc)
-        sink(data)
-
     if info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raw_pos = data_start(raw, info, total)
-        inflate = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
-        left = info.compress_size
-        try:
-            while left:
-                raw.seek(raw_pos)
-                chunk = raw.read(min(CHUNK, left))
-                if not chunk:
-                    raise WheelError(f"{info.filename}: the wheel ends inside it")
-                raw_pos += len(chunk)
-                left -= len(chunk)
-                if raw_sink is not None:
-                    raw_sink(chunk)
-                if inflate is None:
-                    take(chunk)
-                    continue
-                data = inflate.decompress(chunk, CHUNK)
-                while data:
-                    take(data)
-                    data = inflate.decompress(inflate.unconsumed_tail, CHUNK) if inflate.unconsumed_tail else b""
-            if inflate is not None:
-                take(inflate.flush())
-                if not inflate.eof:
-                    raise WheelError(f"{info.filename} is damaged: its deflate stream is cut short")
-        except zlib.error as exc:
-            raise WheelError(f"{info.filename} is damaged: {exc}") from None
-    else:
-        try:
-            with zf.open(info) as fh:
-                while chunk := fh.read(CHUNK):
-                    take(chunk)
-        except (zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, ValueError, OSError) as exc:
-            raise WheelError(f"{info.filename} is damaged: {exc}") from None
+        pos = data_start(raw, info, total)
+
+        def read(n: int) -> bytes:  # seek each time: the sinks may share the file
+            nonlocal pos
+            raw.seek(pos)
+            chunk = raw.read(n)
+            pos += len(chunk)
+            return chunk
+
+        return pump_member(read, info, raw_sink=raw_sink, take=sink)
+    size = crc = 0
+    try:
+        with zf.open(info) as fh:
+            while chunk := fh.read(CHUNK):
+                size += len(chunk)
+                if size > info.file_size:
+                    raise WheelError(f"{info.filename} is damaged: it inflates past its recorded size")
+                crc = zlib.crc32(chunk, crc)
+                sink(chunk)
+    except (zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, ValueError, OSError) as exc:
+        raise WheelError(f"{info.filename} is damaged: {exc}") from None
     if size != info.file_size or crc != info.CRC:
         raise WheelError(f"{info.filename} is damaged: its size or CRC differs from the zip directory")
     return size

@@ -11,7 +11,7 @@ It knows nothing of stamps, RECORD or names; it never reads a member whole into 
 
 from __future__ import annotations
 
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Callable, Protocol
 
 from rocm_build_backend.errors import WheelError
 
@@ -99,6 +99,55 @@ def _start_member(zout: "zipfile.ZipFile", info: "zipfile.ZipInfo", zinfo: "zipf
     return out
 
 
+def pump_member(read: Callable[[int], bytes], info: "zipfile.ZipInfo", *,
+                raw_sink: Callable[[bytes], None] | None, take: Callable[[bytes], None]) -> int:
+    """Read a stored or deflated member's compressed bytes with ``read(n)`` (positioned at its
+    data), give them to ``raw_sink`` and the inflated bytes to ``take``, in bounded chunks.
+
+    The size and CRC are checked against the zip directory as the bytes go by, so a damaged
+    member is a WheelError, never passed on whole. Returns the member's size.
+    """
+    import zipfile
+    import zlib
+
+    inflate = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+    size = crc = 0
+    left = info.compress_size
+
+    def inflated(data: bytes) -> None:
+        nonlocal size, crc
+        size += len(data)
+        if size > info.file_size:
+            raise WheelError(f"{info.filename} is damaged: it inflates past its recorded size")
+        crc = zlib.crc32(data, crc)
+        take(data)
+
+    try:
+        while left:
+            chunk = read(min(CHUNK, left))
+            if not chunk:
+                raise WheelError(f"{info.filename}: the wheel ends inside it")
+            left -= len(chunk)
+            if raw_sink is not None:
+                raw_sink(chunk)
+            if inflate is None:
+                inflated(chunk)
+                continue
+            data = inflate.decompress(chunk, CHUNK)
+            while data:
+                inflated(data)
+                data = inflate.decompress(inflate.unconsumed_tail, CHUNK) if inflate.unconsumed_tail else b""
+        if inflate is not None:
+            inflated(inflate.flush())
+            if not inflate.eof:
+                raise WheelError(f"{info.filename} is damaged: its deflate stream is cut short")
+    except zlib.error as exc:
+        raise WheelError(f"{info.filename} is damaged: {exc}") from None
+    if size != info.file_size or crc != info.CRC:
+        raise WheelError(f"{info.filename} is damaged: its size or CRC differs from the zip directory")
+    return size
+
+
 def copy_raw(src_fp: IO[bytes], src_size: int, info: "zipfile.ZipInfo", zout: "zipfile.ZipFile",
              zinfo: "zipfile.ZipInfo", digest: Digest) -> int:
     """Copy a member's compressed bytes as they are; inflate on the side only to hash and check.
@@ -107,45 +156,10 @@ def copy_raw(src_fp: IO[bytes], src_size: int, info: "zipfile.ZipInfo", zout: "z
     are the same compressed stream the backend made. The CRC and size are checked against the
     central directory, so a damaged member is refused, not copied.
     """
-    import zipfile
-    import zlib
 
     _seek_data(src_fp, src_size, info)
     out = _start_member(zout, info, zinfo)
-    inflate = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
-    size = crc = 0
-    left = info.compress_size
-
-    def take(data: bytes) -> None:
-        nonlocal size, crc
-        size += len(data)
-        if size > info.file_size:
-            raise WheelError(f"{info.filename} is damaged: it inflates past its recorded size")
-        crc = zlib.crc32(data, crc)
-        digest.update(data)
-
-    try:
-        while left:
-            chunk = src_fp.read(min(CHUNK, left))
-            if not chunk:
-                raise WheelError(f"{info.filename}: the wheel ends inside it")
-            left -= len(chunk)
-            _emit(out, chunk)
-            if inflate is None:
-                take(chunk)
-                continue
-            data = inflate.decompress(chunk, CHUNK)
-            while data:
-                take(data)
-                data = inflate.decompress(inflate.unconsumed_tail, CHUNK) if inflate.unconsumed_tail else b""
-        if inflate is not None:
-            take(inflate.flush())
-            if not inflate.eof:
-                raise WheelError(f"{info.filename} is damaged: its deflate stream is cut short")
-    except zlib.error as exc:
-        raise WheelError(f"{info.filename} is damaged: {exc}") from None
-    if size != info.file_size or crc != info.CRC:
-        raise WheelError(f"{info.filename} is damaged: its size or CRC differs from the zip directory")
+    size = pump_member(src_fp.read, info, raw_sink=lambda chunk: _emit(out, chunk), take=digest.update)
     zout.start_dir = out.tell()
     zout.filelist.append(zinfo)
     zout.NameToInfo[zinfo.filename] = zinfo
