@@ -49,7 +49,8 @@ def test_each_distribution_is_judged(site):
     report = E.check_environment("python", ["gfx942"], locations=[site])
     assert [(d.dist.name, d.status) for d in report.dists] == [("demo-gpu", "fails"), ("demo-ok", "ok")]
     bad = report.dists[0]
-    assert bad.files == {"demo_gpu/_k.so": {"targets": ["gfx90a:xnack+"], "complete": ["gfx90a:xnack+"]}}
+    assert bad.files == {"demo_gpu/_k.so": {"targets": ["gfx90a:xnack+"], "complete": ["gfx90a:xnack+"],
+                                            "modules": [{"targets": ["gfx90a:xnack+"], "count": 1}]}}
     assert "gfx90a" in bad.reason and "gfx942" in bad.reason
     assert report.exit_code == 1
     # opened: _k.so, k.hsaco, data.bin (tiny.so is under 64 bytes, the others skipped by name)

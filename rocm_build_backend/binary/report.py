@@ -68,6 +68,33 @@ def units(containers: Sequence[Container]) -> list[set[str]]:
     return out
 
 
+Modules = list[tuple[tuple[str, ...], int]]
+
+
+def modules(containers: Sequence[Container], *, read: bool = True) -> Modules:
+    """The distinct target sets of the kernel modules (containers that were read and hold
+    kernels; OffloadBinary images of one section are one module), each with how many modules
+    have it, most common first. Device-link stubs without kernels are left out: nothing in
+    them can be launched. Empty when no module that was read holds kernels.
+    ``read=False``: the same for the containers that could not be read (kernels or stub
+    unknown; their targets as far as they were read)."""
+    counts: dict[tuple[str, ...], int] = {}
+    grouped: dict[str, set[str]] = {}
+    for c in containers:
+        wanted = (c.read and c.kernels) if read else not c.read
+        if not wanted:
+            continue
+        if c.kind == "offload-binary":
+            grouped.setdefault(c.where, set()).update(c.targets)
+            continue
+        key = tuple(sorted_targets(c.targets))
+        counts[key] = counts.get(key, 0) + 1
+    for targets in grouped.values():
+        key = tuple(sorted_targets(targets))
+        counts[key] = counts.get(key, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def kept(problems: list[str], dropped: int = 0) -> list[str]:
     """At most ``MAX_PROBLEMS`` problems, the last one saying how many more there were
     (``dropped``: problems a container counted without keeping)."""
@@ -85,6 +112,8 @@ class FileReport:
     containers: list[Container] = field(default_factory=list)
     targets: list[str] = field(default_factory=list)
     complete: list[str] = field(default_factory=list)
+    modules: Modules = field(default_factory=list)
+    unread: Modules = field(default_factory=list)  # containers that could not be read
     problems: list[str] = field(default_factory=list)
     readable: bool = True
     kind: str = "other"  # elf, code-object, cubin, bundle, ccob, fatbin, offload-binary, other
@@ -125,6 +154,8 @@ class FileReport:
         every = units(counted)
         common = set.intersection(*every) if every else set()
         self.complete = sorted_targets(common)
+        self.modules = modules(counted)
+        self.unread = modules(counted, read=False)
         self.readable = not self.problems
         return self
 

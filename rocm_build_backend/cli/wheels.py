@@ -37,7 +37,7 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     from rocm_build_backend.wheel.environment import default_cache_path
 
     report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
-                               cache_path=None if args.no_cache else default_cache_path())
+                               cache_path=None if args.no_cache else default_cache_path(), strict=args.strict)
     if args.json:
         print_json(report.to_dict())
     else:
@@ -56,7 +56,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not os.path.exists(path):
             raise RocmBuildBackendError(f"no such wheel: {path}", hint="give the paths of .whl files")
     devices, notes, generic_ok = check_devices(args)
-    report = check_wheels([Path(p) for p in args.wheels], devices, notes=notes, generic_ok=generic_ok)
+    report = check_wheels([Path(p) for p in args.wheels], devices, notes=notes, generic_ok=generic_ok,
+                          strict=args.strict)
     if args.json:
         print_json(report.to_json())
     else:
@@ -146,6 +147,9 @@ def register(add: AddVerb) -> None:
     sp.add_argument("--no-cache", action="store_true",
                     help="with --env: audit every file again, and keep nothing (default: results are kept "
                          "per file, by size, mtime and inode, in $XDG_CACHE_HOME/rocm-build-backend)")
+    sp.add_argument("--strict", action="store_true",
+                    help="every kernel module must have code for the GPU (default: on NVIDIA GPUs, a library's "
+                         "modules for other GPUs are allowed, as CUDA loads and launches them only where they fit)")
     sp.set_defaults(check_parser=sp)
     detect_args(sp)
 

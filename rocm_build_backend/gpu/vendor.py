@@ -41,6 +41,10 @@ class Vendor(Protocol):
     name: str  # "amd": the value of ``GpuTarget.vendor`` and of settings
     label: str  # "AMD": how messages name it
     recorded_outputs: tuple[RecordedOutput, ...]  # the probes it can replay from captured output
+    # True when a library's kernel modules are loaded one by one, when first used, so a module
+    # without code for the device fails only if one of its kernels is launched there (and
+    # libraries ship modules per GPU on purpose); False when one such module is a failure
+    per_module_loading: bool
 
     def owns(self, processor: str) -> bool:
         """Whether a processor name (``gfx90a``, ``sm_90a``) is this vendor's spelling."""

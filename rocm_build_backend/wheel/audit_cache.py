@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 _MAX_CACHE = 64 << 20  # bytes: a larger cache file is read as an empty cache
 
@@ -20,7 +20,7 @@ class AuditCache:
     identity (size, mtime, ctime, inode): an environment that has not changed is not read again.
     A missing, damaged or oversized cache file is an empty cache; it is replaced atomically."""
 
-    VERSION = 1
+    VERSION = 2  # 2: modules and unread modules per file
     MAX_ENTRIES = 200_000
 
     def __init__(self, path: Path | None) -> None:
@@ -43,7 +43,7 @@ class AuditCache:
             return None
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
-    def audit(self, path: Path) -> dict[str, list[str]]:
+    def audit(self, path: Path) -> dict[str, Any]:
         from rocm_build_backend.binary.audit import audit_file
 
         key = self._key(path)
@@ -52,7 +52,12 @@ class AuditCache:
             self.hits += 1
             return dict(hit["facts"])
         report = audit_file(path)
-        facts = {"targets": list(report.targets), "complete": list(report.complete)}
+        from rocm_build_backend.wheel.facts import modules_to_json
+
+        facts: dict[str, Any] = {"targets": list(report.targets), "complete": list(report.complete),
+                                 "modules": modules_to_json(tuple(report.modules))}
+        if report.unread:
+            facts["unread"] = modules_to_json(tuple(report.unread))
         if report.problems:
             facts["problems"] = [str(p) for p in report.problems]
         elif key is not None and self.path is not None and len(self.entries) < self.MAX_ENTRIES:

@@ -6,9 +6,10 @@ the binaries win and the disagreement is reported; an unstamped wheel is audited
 rules live in ``compat.py``: exact processor, xnack/sramecc modes, generic targets only from
 ROCm 6.4 on.
 
-A wheel *serves* a device when every file with device code has code that loads on it (a file's
-``complete`` targets: those every container in it covers). A wheel with no device code serves
-every device.
+A wheel *serves* a device when every file with device code has code that loads on it: every
+kernel module in it, or for NVIDIA GPUs (which load modules one by one) some of them, the
+others being for other GPUs, unless ``strict`` (``facts.file_verdict``). A wheel with no device
+code serves every device.
 
 Verdicts are ``ok``, ``fails`` or ``unknown`` (no stamp and no readable binaries, a damaged
 binary, no device to check against, generic code with an unknown ROCm version). The report's
@@ -144,8 +145,8 @@ class CheckReport:
             known = facts is not None and facts.known
             if known:
                 for v in w.verdicts:
-                    if v.status != OK and v.reason:
-                        lines.append(f"        {v.device}: {v.reason}")
+                    if v.reason:
+                        lines.append(f"        {v.device}: {'' if v.status != OK else 'note: '}{v.reason}")
             problems = list(facts.problems) if facts is not None else list(w.problems)
             if w.status == UNKNOWN and not w.verdicts and known:
                 problems.append("there is no device to check against")
@@ -171,6 +172,7 @@ def check_wheels(
     generic_ok: bool | None = True,
     notes: Sequence[str] = (),
     audit: bool = True,
+    strict: bool = False,
 ) -> CheckReport:
     """Check each wheel against each device (full target IDs, as detection reports them).
 
@@ -188,7 +190,7 @@ def check_wheels(
         except RocmBuildBackendError as exc:
             out.append(WheelCheck(p, UNKNOWN, None, problems=[exc.message]))
             continue
-        verdicts = [DeviceVerdict(d, *facts.verdict(d, generic_ok=generic_ok)) for d in devs]
+        verdicts = [DeviceVerdict(d, *facts.verdict(d, generic_ok=generic_ok, strict=strict)) for d in devs]
         statuses = {v.status for v in verdicts}
         if not devs:
             status = OK if facts.known and not facts.has_device_code else UNKNOWN

@@ -11,7 +11,8 @@ CCOB, an offload binary or a CUDA fatbin; nothing else is read further); a host 
 audited only when its section-name table names a device section.
 What is left is audited (``binary.audit.audit_file``: section tables and device sections
 only) and judged with ``check``'s rules: a distribution loads here when every file with device
-code has code that loads on every device.
+code has code that loads on every device (for NVIDIA GPUs: some of its kernel modules do, the
+others being for other GPUs, unless ``strict``; see ``facts.file_verdict``).
 
 What the audit found in each file is kept between runs (``AuditCache``, keyed by path, size,
 mtime, ctime and inode), so checking an unchanged environment before every job reads no binary.
@@ -243,6 +244,7 @@ class DistCheck:
     files: dict[str, dict[str, list[str]]]  # path relative to the site folder -> targets/complete/problems
     status: str = "ok"
     reason: str | None = None
+    notes: list[str] = field(default_factory=list)  # what an ``ok`` rests on (per-GPU kernel modules)
 
     @property
     def targets(self) -> list[str]:
@@ -252,7 +254,8 @@ class DistCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.dist.name, "version": self.dist.version, "location": str(self.dist.location),
-                "status": self.status, "reason": self.reason, "targets": self.targets, "files": self.files}
+                "status": self.status, "reason": self.reason, "notes": list(self.notes),
+                "targets": self.targets, "files": self.files}
 
 
 @dataclass
@@ -299,6 +302,8 @@ class EnvReport:
         for d in self.dists:
             if d.status != "ok" and d.reason:
                 lines.append(f"{d.dist.name}: {d.reason}")
+            elif d.status == "ok" and d.notes:
+                lines.append(f"{d.dist.name} loads: " + "; ".join(d.notes))
         s = self.scanned
         lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
                      f"{len(self.dists)} with device code")
@@ -306,10 +311,10 @@ class EnvReport:
 
 
 def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,
-           cache: AuditCache) -> DistCheck | None:
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets
+           cache: AuditCache, strict: bool = False) -> DistCheck | None:
+    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 
-    files: dict[str, dict[str, list[str]]] = {}
+    files: dict[str, dict[str, Any]] = {}
     facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
     for path in paths:
         entry = cache.audit(path)
@@ -318,7 +323,8 @@ def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], ge
         rel = os.path.relpath(path, dist.location).replace(os.sep, "/")
         files[rel] = entry
         facts.files.append(DeviceFile(rel, tuple(entry["targets"]), tuple(entry["complete"]),
-                                      tuple(entry.get("problems", ()))))
+                                      tuple(entry.get("problems", ())), modules_from_json(entry.get("modules")),
+                                      modules_from_json(entry.get("unread")) or ()))
     if not files:
         return None
     check = DistCheck(dist, files)
@@ -327,12 +333,16 @@ def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], ge
         return check
     worst, reasons = "ok", []
     for dev in devices:
-        status, reason = facts.verdict(dev, generic_ok=generic_ok)
+        status, reason = facts.verdict(dev, generic_ok=generic_ok, strict=strict)
         if status == "fails" or (status == "unknown" and worst == "ok"):
             worst = status
         if status != "ok" and reason:
             reasons.append(f"{dev}: {reason}")
+        elif reason:
+            check.notes.append(f"{dev}: {reason}")
     check.status, check.reason = worst, "; ".join(reasons) or None
+    if worst != "ok":
+        check.notes = []
     return check
 
 
@@ -344,11 +354,13 @@ def check_environment(
     notes: Iterable[str] = (),
     locations: Sequence[Path] | None = None,
     cache_path: Path | None = None,
+    strict: bool = False,
 ) -> EnvReport:
     """Audit every installed distribution of ``python``'s environment against ``devices``.
 
     ``locations`` replaces the interpreter's site-packages folders (tests, unpacked trees);
-    ``cache_path``: where the audit results are kept between runs (None: not kept).
+    ``cache_path``: where the audit results are kept between runs (None: not kept);
+    ``strict``: every kernel module must load, also on NVIDIA GPUs (``facts.file_verdict``).
     """
     cache = AuditCache(cache_path)
     if locations is None:
@@ -364,7 +376,7 @@ def check_environment(
             paths, opened = device_candidates(dist)
             n_candidates += len(paths)
             n_opened += opened
-            check = _judge(dist, paths, devs, generic_ok, cache)
+            check = _judge(dist, paths, devs, generic_ok, cache, strict)
             if check is not None:
                 checks.append(check)
     cache.save()

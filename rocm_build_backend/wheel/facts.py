@@ -8,6 +8,13 @@ from its stamp and its binaries. ``WheelTargets.verdict`` applies the loader's r
 A wheel *serves* a device when every file with device code has code that loads on it. A wheel
 with no device code serves every device. Verdicts are ``ok``, ``fails`` or ``unknown``.
 
+Within one file, where the audit names its kernel modules (``DeviceFile.modules``), a file
+none of whose modules loads on the device fails. One where only some do is judged by the
+device's vendor (``Vendor.per_module_loading``): CUDA loads modules one by one and libraries
+(cuBLAS, cuDNN, ...) ship kernel modules per GPU, so for NVIDIA such a file loads, with a note
+naming the modules for other GPUs, unless ``strict``; for AMD it fails. Facts without modules
+(a stamp, an index's record) are judged by the targets every module covers (``complete``).
+
 It holds values and rules only: it opens no file and prints nothing.
 """
 
@@ -22,6 +29,8 @@ from rocm_build_backend.errors import UnknownTargetError
 from rocm_build_backend.gpu.targets import GpuTarget
 
 OK, FAILS, UNKNOWN = "ok", "fails", "unknown"
+Modules = tuple[tuple[tuple[str, ...], int], ...]  # (targets, how many modules have them)
+
 
 @dataclass(frozen=True)
 class DeviceFile:
@@ -31,12 +40,38 @@ class DeviceFile:
     targets: tuple[str, ...]
     complete: tuple[str, ...]
     problems: tuple[str, ...] = ()
+    modules: Modules | None = None  # kernel modules by targets; None: not known (a stamp)
+    unread: Modules = ()  # modules whose targets or kernels could not be read
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"targets": list(self.targets), "complete": list(self.complete)}
         if self.problems:
             out["problems"] = list(self.problems)
+        if self.modules is not None:
+            out["modules"] = modules_to_json(self.modules)
+        if self.unread:
+            out["unread"] = modules_to_json(self.unread)
         return out
+
+
+def modules_to_json(modules: Modules) -> list[dict[str, Any]]:
+    return [{"targets": list(t), "count": n} for t, n in modules]
+
+
+def modules_from_json(value: Any) -> Modules | None:
+    """The ``modules`` list of a cache or JSON entry; None when absent or not of that shape."""
+    if not isinstance(value, list):
+        return None
+    out = []
+    for item in value:
+        if not isinstance(item, dict):
+            return None
+        targets, count = item.get("targets"), item.get("count")
+        if not (isinstance(targets, list) and all(isinstance(t, str) for t in targets)
+                and type(count) is int and count > 0):
+            return None
+        out.append((tuple(targets), count))
+    return tuple(out)
 
 
 @dataclass
@@ -88,13 +123,18 @@ class WheelTargets:
     def has_device_code(self) -> bool:
         return bool(self.files)
 
-    def verdict(self, device: GpuTarget | str, *, generic_ok: bool | None = True) -> tuple[str, str | None]:
-        """(``ok`` | ``fails`` | ``unknown``, reason) for one device."""
+    def verdict(self, device: GpuTarget | str, *, generic_ok: bool | None = True,
+                strict: bool = False) -> tuple[str, str | None]:
+        """(``ok`` | ``fails`` | ``unknown``, reason) for one device. The reason of an ``ok``
+        is a note (kernel modules for other GPUs), or None. ``strict``: every kernel module
+        of every file must load on the device, whatever its vendor's loader does."""
         if not self.known:
             return UNKNOWN, "; ".join(self.problems) or "nothing readable says what this wheel holds"
-        worst, reasons = OK, list[str | None]()
+        worst, reasons, notes = OK, list[str | None](), list[str]()
         for f in self.files:
-            status, reason = _file_verdict(f, device, generic_ok)
+            status, reason = file_verdict(f, device, generic_ok, strict=strict)
+            if status == OK and reason:
+                notes.append(reason)
             if status == FAILS:
                 if worst != FAILS:
                     reasons = []
@@ -103,10 +143,12 @@ class WheelTargets:
             elif status == UNKNOWN and worst != FAILS:
                 worst = UNKNOWN
                 reasons.append(reason)
+        if worst == OK:
+            return OK, "; ".join(notes) or None
         return worst, ("; ".join(r for r in reasons if r) or None)
 
-    def serves(self, device: GpuTarget | str, *, generic_ok: bool | None = True) -> bool:
-        return self.verdict(device, generic_ok=generic_ok)[0] == OK
+    def serves(self, device: GpuTarget | str, *, generic_ok: bool | None = True, strict: bool = False) -> bool:
+        return self.verdict(device, generic_ok=generic_ok, strict=strict)[0] == OK
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,7 +200,73 @@ def _damaged(f: DeviceFile) -> str:
     return f"{f.path} could not be read completely: {f.problems[0]}{more}"
 
 
-def _file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None) -> tuple[str, str | None]:
+def _module_loads(targets: Iterable[str], device: GpuTarget | str, generic_ok: bool | None) -> bool | None:
+    """Whether a module with these targets has code that loads on ``device``: None when only
+    generic code would and the host's ROCm version is not known."""
+    generic = False
+    for code in targets:
+        if _why_not(code, device, True) is None:
+            if not code.endswith("-generic") or generic_ok:
+                return True
+            generic = True
+    return None if generic and generic_ok is None else False
+
+
+def _per_module_loading(device: GpuTarget | str) -> bool:
+    from rocm_build_backend.gpu.vendor import vendor_of
+
+    return bool(getattr(vendor_of(str(device).split(":")[0]), "per_module_loading", False))
+
+
+def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None, *,
+                 strict: bool = False) -> tuple[str, str | None]:
+    """(status, reason) for one file; the reason of an ``ok`` is a note, or None."""
+    if f.modules is None or f.problems:
+        return _complete_verdict(f, device, generic_ok)
+    n = {True: 0, False: 0, None: 0}
+    for targets, count in f.modules:
+        n[_module_loads(targets, device, generic_ok)] += count
+    unread = sum(count for targets, count in f.unread if not _module_loads(targets, device, generic_ok))
+    total = n[True] + n[False] + n[None]
+    dev = str(device).split(":")[0]
+    seen = sorted_names({t for targets, _ in f.unread for t in targets})
+    cannot_read = (f"{unread:,} code module{'s' if unread != 1 else ''}"
+                   + (f" for {', '.join(seen)}" if seen else "")
+                   + " could not be read (the audit says why)") if unread else ""
+    if n[True] == total:
+        if unread:
+            return UNKNOWN, f"{f.path}: {cannot_read}"
+        if not total:
+            return OK, f"{f.path} holds no kernels (device-link stubs only)"
+        return OK, None
+    if n[True] == 0:
+        if n[None] or any(t.endswith("-generic") for t in f.targets):
+            return _complete_verdict(f, device, generic_ok)
+        if unread:
+            return UNKNOWN, f"{f.path}: no kernel module that was read has code for {dev}; {cannot_read}"
+        return _none_loads(f, device)
+    others = sorted_names({t for targets, _ in f.modules
+                           if _module_loads(targets, device, generic_ok) is not True for t in targets})
+    what = (f"{f.path}: {n[True]:,} of {total:,} kernel modules have code for {dev}; "
+            f"{total - n[True]:,} hold only {', '.join(others) or 'other code'}")
+    if unread:
+        what += f"; {cannot_read}"
+    if strict or not _per_module_loading(device):
+        return (FAILS if n[False] else UNKNOWN), what
+    return OK, what + " (per-GPU kernels: a library that picks its kernels by the GPU launches none of them here)"
+
+
+def _none_loads(f: DeviceFile, device: GpuTarget | str) -> tuple[str, str | None]:
+    dev = str(device)
+    proc = dev.split(":")[0]
+    close = sorted({r for code in f.targets if code.split(":")[0] == proc
+                    for r in [_why_not(code, device, True)] if r})
+    if close:
+        return FAILS, f"{f.path}: " + "; ".join(close)
+    return FAILS, f"{f.path} has code for {', '.join(f.complete or f.targets)}, not for {proc}"
+
+
+def _complete_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None) -> tuple[str, str | None]:
     dev = str(device)
     if not f.complete:
         if f.problems:

@@ -135,8 +135,15 @@ def _files_from_report(report: Any) -> list[DeviceFile]:
         problems = tuple(str(p) for p in (getattr(fr, "problems", None) or []))
         if not targets and not problems:
             continue
-        out.append(DeviceFile(str(fr.path), tuple(sorted_names(targets)), tuple(sorted_names(complete)), problems))
+        out.append(DeviceFile(str(fr.path), tuple(sorted_names(targets)), tuple(sorted_names(complete)), problems,
+                              _norm_modules(getattr(fr, "modules", None) or ()),
+                              _norm_modules(getattr(fr, "unread", None) or ())))
     return sorted(out, key=lambda f: f.path)
+
+
+def _norm_modules(modules: Any) -> tuple[tuple[tuple[str, ...], int], ...]:
+    return tuple((tuple(sorted_names(_norm_target(str(t)) for t in targets)), int(count))
+                 for targets, count in modules)
 
 
 def _audit_wheel(path: Path) -> tuple[list[DeviceFile] | None, list[str]]:

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 class _Amd:
     name = "amd"
     label = "AMD"
+    # a HIP bundle without code for the device stops the program at its first use
+    # ("hipErrorNoBinaryForGpu: Unable to find code object for all current devices"), and AMD's
+    # libraries keep their per-GPU code in separate files, not in bundles of one library
+    per_module_loading = False
     recorded_outputs = (
         RecordedOutput("rocminfo", "--rocminfo-output", "use this recorded rocminfo output"),
         RecordedOutput("rocm_agent_enumerator", "--enumerator-output", "use this recorded rocm_agent_enumerator output"),

@@ -28,6 +28,10 @@ _HINTS = {
 class _Nvidia:
     name = "nvidia"
     label = "NVIDIA"
+    # CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2) and a
+    # kernel without an image fails alone, at its launch (error 209); cuBLAS, cuDNN, cuSPARSE
+    # and cuSPARSELt ship kernel modules per GPU and pick them by the device (seen on an H200)
+    per_module_loading = True
     recorded_outputs: tuple[RecordedOutput, ...] = (
         RecordedOutput("nvidia-smi", "--nvidia-smi-output", "use this recorded output of "
                        "`nvidia-smi --query-gpu=index,name,compute_cap,uuid --format=csv,noheader`"),
