@@ -157,3 +157,47 @@ def copy_tree(tree: Path, dest: Path) -> Path:
     """A writable copy of an extracted tree (without our marker), for tests that edit it."""
     shutil.copytree(tree, dest, ignore=shutil.ignore_patterns(MARKER))
     return dest
+
+
+WHEEL_PINS = HERE / "real_wheels.json"
+
+
+def wheel_pin(name: str) -> dict[str, Any]:
+    pins = json.loads(WHEEL_PINS.read_text(encoding="utf-8"))["wheels"]
+    return next(p for p in pins if p["name"] == name)
+
+
+def real_wheel(pin: dict[str, Any], *, cache: Path | None = None) -> Path:
+    """A pinned real wheel, whole (``tests/real_wheels.json``), downloaded once into the cache
+    and checked against its size and sha256; a failed or different download is an error."""
+    cache = cache or cache_dir()
+    final = cache / "wheels" / pin["filename"]
+    if final.is_file() and final.stat().st_size == pin["size"]:
+        return final  # checked when it was written
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{pin['filename']}.", dir=final.parent)
+    digest, size = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with urllib.request.urlopen(pin["url"], timeout=120) as response:
+                    while True:
+                        block = response.read(1 << 20)
+                        if not block:
+                            break
+                        digest.update(block)
+                        size += len(block)
+                        out.write(block)
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                raise CorpusError(
+                    f"cannot download {pin['url']}: {exc}. The real-input tests download each pinned wheel "
+                    f"once into {cache_dir()} (set RBB_TEST_CACHE to a filled cache), "
+                    "or deselect them with -m 'not realinputs'") from None
+        if size != pin["size"] or digest.hexdigest() != pin["sha256"]:
+            raise CorpusError(f"{pin['filename']} from {pin['url']}: got {size} bytes with sha256 "
+                              f"{digest.hexdigest()}, the pin says {pin['size']} bytes with sha256 {pin['sha256']}")
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return final

@@ -1,8 +1,9 @@
 """A host ELF file's device code: which sections hold it and which reader walks each.
 
 Holds the audit of one ELF file (a library, an object, a raw code object or cubin); the
-containers themselves are read by ``bundle``/``ccob``/``offload_binary``/``fatbin``, and a
-file without a section table goes to ``scan``. It does not open files or zips.
+containers themselves are read by ``bundle``/``ccob``/``offload_binary``/``fatbin``, a
+library whose registered fatbins hold no kernels is searched for fatbins in its data
+(``embedded``), and a file without a section table goes to ``scan``. It does not open files or zips.
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def audit_elf(src: Source, r: FileReport) -> None:
             f"truncated: sections end at 0x{table.data_end:x}, the file has {src.size} bytes"
         )
     _walk_sections(src, table.sections, r)
+    from rocm_build_backend.binary import embedded
+
+    if embedded.needs_look(r.containers):
+        data = _elf.read_sections(src, hdr, embedded.wanted).sections
+        r.containers.extend(embedded.embedded_fatbins(src, data))
 
 
 def _device_elf(src: Source, hdr: _elf.ElfHeader, r: FileReport) -> None:
