@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # A real project from PyPI with CUDA sources, built from its sdist through the shim, on the GPU
 # machine (no network: the sdist is carried there):
-#   bash bench/h200/real_sdist.sh SDIST OUTDIR [auto|list|both]
+#   bash bench/h200/real_sdist.sh SDIST OUTDIR [auto|list|both] [TREE]
+# TREE (auto only): where the sdist is unpacked; an existing TREE is reused, so a build cut off by
+# a time limit (BUILD_LIMIT seconds, default 540) resumes there: setuptools skips the extensions it
+# already built (the shim's freshness check accepts a tree built for the same targets).
+# FORCE_ONLY_CUDA=1 (torch-scatter's own switch, setup.py L23) builds its four CUDA extensions
+# without the four CPU-only ones, halving a build that compiles one file at a time.
 # SDIST is torch-scatter 2.1.2 as PyPI serves it (torch_scatter-2.1.2.tar.gz, sha256 below; a
 # setup.py project on torch.utils.cpp_extension with three .cu files, no profile of ours):
 #   auto  `rocm-build-backend configure` makes it build through the shim, then
@@ -10,11 +15,13 @@
 #         scatter/segment kernels run on the GPU against the CPU result;
 #   list  the same sdist built through the shim for torch 2.11's own arch list
 #         (7.5;8.0;8.6;9.0;10.0;12.0, as -C rocm-build-backend.targets): time and .so size side
-#         by side with the auto build (same machine, same run, MAX_JOBS as the shim sizes it).
+#         by side with the auto build (same machine, same run). torch-scatter builds its eight
+#         extensions one file at a time (use_ninja=False), so MAX_JOBS does not speed it up.
 set -uo pipefail
 sdist=$(cd "$(dirname "${1:?SDIST}")" && pwd)/$(basename "$1")
 out=${2:?OUTDIR}
 mode=${3:-both}
+tree=${4:-}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,7 +39,7 @@ run() { echo "\$ $*" >>"$log"; "$@" >>"$log" 2>&1; local rc=$?; echo "rc=$rc" >>
 got=$(sha256sum "$sdist" | cut -d' ' -f1)
 [ "$got" = "$SHA256" ] || { note "sdist sha256 $got is not the pinned $SHA256"; exit 2; }
 
-venv="$out/venv"
+venv=$(mktemp -d)/venv  # outside OUTDIR: a venv's thousands of files are no result
 rm -rf "$venv"
 python3 -m venv --system-site-packages "$venv"
 # the machine's python3 is itself a venv (torch): a .pth makes its packages visible in this one
@@ -55,11 +62,20 @@ EOF
 }
 
 if [ "$mode" != list ]; then
-  src=$(fresh_tree) || { note "configure failed"; exit 1; }
+  if [ -n "$tree" ] && [ -f "$tree/torch_scatter-2.1.2/pyproject.toml" ]; then
+    src="$tree/torch_scatter-2.1.2"
+    note "auto: resuming in $src"
+  elif [ -n "$tree" ]; then
+    mkdir -p "$tree" && tar xzf "$sdist" -C "$tree" && src="$tree/torch_scatter-2.1.2"
+    (cd "$src" && run "$py" -m rocm_build_backend configure .) || { note "configure failed"; exit 1; }
+  else
+    src=$(fresh_tree) || { note "configure failed"; exit 1; }
+  fi
   cp "$src/pyproject.toml" "$out/pyproject-after-configure.toml"
   start=$(date +%s.%N)
-  (cd "$src" && run "$py" -m pip install --no-build-isolation --no-deps -v .)
+  (cd "$src" && run timeout "${BUILD_LIMIT:-540}" "$py" -m pip install --no-build-isolation --no-deps -v .)
   rc=$?
+  [ $rc = 124 ] && { note "auto: cut off after ${BUILD_LIMIT:-540} s; run again with the same TREE to resume"; exit 124; }
   secs=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
   note "auto: pip install . --no-build-isolation rc=$rc seconds=$secs"
   grep "rocm-build-backend:" "$log" | sed 's/^ *//' | sort -u >"$out/shim-lines.txt"

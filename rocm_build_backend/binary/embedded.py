@@ -46,27 +46,48 @@ def embedded_fatbins(src: Source, sections: Sequence[_elf.Section]) -> list[Cont
     return found
 
 
+class _Window:
+    """A section as a source whose reads inside the chunk in memory are served from it (no
+    system call per fatbin header); reads elsewhere go to the section."""
+
+    def __init__(self, sub: Source) -> None:
+        self._sub, self.size = sub, sub.size
+        self.start, self.data = 0, b""
+
+    def load(self, pos: int, n: int) -> bytes:
+        self.start, self.data = pos, self._sub.read(pos, n)
+        return self.data
+
+    def read(self, offset: int, n: int) -> bytes:
+        rel = offset - self.start
+        if 0 <= rel and rel + n <= len(self.data) and n > 0:
+            return self.data[rel: rel + n]
+        return self._sub.read(offset, n)
+
+
 def _in_section(sub: Source, name: str, base: int) -> list[Container]:
     """The fatbins of one section; ``base``: its file offset (fatbins are 8-byte aligned in
-    the file, not necessarily within the section)."""
+    the file, not necessarily within the section). The search resumes after each fatbin found,
+    so the bytes inside fatbins are not searched."""
     from rocm_build_backend.binary.budget import count_container
     from rocm_build_backend.binary.fatbin import Deferred, read_fatbin, settle
 
     found: list[Container] = []
     deferred: Deferred = []
-    skip_until = 0
+    win = _Window(sub)
     pos = 0
     while pos < sub.size:
-        chunk = sub.read(pos, _CHUNK + len(_HEADER) - 1)  # overlapping: no header is cut in two
+        chunk = win.load(pos, _CHUNK + len(_HEADER) - 1)  # overlapping: no header is cut in two
         if len(chunk) < len(_HEADER):
             break
-        at = chunk.find(_HEADER)
-        while 0 <= at <= len(chunk) - len(_HEADER):
+        at, nxt = chunk.find(_HEADER), 0
+        while 0 <= at < _CHUNK and at + len(_HEADER) <= len(chunk):
             start = pos + at
-            if (base + start) % 8 == 0 and start >= skip_until:
+            nxt = at + 1
+            if (base + start) % 8 == 0:
                 before = len(deferred)
                 try:
-                    c, end = read_fatbin(sub, start, sub.size, name, False, deferred)
+                    c, end = read_fatbin(win, start, sub.size, name, False, deferred)
                 except BudgetExceeded:
                     raise
                 except FormatError:
@@ -75,10 +96,13 @@ def _in_section(sub: Source, name: str, base: int) -> list[Container]:
                     count_container()
                     add_note(c, NOTE)
                     found.append(c)
-                    skip_until = end or start + 16
                 else:
                     del deferred[before:]
-            at = chunk.find(_HEADER, at + 1)
-        pos += _CHUNK
+                if c is not None and not c.problems and end and end > start:
+                    nxt = end - pos  # a whole fatbin (kept or not): go on after it
+            if nxt >= _CHUNK:
+                break
+            at = chunk.find(_HEADER, nxt)
+        pos += max(_CHUNK, nxt)
     settle(sub, found, deferred)
     return found

@@ -78,7 +78,7 @@ def modules(containers: Sequence[Container], *, read: bool = True) -> Modules:
     them can be launched. Empty when no module that was read holds kernels.
     ``read=False``: the same for the containers that could not be read (kernels or stub
     unknown; their targets as far as they were read)."""
-    counts: dict[tuple[str, ...], int] = {}
+    raw: dict[frozenset[str], int] = {}  # counted by target set first: sorting once per set
     grouped: dict[str, set[str]] = {}
     for c in containers:
         wanted = (c.read and c.kernels) if read else not c.read
@@ -87,11 +87,12 @@ def modules(containers: Sequence[Container], *, read: bool = True) -> Modules:
         if c.kind == "offload-binary":
             grouped.setdefault(c.where, set()).update(c.targets)
             continue
-        key = tuple(sorted_targets(c.targets))
-        counts[key] = counts.get(key, 0) + 1
+        key = frozenset(c.targets)
+        raw[key] = raw.get(key, 0) + 1
     for targets in grouped.values():
-        key = tuple(sorted_targets(targets))
-        counts[key] = counts.get(key, 0) + 1
+        key = frozenset(targets)
+        raw[key] = raw.get(key, 0) + 1
+    counts = {tuple(sorted_targets(k)): n for k, n in raw.items()}
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
