@@ -7,6 +7,9 @@
 # already built (the shim's freshness check accepts a tree built for the same targets).
 # FORCE_ONLY_CUDA=1 (torch-scatter's own switch, setup.py L23) builds its four CUDA extensions
 # without the four CPU-only ones, halving a build that compiles one file at a time.
+# PARALLEL=N: setuptools' own `build_ext --parallel N` (through DIST_EXTRA_CONFIG, setuptools'
+# extra configuration file), so the extensions build side by side; the project's setup.py is
+# untouched. The results are packed into OUTDIR/real.tar.gz as well.
 # SDIST is torch-scatter 2.1.2 as PyPI serves it (torch_scatter-2.1.2.tar.gz, sha256 below; a
 # setup.py project on torch.utils.cpp_extension with three .cu files, no profile of ours):
 #   auto  `rocm-build-backend configure` makes it build through the shim, then
@@ -36,6 +39,11 @@ summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 run() { echo "\$ $*" >>"$log"; "$@" >>"$log" 2>&1; local rc=$?; echo "rc=$rc" >>"$log"; return $rc; }
 
+if [ -n "${PARALLEL:-}" ]; then
+  printf '[build_ext]\nparallel = %s\n' "$PARALLEL" >"$out/parallel.cfg"
+  export DIST_EXTRA_CONFIG="$out/parallel.cfg"
+  note "setuptools build_ext parallel = $PARALLEL (DIST_EXTRA_CONFIG)"
+fi
 got=$(sha256sum "$sdist" | cut -d' ' -f1)
 [ "$got" = "$SHA256" ] || { note "sdist sha256 $got is not the pinned $SHA256"; exit 2; }
 
@@ -131,4 +139,5 @@ if [ "$mode" != auto ]; then
   [ -n "$wheel_list" ] && "$py" -m rocm_build_backend audit "$wheel_list" | tail -3 | tee -a "$summary"
 fi
 rm -rf "$venv"
+tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")" 2>/dev/null
 cat "$summary"
