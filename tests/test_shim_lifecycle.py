@@ -181,3 +181,47 @@ def test_a_failed_build_does_not_make_its_own_tree_stale(tmp_path, build_env):
     assert again.returncode == 0, again.stderr
     other = pip_wheel(project, tmp_path / "three", build_env, "rocm-build-backend.targets=gfx940")
     assert other.returncode != 0 and "stale" in "\n".join(error_lines(other))
+
+
+def test_a_build_stopped_by_sigterm_can_be_resumed(tmp_path, build_env):
+    """A CI time limit (SIGTERM to the job's process group) stops the build after the compiler
+    wrote its output: the tree gets our marker, so the retry for the same targets goes on
+    (before, it was refused as a tree nobody could prove was ours)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    project = copy_sample("setuptools_hip", tmp_path)
+    slow = tmp_path / "slow-hipcc"
+    flag = tmp_path / "compiled"
+    slow.write_text(f'#!/bin/sh\nhipcc "$@" || exit 1\ntouch {flag}\nexec sleep 60\n')
+    slow.chmod(0o755)
+    argv = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(tmp_path / "one"),
+            "-C", "rocm-build-backend.targets=gfx90a", str(project)]
+    proc = subprocess.Popen(argv, env={**build_env, "HIPCC": str(slow)}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert flag.exists(), "the compiler never ran"
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 60  # pip is gone; the backend in its own process finishes last
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    marker = project / "build" / ".rocm-build-backend.json"
+    assert marker.is_file(), "the stopped build left no marker"
+    assert "gfx90a" in marker.read_text()
+    again = pip_wheel(project, tmp_path / "two", build_env, "rocm-build-backend.targets=gfx90a")
+    assert again.returncode == 0, again.stderr
+    other = pip_wheel(project, tmp_path / "three", build_env, "rocm-build-backend.targets=gfx940")
+    assert other.returncode != 0 and "stale" in "\n".join(error_lines(other))

@@ -85,13 +85,15 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
                 metadata_directory = None  # we relabel the version ourselves, after the build
         not_ours = check_fresh(prepared)
         start = time.time()
+        from rocm_build_backend.build.interrupt import terminated_as_exit
+
         try:
-            with applied(prepared.plan):
+            with terminated_as_exit(), applied(prepared.plan):
                 name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
         except (Exception, SystemExit) as exc:  # the wrapped backend failed: say why when we know
             _explain(exc)
             raise
-        finally:  # a failed compile leaves objects made for these targets: say so for the retry
+        finally:  # a failed or stopped compile leaves objects made for these targets: say so for the retry
             mark_fresh(prepared, not_ours)
         out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start)
         if project.settings.variant and hook == "build_wheel":
