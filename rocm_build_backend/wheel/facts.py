@@ -220,29 +220,37 @@ def _per_module_loading(device: GpuTarget | str) -> bool:
 
 def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None, *,
                  strict: bool = False) -> tuple[str, str | None]:
-    """(status, reason) for one file; the reason of an ``ok`` is a note, or None."""
+    """(status, reason) for one file; the reason of an ``ok`` is a note, or None.
+
+    Modules that could not be read (``unread``: a zstd-compressed cubin without a decoder, a
+    stub or kernels) count only where they could change the answer: one whose targets are
+    known and load here changes nothing; one whose targets do not load here is either a stub or
+    kernels for other GPUs; one whose targets are not known could be anything."""
     if f.modules is None or f.problems:
         return _complete_verdict(f, device, generic_ok)
     n = {True: 0, False: 0, None: 0}
     for targets, count in f.modules:
         n[_module_loads(targets, device, generic_ok)] += count
-    unread = sum(count for targets, count in f.unread if not _module_loads(targets, device, generic_ok))
+    unknown = sum(count for targets, count in f.unread if not targets)
+    lacking = sum(count for targets, count in f.unread if targets and not _module_loads(targets, device, generic_ok))
     total = n[True] + n[False] + n[None]
     dev = str(device).split(":")[0]
+    unread = unknown + lacking
     seen = sorted_names({t for targets, _ in f.unread for t in targets})
     cannot_read = (f"{unread:,} code module{'s' if unread != 1 else ''}"
                    + (f" for {', '.join(seen)}" if seen else "")
                    + " could not be read (the audit says why)") if unread else ""
+    lenient = not strict and _per_module_loading(device)
     if n[True] == total:
-        if unread:
-            return UNKNOWN, f"{f.path}: {cannot_read}"
-        if not total:
-            return OK, f"{f.path} holds no kernels (device-link stubs only)"
-        return OK, None
+        if not unread:
+            return OK, (None if total else f"{f.path} holds no kernels (device-link stubs only)")
+        if lenient and total:  # a stub, or kernels for other GPUs: neither is launched here
+            return OK, f"{f.path}: {cannot_read}; every kernel module that was read has code for {dev}"
+        return UNKNOWN, f"{f.path}: {cannot_read}"
     if n[True] == 0:
         if n[None] or any(t.endswith("-generic") for t in f.targets):
             return _complete_verdict(f, device, generic_ok)
-        if unread:
+        if unknown:
             return UNKNOWN, f"{f.path}: no kernel module that was read has code for {dev}; {cannot_read}"
         return _none_loads(f, device)
     others = sorted_names({t for targets, _ in f.modules
@@ -251,7 +259,7 @@ def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None
             f"{total - n[True]:,} hold only {', '.join(others) or 'other code'}")
     if unread:
         what += f"; {cannot_read}"
-    if strict or not _per_module_loading(device):
+    if not lenient:
         return (FAILS if n[False] else UNKNOWN), what
     return OK, what + " (per-GPU kernels: a library that picks its kernels by the GPU launches none of them here)"
 
