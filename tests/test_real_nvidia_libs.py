@@ -92,3 +92,17 @@ def test_environment_with_nvidia_libraries(cufft, cusparse, tmp_path):
     assert strict.exit_code == 1
     old = check_environment("python", ["sm_70"], locations=[site])
     assert {d.dist.name: d.status for d in old.dists} == {"nvidia-cufft": "fails", "nvidia-cusparse": "fails"}
+
+
+def test_index_puts_cusparse_under_sm_90_not_sm_70(cusparse, tmp_path):
+    """The per-target index uses the same rule: cuSPARSE serves sm_90, not sm_70."""
+    import shutil
+
+    from rocm_build_backend.gpu.targets import parse_targets
+    from rocm_build_backend.wheel.index import build_index
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    shutil.copy(cusparse, wheels)
+    result = build_index(wheels, tmp_path / "out", targets=parse_targets("sm_90;sm_70"))
+    assert result.indexes == {"sm_90": [cusparse.name], "sm_70": []}, result.indexes

@@ -186,7 +186,13 @@ class IndexResult:
 
 
 def _facts(path: Path, rec: Record) -> "WheelTargets":
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets
+    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
+
+    def device_file(row: list[Any]) -> DeviceFile:
+        path, targets, complete, problems = row[:4]
+        extra = row[4:6] + [None, None][len(row[4:6]):]  # records written before modules
+        return DeviceFile(path, tuple(targets), tuple(complete), tuple(problems),
+                          modules_from_json(extra[0]), modules_from_json(extra[1]) or ())
 
     return WheelTargets(
         path=path,
@@ -194,7 +200,7 @@ def _facts(path: Path, rec: Record) -> "WheelTargets":
         version=rec.get("version"),
         stamped=rec.get("stamped", False),
         audited=not rec.get("stamped", False),
-        files=[DeviceFile(p, tuple(t), tuple(c), tuple(pr)) for p, t, c, pr in rec.get("files", [])],
+        files=[device_file(row) for row in rec.get("files", [])],
         problems=list(rec.get("problems", [])),
         known=rec.get("known", True),
     )

@@ -153,6 +153,8 @@ def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
             dist_info = pick_dist_info(zf.namelist(), path.name, path.name.split("-", 1)[0])
             metadata = read_metadata(zf, dist_info, path.name)
             wt = facts_from_zip(zf, stage or path, audit=False, metadata=metadata)
+    from rocm_build_backend.wheel.facts import modules_to_json
+
     meta = parse_metadata(metadata.decode("utf-8", "replace"))
     rec = {
         "sha256": h.hexdigest(),
@@ -163,7 +165,10 @@ def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
         "known": wt.known,
         "stamped": wt.stamped,
         "problems": list(wt.problems),
-        "files": [[f.path, list(f.targets), list(f.complete), list(f.problems)] for f in wt.files],
+        # [path, targets, complete, problems, modules, unread]; modules null when not known
+        "files": [[f.path, list(f.targets), list(f.complete), list(f.problems),
+                   None if f.modules is None else modules_to_json(f.modules), modules_to_json(f.unread)]
+                  for f in wt.files],
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,
     }

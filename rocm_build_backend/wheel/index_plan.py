@@ -51,8 +51,8 @@ def _derive_targets(records: Iterable[dict[str, Any]]) -> list[GpuTarget]:
 
     found: set[GpuTarget] = set()
     for rec in records:
-        for _path, _targets, complete, _problems in rec.get("files", []):
-            for code in complete:
+        for row in rec.get("files", []):  # [path, targets, complete, problems, (modules, unread)]
+            for code in row[2]:
                 try:
                     t = parse_target(code)
                 except UnknownTargetError:

@@ -82,7 +82,8 @@ def _record_problem(fn: object, rec: object) -> str | None:
             return f"the record of {fn} has a {key} that is not a string"
     files = rec.get("files", [])
     if not isinstance(files, list) or not all(
-        isinstance(f, list) and len(f) == 4 and isinstance(f[0], str) and all(_str_list(x) for x in f[1:])
+        isinstance(f, list) and len(f) in (4, 6) and isinstance(f[0], str) and all(_str_list(x) for x in f[1:4])
+        and all(x is None or isinstance(x, list) for x in f[4:])
         for f in files
     ):
         return f"the record of {fn} has a malformed files list"
