@@ -22,7 +22,10 @@ from rocm_build_backend.binary.elf import FormatError, Source, SubSource
 DATA_SECTIONS = (".rodata", ".lrodata", ".data.rel.ro", ".data", ".ldata")
 _HEADER = b"\x50\xed\x55\xba\x01\x00\x10\x00"  # magic, version 1, header size 16
 _CHUNK = 4 << 20
+MAX_CANDIDATES = 1 << 16  # per file; cuFFT 12 has 23,983 (11,255 with code, the rest kind-8 only)
 NOTE = "in the library's data, loaded by the library itself"
+TOO_MANY = (f"too many entries: more than {MAX_CANDIDATES:,} fatbin headers in the library's data; "
+            "the search stopped, so kernels kept there may be missing")
 
 
 def wanted(name: str, typ: int) -> bool:
@@ -36,14 +39,18 @@ def needs_look(containers: Sequence[Container]) -> bool:
     return bool(nv) and not any(c.kernels and c.read for c in nv)
 
 
-def embedded_fatbins(src: Source, sections: Sequence[_elf.Section]) -> list[Container]:
+def embedded_fatbins(src: Source, sections: Sequence[_elf.Section]) -> tuple[list[Container], list[str]]:
     """The well-formed fatbins in the data sections of ``src``, with kernels decided as for
-    ``.nv_fatbin`` (one look per distinct target set)."""
+    ``.nv_fatbin`` (one look per distinct target set); and the problems (a search cut short
+    after ``MAX_CANDIDATES`` headers, well-formed or not, so hostile data costs bounded work)."""
     found: list[Container] = []
+    left = [MAX_CANDIDATES]
     for sec in sorted(sections, key=lambda s: s.offset):
         if sec.size >= 16 and sec.offset + sec.size <= src.size:
-            found.extend(_in_section(SubSource(src, sec.offset, sec.size), sec.name, sec.offset))
-    return found
+            found.extend(_in_section(SubSource(src, sec.offset, sec.size), sec.name, sec.offset, left))
+        if left[0] < 0:
+            return found, [TOO_MANY]
+    return found, []
 
 
 class _Window:
@@ -65,7 +72,7 @@ class _Window:
         return self._sub.read(offset, n)
 
 
-def _in_section(sub: Source, name: str, base: int) -> list[Container]:
+def _in_section(sub: Source, name: str, base: int, left: list[int]) -> list[Container]:
     """The fatbins of one section; ``base``: its file offset (fatbins are 8-byte aligned in
     the file, not necessarily within the section). The search resumes after each fatbin found,
     so the bytes inside fatbins are not searched."""
@@ -85,6 +92,9 @@ def _in_section(sub: Source, name: str, base: int) -> list[Container]:
             start = pos + at
             nxt = at + 1
             if (base + start) % 8 == 0:
+                left[0] -= 1
+                if left[0] < 0:
+                    break
                 before = len(deferred)
                 try:
                     c, end = read_fatbin(win, start, sub.size, name, False, deferred)
@@ -103,6 +113,8 @@ def _in_section(sub: Source, name: str, base: int) -> list[Container]:
             if nxt >= _CHUNK:
                 break
             at = chunk.find(_HEADER, nxt)
+        if left[0] < 0:
+            break
         pos += max(_CHUNK, nxt)
     settle(sub, found, deferred)
     return found

@@ -69,7 +69,9 @@ def audit_elf(src: Source, r: FileReport) -> None:
 
     if embedded.needs_look(r.containers):
         data = _elf.read_sections(src, hdr, embedded.wanted).sections
-        r.containers.extend(embedded.embedded_fatbins(src, data))
+        found, problems = embedded.embedded_fatbins(src, data)
+        r.containers.extend(found)
+        r.problems.extend(problems)
 
 
 def _device_elf(src: Source, hdr: _elf.ElfHeader, r: FileReport) -> None:
