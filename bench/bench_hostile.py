@@ -38,6 +38,7 @@ BASE_N = {
     "ccob_sections": 1,
     "lz4_fatbin": 250,
     "small_bundles_wheel": 8000,
+    "data_fatbins": 40000,
 }
 
 CHILD = r"""

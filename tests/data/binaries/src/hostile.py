@@ -142,6 +142,16 @@ def make_small_bundles_wheel(n: int) -> tuple[str, bytes]:
     return "small_bundles.whl", wheel({"pkg/k.hipfb": one * n})
 
 
+def make_data_fatbins(n: int) -> tuple[str, bytes]:
+    """A library whose .nv_fatbin is an empty (stub) fatbin and whose .ldata holds n empty
+    fatbin headers back to back: each is a candidate for the data-section search."""
+    empty = FATBIN_MAGIC + struct.pack("<HHQ", 1, 16, 0)
+    data = empty * n
+    names = b"\0.nv_fatbin\0.ldata\0"
+    return "data_fatbins.so", elf64([(1, SHT_PROGBITS, 64, len(empty)), (12, SHT_PROGBITS, 64 + len(empty), len(data))],
+                                    empty + data, names)
+
+
 GENERATORS = {
     "offload_strings": make_offload_strings,
     "offload_strings_wheel": make_offload_strings_wheel,
@@ -151,4 +161,5 @@ GENERATORS = {
     "ccob_sections": make_ccob_sections,
     "lz4_fatbin": make_lz4_fatbin,
     "small_bundles_wheel": make_small_bundles_wheel,
+    "data_fatbins": make_data_fatbins,
 }
