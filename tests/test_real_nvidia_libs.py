@@ -106,3 +106,36 @@ def test_index_puts_cusparse_under_sm_90_not_sm_70(cusparse, tmp_path):
     shutil.copy(cusparse, wheels)
     result = build_index(wheels, tmp_path / "out", targets=parse_targets("sm_90;sm_70"))
     assert result.indexes == {"sm_90": [cusparse.name], "sm_70": []}, result.indexes
+
+
+def test_json_outputs_with_modules_validate(cusparse, tmp_path):
+    """`check --json` and `check --env --json` on the real library, through the CLI, against
+    the shipped schemas: the modules, the note of a yes, and the notes per distribution."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import jsonschema
+
+    from rocm_build_backend import data
+
+    def validate(verb, out):
+        doc = json.loads(out)
+        jsonschema.Draft202012Validator(json.loads(data.path(f"schemas/{verb}.schema.json").read_text())).validate(doc)
+        return doc
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    one = subprocess.run([sys.executable, "-m", "rocm_build_backend", "check", "--json", "--targets", "sm_90", str(cusparse)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    doc = validate("check", one.stdout)
+    assert one.returncode == 0 and doc["exit_code"] == 0
+    lib = doc["wheels"][0]["files"]["nvidia/cu13/lib/libcusparse.so.12"]
+    assert sum(m["count"] for m in lib["modules"]) == 133
+    assert "113 of 133" in doc["wheels"][0]["devices"][0]["reason"]
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(cusparse) as zf:
+        zf.extractall(site)
+    report = check_environment("python", ["sm_90"], locations=[site])
+    doc = validate("check-env", json.dumps(report.to_dict()))
+    assert doc["distributions"][0]["notes"] and doc["distributions"][0]["status"] == "ok"
