@@ -1,13 +1,14 @@
 """Fatbins a library keeps in its own data and loads itself, not through ``.nv_fatbin``.
 
-cuFFT is built this way: its ``.nv_fatbin`` holds one device-link stub without kernels, and
-its 23,983 kernel modules (one GPU architecture each: SASS sm_75 ... sm_120, PTX compute_75 ...)
-lie in ``.ldata`` as whole fatbins, which the library hands to the driver for the GPU it runs
-on. Looked for only in a library whose registered device code holds no kernels, so a library
+cuFFT 12 is built this way: its ``.nv_fatbin`` holds one device-link stub without kernels, and
+its ``.ldata`` holds 23,983 whole fatbins, which the library hands to the driver for the GPU it
+runs on: 11,255 kernel modules of one GPU architecture each (SASS sm_75 ... sm_120, PTX
+compute_75 ... compute_90) and 12,728 with entries of kind 8 only, which no GPU loads as code. Looked for only in a library whose registered device code holds no kernels, so a library
 whose kernels are where the CUDA runtime registers them costs nothing more.
 
 A candidate must be a well-formed version-1 fatbin with a 16-byte header on an 8-byte
-boundary and readable entries; anything else in the data is skipped, never reported.
+boundary and readable entries; anything else in the data is skipped, never reported. Past
+``MAX_CANDIDATES`` headers the search stops with one "too many entries" problem.
 """
 
 from __future__ import annotations
