@@ -47,17 +47,12 @@ def sorted_targets(targets: Iterable[str]) -> list[str]:
     return [known[t] for t in sort_targets(known)] + sorted(odd)
 
 
-def units(containers: Sequence[Container]) -> list[set[str]]:
-    """Target sets that must each cover a target for it to reach every kernel.
-
-    A container with no kernels (nvcc device-link stub) does not count; OffloadBinary
-    images of one section are one translation unit built for several targets.
-    """
-    read = [c for c in containers if c.read]
-    withk = [c for c in read if c.kernels] or read
+def _module_sets(containers: Iterable[Container]) -> list[set[str]]:
+    """One target set per module: a container, or all OffloadBinary images of one section
+    (one translation unit built for several targets)."""
     out: list[set[str]] = []
     grouped: dict[str, set[str]] = {}
-    for c in withk:
+    for c in containers:
         if c.kind == "offload-binary":
             if c.where not in grouped:
                 grouped[c.where] = set()
@@ -68,28 +63,28 @@ def units(containers: Sequence[Container]) -> list[set[str]]:
     return out
 
 
-Modules = list[tuple[tuple[str, ...], int]]
+def units(containers: Sequence[Container]) -> list[set[str]]:
+    """Target sets that must each cover a target for it to reach every kernel.
+
+    A container with no kernels (nvcc device-link stub) does not count, unless no container
+    has kernels.
+    """
+    read = [c for c in containers if c.read]
+    return _module_sets([c for c in read if c.kernels] or read)
 
 
-def modules(containers: Sequence[Container], *, read: bool = True) -> Modules:
+ModuleList = list[tuple[tuple[str, ...], int]]  # (targets, how many modules have them)
+
+
+def modules(containers: Sequence[Container], *, read: bool = True) -> ModuleList:
     """The distinct target sets of the kernel modules (containers that were read and hold
-    kernels; OffloadBinary images of one section are one module), each with how many modules
-    have it, most common first. Device-link stubs without kernels are left out: nothing in
-    them can be launched. Empty when no module that was read holds kernels.
-    ``read=False``: the same for the containers that could not be read (kernels or stub
-    unknown; their targets as far as they were read)."""
+    kernels), each with how many modules have it, most common first. Device-link stubs
+    without kernels are left out: nothing in them can be launched. Empty when no module that
+    was read holds kernels. ``read=False``: the same for the containers that could not be read
+    (kernels or stub unknown; their targets as far as they were read)."""
+    picked = [c for c in containers if ((c.read and c.kernels) if read else not c.read)]
     raw: dict[frozenset[str], int] = {}  # counted by target set first: sorting once per set
-    grouped: dict[str, set[str]] = {}
-    for c in containers:
-        wanted = (c.read and c.kernels) if read else not c.read
-        if not wanted:
-            continue
-        if c.kind == "offload-binary":
-            grouped.setdefault(c.where, set()).update(c.targets)
-            continue
-        key = frozenset(c.targets)
-        raw[key] = raw.get(key, 0) + 1
-    for targets in grouped.values():
+    for targets in _module_sets(picked):
         key = frozenset(targets)
         raw[key] = raw.get(key, 0) + 1
     counts = {tuple(sorted_targets(k)): n for k, n in raw.items()}
@@ -113,8 +108,8 @@ class FileReport:
     containers: list[Container] = field(default_factory=list)
     targets: list[str] = field(default_factory=list)
     complete: list[str] = field(default_factory=list)
-    modules: Modules = field(default_factory=list)
-    unread: Modules = field(default_factory=list)  # containers that could not be read
+    modules: ModuleList = field(default_factory=list)
+    unread: ModuleList = field(default_factory=list)  # containers that could not be read
     problems: list[str] = field(default_factory=list)
     readable: bool = True
     kind: str = "other"  # elf, code-object, cubin, bundle, ccob, fatbin, offload-binary, other

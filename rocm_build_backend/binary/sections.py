@@ -52,8 +52,10 @@ def audit_elf(src: Source, r: FileReport) -> None:
         _device_elf(src, hdr, r)
         return
     r.kind = "elf"
-    try:
-        table = _elf.read_sections(src, hdr, _sections_wanted)
+    from rocm_build_backend.binary import embedded
+
+    try:  # the data sections too, once: searched only when the device sections hold no kernels
+        table = _elf.read_sections(src, hdr, lambda n, t: _sections_wanted(n, t) or embedded.wanted(n, t))
     except FormatError as exc:
         from rocm_build_backend.binary.scan import scan
 
@@ -64,11 +66,9 @@ def audit_elf(src: Source, r: FileReport) -> None:
         r.problems.append(
             f"truncated: sections end at 0x{table.data_end:x}, the file has {src.size} bytes"
         )
-    _walk_sections(src, table.sections, r)
-    from rocm_build_backend.binary import embedded
-
+    _walk_sections(src, [s for s in table.sections if _sections_wanted(s.name, s.type)], r)
     if embedded.needs_look(r.containers):
-        data = _elf.read_sections(src, hdr, embedded.wanted).sections
+        data = [s for s in table.sections if embedded.wanted(s.name, s.type)]
         found, problems = embedded.embedded_fatbins(src, data)
         r.containers.extend(found)
         r.problems.extend(problems)

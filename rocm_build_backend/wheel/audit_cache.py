@@ -55,9 +55,9 @@ class AuditCache:
         from rocm_build_backend.wheel.facts import modules_to_json
 
         facts: dict[str, Any] = {"targets": list(report.targets), "complete": list(report.complete),
-                                 "modules": modules_to_json(tuple(report.modules))}
+                                 "modules": modules_to_json(report.modules)}
         if report.unread:
-            facts["unread"] = modules_to_json(tuple(report.unread))
+            facts["unread"] = modules_to_json(report.unread)
         if report.problems:
             facts["problems"] = [str(p) for p in report.problems]
         elif key is not None and self.path is not None and len(self.entries) < self.MAX_ENTRIES:

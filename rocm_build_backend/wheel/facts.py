@@ -54,7 +54,7 @@ class DeviceFile:
         return out
 
 
-def modules_to_json(modules: Modules) -> list[dict[str, Any]]:
+def modules_to_json(modules: Iterable[tuple[tuple[str, ...], int]]) -> list[dict[str, Any]]:
     return [{"targets": list(t), "count": n} for t, n in modules]
 
 
@@ -215,7 +215,7 @@ def _module_loads(targets: Iterable[str], device: GpuTarget | str, generic_ok: b
 def _per_module_loading(device: GpuTarget | str) -> bool:
     from rocm_build_backend.gpu.vendor import vendor_of
 
-    return bool(getattr(vendor_of(str(device).split(":")[0]), "per_module_loading", False))
+    return vendor_of(str(device).split(":")[0]).per_module_loading
 
 
 def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None, *,
@@ -228,9 +228,10 @@ def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None
     kernels for other GPUs; one whose targets are not known could be anything."""
     if f.modules is None or f.problems:
         return _complete_verdict(f, device, generic_ok)
+    judged = [(targets, count, _module_loads(targets, device, generic_ok)) for targets, count in f.modules]
     n = {True: 0, False: 0, None: 0}
-    for targets, count in f.modules:
-        n[_module_loads(targets, device, generic_ok)] += count
+    for _targets, count, loads in judged:
+        n[loads] += count
     unknown = sum(count for targets, count in f.unread if not targets)
     lacking = sum(count for targets, count in f.unread if targets and not _module_loads(targets, device, generic_ok))
     total = n[True] + n[False] + n[None]
@@ -253,8 +254,7 @@ def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None
         if unknown:
             return UNKNOWN, f"{f.path}: no kernel module that was read has code for {dev}; {cannot_read}"
         return _none_loads(f, device)
-    others = sorted_names({t for targets, _ in f.modules
-                           if _module_loads(targets, device, generic_ok) is not True for t in targets})
+    others = sorted_names({t for targets, _count, loads in judged if loads is not True for t in targets})
     what = (f"{f.path}: {n[True]:,} of {total:,} kernel modules have code for {dev}; "
             f"{total - n[True]:,} hold only {', '.join(others) or 'other code'}")
     if unread:

@@ -189,10 +189,10 @@ def _facts(path: Path, rec: Record) -> "WheelTargets":
     from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 
     def device_file(row: list[Any]) -> DeviceFile:
-        path, targets, complete, problems = row[:4]
-        extra = row[4:6] + [None, None][len(row[4:6]):]  # records written before modules
+        path, targets, complete, problems, *more = row  # records written before modules have 4
         return DeviceFile(path, tuple(targets), tuple(complete), tuple(problems),
-                          modules_from_json(extra[0]), modules_from_json(extra[1]) or ())
+                          modules_from_json(more[0] if more else None),
+                          modules_from_json(more[1] if len(more) > 1 else None) or ())
 
     return WheelTargets(
         path=path,
