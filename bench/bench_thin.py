@@ -124,7 +124,7 @@ def child(mode: str, wheel: str, out: str, targets: str) -> None:
                         w.write(chunk)
     else:
         from rocm_build_backend.gpu.targets import parse_targets
-        from rocm_build_backend.wheel.thin import thin_wheel
+        from rocm_build_backend.wheel.thin.run import thin_wheel
 
         thin_wheel(wheel, parse_targets(targets), out)
     print(json.dumps({"seconds": time.perf_counter() - start, "rss": _peak_rss()}))

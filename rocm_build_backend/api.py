@@ -27,13 +27,13 @@ _HOMES = {
     "read_stamp": "rocm_build_backend.wheel.stamp",
     "wheel_targets": "rocm_build_backend.wheel.reader",
     # where wheels may go
-    "check_wheels": "rocm_build_backend.wheel.check",
-    "check_environment": "rocm_build_backend.wheel.environment",
-    "list_cache": "rocm_build_backend.wheel.cache",
-    "purge_cache": "rocm_build_backend.wheel.cache",
-    "build_index": "rocm_build_backend.wheel.index",
-    "thin_wheel": "rocm_build_backend.wheel.thin",
-    "split_wheel": "rocm_build_backend.wheel.split",
+    "check_wheels": "rocm_build_backend.wheel.check.wheels",
+    "check_environment": "rocm_build_backend.wheel.check.environment",
+    "list_cache": "rocm_build_backend.wheel.cache.run",
+    "purge_cache": "rocm_build_backend.wheel.cache.run",
+    "build_index": "rocm_build_backend.wheel.index.run",
+    "thin_wheel": "rocm_build_backend.wheel.thin.run",
+    "split_wheel": "rocm_build_backend.wheel.thin.split",
     # errors
     "RocmBuildBackendError": "rocm_build_backend.errors",
 }

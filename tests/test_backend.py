@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from conftest import assert_valid_stamp
-from rocm_build_backend.build.backend import load_backend
+from rocm_build_backend.builder.backend import load_backend
 from rocm_build_backend.errors import BackendUnavailableError
 
 

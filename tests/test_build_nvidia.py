@@ -8,9 +8,9 @@ import stat
 
 import pytest
 
-from rocm_build_backend.build.plan import Host, make_plan
-from rocm_build_backend.build.prepare import resolve_targets
-from rocm_build_backend.build.settings import load_settings
+from rocm_build_backend.builder.plan import Host, make_plan
+from rocm_build_backend.builder.prepare import resolve_targets
+from rocm_build_backend.builder.settings import load_settings
 from rocm_build_backend.errors import ConfigError, NoGpuDetectedError, ToolchainError
 from rocm_build_backend.gpu.targets import parse_targets
 
@@ -186,15 +186,15 @@ def _fake_nvcc(tmp_path, codes):
 
 
 def _project(tmp_path, values):
-    from rocm_build_backend.build.source import Project
+    from rocm_build_backend.builder.source import Project
 
     s = settings(**values)
     return Project(source_dir=tmp_path, pyproject={"project": {"name": "demo"}}, settings=s, forward={})
 
 
 def test_toolchain_step_checks_nvcc_for_nvidia_targets(tmp_path, monkeypatch):
-    from rocm_build_backend.build.prepare import prepare
-    from rocm_build_backend.build.project import plan_json
+    from rocm_build_backend.builder.prepare import prepare
+    from rocm_build_backend.builder.project import plan_json
 
     nvcc = _fake_nvcc(tmp_path, [75, 80, 90])
     env = {"NVCC": str(nvcc), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": os.defpath}
@@ -213,7 +213,7 @@ def test_toolchain_step_checks_nvcc_for_nvidia_targets(tmp_path, monkeypatch):
 
 
 def test_pinned_tools_for_nvidia_add_nvidia_smi(tmp_path):
-    from rocm_build_backend.build.pinned import write_pinned_tools
+    from rocm_build_backend.builder.pinned import write_pinned_tools
 
     written = write_pinned_tools(tmp_path, parse_targets("sm_80;sm_90"))
     assert written[0].name == "nvidia-smi" and "rocminfo" in os.listdir(tmp_path)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.wheel import cache as K
-from rocm_build_backend.wheel.check import devices_from_detection
+from rocm_build_backend.wheel.cache import run as K
+from rocm_build_backend.wheel.check.wheels import devices_from_detection
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget
 from wheelmaker import record_line

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.wheel.cache_dirs import find_caches
+from rocm_build_backend.wheel.cache.dirs import find_caches
 
 ROOT = Path(__file__).resolve().parents[1]
 UV = shutil.which("uv")

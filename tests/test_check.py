@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.wheel import check as C
+from rocm_build_backend.wheel.check import wheels as C
 from rocm_build_backend.errors import WheelError
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target
 import wheelmaker

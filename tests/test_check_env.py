@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run
 from rocm_build_backend.data import path as data_path
-from rocm_build_backend.wheel import environment as E
+from rocm_build_backend.wheel.check import environment as E
 from wheelmaker import make_wheel, record_line
 
 BIN = Path(__file__).parent / "data" / "binaries"

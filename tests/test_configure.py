@@ -10,7 +10,7 @@ else:
 import pytest
 
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.build.configure import configure
+from rocm_build_backend.builder.configure import configure
 
 ORIGINAL = """\
 # A project like PyTorch's, with comments we must keep.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.build.diagnose import diagnose, explain
+from rocm_build_backend.builder.diagnose import diagnose, explain
 
 DATA = Path(__file__).parent / "data" / "build-failures"
 

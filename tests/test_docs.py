@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from rocm_build_backend.build.settings import settings_table
+from rocm_build_backend.builder.settings import settings_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.errors import ConfigError, StaleBuildTreeError
-from rocm_build_backend.build.freshness import (
+from rocm_build_backend.builder.freshness import (
     FRESH_NAME,
     check_fresh,
     cmake_arch,
@@ -195,7 +195,7 @@ def test_a_build_dir_outside_the_project_is_followed_only_when_the_backend_made_
 
 def test_mark_fresh_leaves_a_folder_that_was_not_ours(src):
     """A build/ of the user's that existed before the build is never stamped (it would become ours)."""
-    from rocm_build_backend.build.freshness import existing_trees
+    from rocm_build_backend.builder.freshness import existing_trees
 
     touch(src / "build" / "scripts" / "make.sh")
     before = existing_trees(src)
@@ -257,7 +257,7 @@ def test_mark_fresh_writes_valid_json_atomically(src, tmp_path):
 
 
 def test_mark_fresh_skips_trees_it_cannot_write(src, monkeypatch):
-    import rocm_build_backend.build.freshness as freshness
+    import rocm_build_backend.builder.freshness as freshness
 
     (src / "build").mkdir()
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.wheel import index as I
+from rocm_build_backend.wheel.index import run as I
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
 from wheelmaker import make_wheel
 
@@ -522,7 +522,7 @@ def test_replacing_a_wheel_keeps_every_moment_consistent(tmp_path, monkeypatch):
 CONCURRENT = """\
 import sys
 from pathlib import Path
-from rocm_build_backend.wheel.index import build_index
+from rocm_build_backend.wheel.index.run import build_index
 for _ in range(int(sys.argv[3])):
     build_index(Path(sys.argv[1]), Path(sys.argv[2]))
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.binary.audit import audit_file, audit_wheel
-from rocm_build_backend.wheel.index import build_index
+from rocm_build_backend.wheel.index.run import build_index
 from wheelmaker import make_wheel
 
 BIN = Path(__file__).parent / "data" / "binaries"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.wheel import variant as V
-from rocm_build_backend.wheel.index import build_index
+from rocm_build_backend.wheel.variant import properties as V
+from rocm_build_backend.wheel.index.run import build_index
 from test_variant import BIN, _picked, _uv_with_variants, code_object, gpu_wheel
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import copy_sample, run
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.wheel import install as I
+from rocm_build_backend.wheel.install import run as I
 from wheelmaker import make_wheel
 
 BIN = Path(__file__).parent / "data" / "binaries"

@@ -1,4 +1,4 @@
-"""The vendor choice and the NVIDIA half of a build's plan (pure functions for build/plan.py)."""
+"""The vendor choice and the NVIDIA half of a build's plan (pure functions for builder/plan.py)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ import shlex
 import pytest
 
 from rocm_build_backend.errors import ConfigError
-from rocm_build_backend.build.plan import Host, make_plan
-from rocm_build_backend.build.settings import load_settings
+from rocm_build_backend.builder.plan import Host, make_plan
+from rocm_build_backend.builder.settings import load_settings
 from rocm_build_backend.gpu.targets import parse_targets
 
 GIB = 1 << 30

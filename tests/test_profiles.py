@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.build import profiles
-from rocm_build_backend.build.profiles import load_profiles, normalize, profile_for
+from rocm_build_backend.builder import profiles
+from rocm_build_backend.builder.profiles import load_profiles, normalize, profile_for
 from rocm_build_backend.gpu.targets import parse_targets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ def test_describe_says_where_the_knowledge_comes_from():
 
 def test_loaded_lazily():
     code = (
-        "import rocm_build_backend.build.profiles as p\n"
+        "import rocm_build_backend.builder.profiles as p\n"
         "assert p.all_profiles.cache_info().currsize == 0\n"
         "assert p.profile_for('torch') is not None\n"
         "assert p.all_profiles.cache_info().currsize == 1\n"
@@ -244,8 +244,8 @@ def test_every_target_list_is_marked_and_switches_are_not():
 
 
 def test_plan_of_an_unknown_project_names_the_target_lists():
-    from rocm_build_backend.build.plan import Host, make_plan
-    from rocm_build_backend.build.settings import load_settings
+    from rocm_build_backend.builder.plan import Host, make_plan
+    from rocm_build_backend.builder.settings import load_settings
 
     p = make_plan(T("gfx942"), "from test", load_settings({}, None, {}), {}, backend_kind="setuptools",
                   host=Host(cpus=4, mem_available=8 << 30), dist_name="somebodys-kernels")
@@ -270,7 +270,7 @@ def test_malformed_target_lists_are_refused(edit, message):
 # ---------------------------------------------- setup.py projects get their profile (issue 11 item 3)
 
 def test_load_project_reads_the_name_from_pkg_info(tmp_path):
-    from rocm_build_backend.build.flow import load_project
+    from rocm_build_backend.builder.flow import load_project
 
     (tmp_path / "setup.py").write_text("import os\nsetup(name=os.environ['X'])\n")
     (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: flash_attn\nVersion: 2.8.3\n\nName: not-this\n")

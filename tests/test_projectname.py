@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build_backend.build.projectname import (
+from rocm_build_backend.builder.projectname import (
     MAX_BYTES, find_name, name_from_pkg_info, name_from_setup_cfg, name_from_setup_py)
 
 

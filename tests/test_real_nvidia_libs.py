@@ -22,8 +22,8 @@ import pytest
 
 from realinputs import real_wheel, wheel_pin
 from rocm_build_backend.binary.audit import audit_wheel
-from rocm_build_backend.wheel.check import check_wheels
-from rocm_build_backend.wheel.environment import check_environment
+from rocm_build_backend.wheel.check.wheels import check_wheels
+from rocm_build_backend.wheel.check.environment import check_environment
 
 pytestmark = [pytest.mark.integration, pytest.mark.realinputs]
 
@@ -99,7 +99,7 @@ def test_index_puts_cusparse_under_sm_90_not_sm_70(cusparse, tmp_path):
     import shutil
 
     from rocm_build_backend.gpu.targets import parse_targets
-    from rocm_build_backend.wheel.index import build_index
+    from rocm_build_backend.wheel.index.run import build_index
 
     wheels = tmp_path / "wheels"
     wheels.mkdir()

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from realinputs import CorpusError, copy_tree, load_pins, sdist_tree
-from rocm_build_backend.build.profiles import all_profiles, profile_for, select_profile
-from rocm_build_backend.build.configure import SHIM, configure
-from rocm_build_backend.build.projectname import find_name
+from rocm_build_backend.builder.profiles import all_profiles, profile_for, select_profile
+from rocm_build_backend.builder.configure import SHIM, configure
+from rocm_build_backend.builder.projectname import find_name
 from rocm_build_backend.gpu.targets import parse_targets
 
 if sys.version_info >= (3, 11):

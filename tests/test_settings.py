@@ -3,7 +3,7 @@
 import pytest
 
 from rocm_build_backend.errors import ConfigError
-from rocm_build_backend.build.settings import Settings, env_name, load_settings, settings_table, split_config_settings
+from rocm_build_backend.builder.settings import Settings, env_name, load_settings, settings_table, split_config_settings
 
 
 def _pyproject(**table):
@@ -144,7 +144,7 @@ def test_whole_numbers_are_accepted(key, raw, value):
     assert getattr(s, key.replace("-", "_")) == value
 
 
-@pytest.mark.parametrize("spec", ["rocm_build_backend", "rocm_build_backend:__init__", "rocm_build_backend.build.flow"])
+@pytest.mark.parametrize("spec", ["rocm_build_backend", "rocm_build_backend:__init__", "rocm_build_backend.builder.flow"])
 def test_the_shim_cannot_wrap_itself(spec):
     """backend = "rocm_build_backend" recursed until RecursionError."""
     with pytest.raises(ConfigError) as exc:
@@ -155,7 +155,7 @@ def test_the_shim_cannot_wrap_itself(spec):
 @pytest.mark.parametrize("data", [b'[project]\nname = "caf\xe9"\n', b"\xff\xfe[\x00p\x00", b"\x00\x00"])
 def test_a_pyproject_that_is_not_utf8_is_a_clear_error(tmp_path, data):
     """A Latin-1 or UTF-16 pyproject.toml gave a UnicodeDecodeError traceback."""
-    from rocm_build_backend.build.source import read_pyproject
+    from rocm_build_backend.builder.source import read_pyproject
 
     (tmp_path / "pyproject.toml").write_bytes(data)
     with pytest.raises(ConfigError) as exc:

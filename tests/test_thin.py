@@ -245,7 +245,7 @@ def test_a_damaged_member_is_refused(tmp_path, capsys):
 
 
 def test_members_over_the_memory_cap_go_through_a_mapped_file(tmp_path, capsys, monkeypatch):
-    from rocm_build_backend.wheel import thin_zip
+    from rocm_build_backend.wheel.thin import stream as thin_zip
 
     src = fat_wheel(tmp_path / "in")
     assert run(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "mem")[0] == 0

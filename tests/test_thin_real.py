@@ -21,7 +21,7 @@ import pytest
 
 from rocm_build_backend.binary.audit import audit_bytes, audit_wheel
 from rocm_build_backend.gpu.targets import parse_targets
-from rocm_build_backend.wheel.thin import thin_wheel
+from rocm_build_backend.wheel.thin.run import thin_wheel
 
 pytestmark = pytest.mark.integration
 

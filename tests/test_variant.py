@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
-from rocm_build_backend.wheel import variant as V
+from rocm_build_backend.wheel.variant import properties as V
 from rocm_build_backend.wheel.reader import wheel_targets
 from wheelmaker import make_wheel
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.build.settings import load_settings
-from rocm_build_backend.build.variant import under_pip
-from rocm_build_backend.wheel import variant as V
+from rocm_build_backend.builder.settings import load_settings
+from rocm_build_backend.builder.variant import under_pip
+from rocm_build_backend.wheel.variant import properties as V
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = Path(__file__).parent / "data" / "binaries" / "amdgpu_gfx942_cov5.hsaco"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.wheel import index as I
+from rocm_build_backend.wheel.index import run as I
 from wheelmaker import make_wheel, stamp_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -93,11 +93,11 @@ def build_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_devices(args: argparse.Namespace) -> tuple[list[Any], list[str], bool | None]:
     """(devices, notes, generic_ok) for check: --targets, else this machine's GPUs."""
-    from rocm_build_backend.wheel.check import devices_from_detection, generic_ok_for, host_rocm_version
+    from rocm_build_backend.wheel.check.wheels import devices_from_detection, generic_ok_for, host_rocm_version
     from rocm_build_backend.gpu.targets import parse_targets
 
     if getattr(args, "targets", None) is not None:
-        from rocm_build_backend.wheel.index_plan import named_targets
+        from rocm_build_backend.wheel.index.plan import named_targets
 
         return parse_targets(named_targets(args.targets)), [], True
     found = detection(args, keep_features=True)

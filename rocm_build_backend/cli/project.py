@@ -13,7 +13,7 @@ from rocm_build_backend.errors import RocmBuildBackendError
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.project import plan_json, plan_project
+    from rocm_build_backend.builder.project import plan_json, plan_project
 
     prepared, stale = plan_project(Path(args.path), build_settings(args))
     clean = prepared.project.settings.stale == "clean"
@@ -35,7 +35,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.project import build_project
+    from rocm_build_backend.builder.project import build_project
 
     wheel, stale = build_project(Path(args.path), Path(args.outdir) if args.outdir else None,
                                  build_settings(args))
@@ -47,7 +47,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_configure(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.configure import configure
+    from rocm_build_backend.builder.configure import configure
 
     if not Path(args.path).is_dir():
         raise RocmBuildBackendError(f"{args.path} is not a folder", hint="give the project's folder")

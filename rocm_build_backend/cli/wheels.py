@@ -29,12 +29,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.environment import check_environment
+    from rocm_build_backend.wheel.check.environment import check_environment
 
     if args.wheels:
         raise RocmBuildBackendError("check --env takes no wheels", hint="check wheels and environments in two runs")
     devices, notes, generic_ok = check_devices(args)
-    from rocm_build_backend.wheel.environment import default_cache_path
+    from rocm_build_backend.wheel.check.environment import default_cache_path
 
     report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
                                cache_path=None if args.no_cache else default_cache_path(), strict=args.strict)
@@ -46,7 +46,7 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.check import check_wheels
+    from rocm_build_backend.wheel.check.wheels import check_wheels
 
     if args.env is not None:
         return cmd_check_env(args)
@@ -66,11 +66,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.cache import list_cache, purge_cache
+    from rocm_build_backend.wheel.cache.run import list_cache, purge_cache
     from rocm_build_backend.gpu.targets import parse_targets
 
     if args.targets is not None:
-        from rocm_build_backend.wheel.index_plan import named_targets
+        from rocm_build_backend.wheel.index.plan import named_targets
 
         targets = parse_targets(named_targets(args.targets))
     else:
@@ -97,10 +97,10 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.index import build_index
+    from rocm_build_backend.wheel.index.run import build_index
     from rocm_build_backend.gpu.targets import parse_targets
 
-    from rocm_build_backend.wheel.index_plan import named_targets
+    from rocm_build_backend.wheel.index.plan import named_targets
 
     targets: Any = None
     if args.targets is not None:  # with --family, family names too: build_index parses them
@@ -119,7 +119,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_install(args: argparse.Namespace) -> int:
     import tempfile
 
-    from rocm_build_backend.wheel.install import install_inspected
+    from rocm_build_backend.wheel.install.run import install_inspected
 
     devices, notes, generic_ok = check_devices(args)
     env = dict(os.environ)

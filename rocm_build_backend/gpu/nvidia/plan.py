@@ -1,6 +1,6 @@
 """What a build for NVIDIA targets gets: the vendor choice and the NVIDIA half of the plan.
 
-Pure functions for ``build/plan.py`` to call (it owns the plan; this module owns the CUDA
+Pure functions for ``builder/plan.py`` to call (it owns the plan; this module owns the CUDA
 facts), mirroring what the plan does for AMD:
 
 - ``choose_vendor(setting, requested, detected)``: ``vendor = "auto" | "amd" | "nvidia"``.

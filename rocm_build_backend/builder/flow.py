@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from rocm_build_backend.build.log import log, reported
-from rocm_build_backend.build.prepare import Prepared, prepare, show
-from rocm_build_backend.build.source import ConfigSettings, Project, backend_build_dirs, load_project, wrapped_backend
+from rocm_build_backend.builder.log import log, reported
+from rocm_build_backend.builder.prepare import Prepared, prepare, show
+from rocm_build_backend.builder.source import ConfigSettings, Project, backend_build_dirs, load_project, wrapped_backend
 
 __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata",
            "check_fresh", "mark_fresh", "load_project", "prepare", "show", "wrapped_backend"]
@@ -32,8 +32,8 @@ __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata
 
 def check_fresh(prepared: Prepared) -> list[Path]:
     """Stop on (or clean) stale trees; returns the trees that are not ours, for ``mark_fresh``."""
-    from rocm_build_backend.build.freshness import check_fresh as _check
-    from rocm_build_backend.build.freshness import existing_trees
+    from rocm_build_backend.builder.freshness import check_fresh as _check
+    from rocm_build_backend.builder.freshness import existing_trees
 
     project = prepared.project
     cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
@@ -44,7 +44,7 @@ def check_fresh(prepared: Prepared) -> list[Path]:
 
 
 def mark_fresh(prepared: Prepared, skip: list[Path]) -> None:
-    from rocm_build_backend.build.freshness import mark_fresh as _mark
+    from rocm_build_backend.builder.freshness import mark_fresh as _mark
 
     project = prepared.project
     _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=backend_build_dirs(project), skip=skip)
@@ -53,7 +53,7 @@ def mark_fresh(prepared: Prepared, skip: list[Path]) -> None:
 # ------------------------------------------------------------------------ the hooks
 
 def _explain(exc: BaseException) -> None:
-    from rocm_build_backend.build.diagnose import explain
+    from rocm_build_backend.builder.diagnose import explain
 
     try:
         cause = explain(exc)
@@ -69,8 +69,8 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
     """build_wheel and build_editable: steps 1-9; returns the wheel's file name."""
     import time
 
-    from rocm_build_backend.build.environment import applied
-    from rocm_build_backend.build.verify import audit_and_stamp
+    from rocm_build_backend.builder.environment import applied
+    from rocm_build_backend.builder.verify import audit_and_stamp
 
     with reported():
         project = load_project(config_settings)
@@ -78,14 +78,14 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
         prepared = prepare(project)
         show(prepared)
         if metadata_directory:
-            from rocm_build_backend.build.planfile import check_plan_file
+            from rocm_build_backend.builder.planfile import check_plan_file
 
             check_plan_file(metadata_directory, [str(t) for t in prepared.plan.targets])
             if project.settings.local_version:
                 metadata_directory = None  # we relabel the version ourselves, after the build
         not_ours = check_fresh(prepared)
         start = time.time()
-        from rocm_build_backend.build.interrupt import terminated_as_exit
+        from rocm_build_backend.builder.interrupt import terminated_as_exit
 
         try:
             with terminated_as_exit(), applied(prepared.plan):
@@ -97,7 +97,7 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
             mark_fresh(prepared, not_ours)
         out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start)
         if project.settings.variant and hook == "build_wheel":
-            from rocm_build_backend.build.variant import variant_wheel
+            from rocm_build_backend.builder.variant import variant_wheel
 
             out = variant_wheel(out)
         log(f"built {out.name}")
@@ -113,7 +113,7 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings | None) ->
 
 def get_requires(hook: str, config_settings: ConfigSettings | None) -> list[str]:
     """get_requires_for_build_*: the wrapped backend's answer, or the backend itself when missing."""
-    from rocm_build_backend.build.backend import BackendNotInstalledError
+    from rocm_build_backend.builder.backend import BackendNotInstalledError
 
     with reported():
         project = load_project(config_settings)
@@ -143,8 +143,8 @@ def _prepare_for_metadata(project: Project) -> Prepared | None:
 
 def prepare_metadata(hook: str, metadata_directory: str, config_settings: ConfigSettings | None) -> str:
     """prepare_metadata_for_build_*: the wrapped backend's .dist-info, and our plan file beside it."""
-    from rocm_build_backend.build.environment import applied
-    from rocm_build_backend.build.planfile import write_plan_file
+    from rocm_build_backend.builder.environment import applied
+    from rocm_build_backend.builder.planfile import write_plan_file
 
     with reported():
         project = load_project(config_settings)
@@ -167,7 +167,7 @@ def prepare_metadata(hook: str, metadata_directory: str, config_settings: Config
 
 def has_hook(name: str, env: Mapping[str, str] | None = None) -> bool:
     """Whether the shim offers the optional hook ``name``: exactly when the wrapped backend has it."""
-    from rocm_build_backend.build.backend import BackendNotInstalledError
+    from rocm_build_backend.builder.backend import BackendNotInstalledError
     from rocm_build_backend.errors import RocmBuildBackendError
 
     try:

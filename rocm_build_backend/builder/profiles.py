@@ -14,7 +14,7 @@ project is a new entry, not new code::
 A project with no profile still gets every knob marked ``target_list`` in the data (a pure list
 of targets under a name several projects read, ``GPU_ARCHS``, ``HIP_ARCHITECTURES``): that is
 ``target_list_profile()``. Behaviour switches (``FORCE_CUDA``, ``BUILD_TARGET``, ...) stay with
-their project's profile. The name to match comes from ``build/projectname.py``.
+their project's profile. The name to match comes from ``builder/projectname.py``.
 
 Everything here is pure; the JSON is read on first use.
 """

@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from rocm_build_backend.build.log import log
+from rocm_build_backend.builder.log import log
 from rocm_build_backend.errors import TargetMismatchError
 
 if TYPE_CHECKING:
     from rocm_build_backend.binary.audit import AuditReport
-    from rocm_build_backend.build.prepare import Prepared
+    from rocm_build_backend.builder.prepare import Prepared
 
 _NOT_SOURCES = {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
 
@@ -42,7 +42,7 @@ def _mismatch_hint(prepared: Prepared) -> str:
     flag = "-arch/-gencode" if prepared.plan.vendor == "nvidia" else "--offload-arch"
     hint = f"the build ignored the targets (a hard-coded {flag}, or a script that picks its own)"
     if prepared.plan.profile and prepared.plan.vendor == "amd":
-        from rocm_build_backend.build.profiles import profile_for
+        from rocm_build_backend.builder.profiles import profile_for
 
         prof = profile_for(prepared.project.dist_name)
         if prof is not None and prof.no_device_code_hint:

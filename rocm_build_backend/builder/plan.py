@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.errors import ConfigError
-from rocm_build_backend.build.settings import Settings
+from rocm_build_backend.builder.settings import Settings
 from rocm_build_backend.gpu.targets import GpuTarget, join_targets, parse_targets
 
 _GIB = 1 << 30
@@ -219,7 +219,7 @@ def _nvidia(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env
 def _unprefixed(draft: _Draft) -> None:
     """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
     backend as it is, which is rarely what was meant; say so, with the right spelling."""
-    from rocm_build_backend.build.settings import PREFIX
+    from rocm_build_backend.builder.settings import PREFIX
 
     ours = set(Settings.keys())
     for key, value in draft.forwarded.items():
@@ -234,7 +234,7 @@ def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, en
     """The project profile's knobs; returns the profile's name, or None."""
     if settings.profile == "none":
         return None
-    from rocm_build_backend.build.profiles import profile_names, select_profile
+    from rocm_build_backend.builder.profiles import profile_names, select_profile
 
     profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
     if profile is None:

@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.wheel.index_files import HASH_DIR, Layout, Record
-from rocm_build_backend.wheel.index_pages import Entry, normalize
+from rocm_build_backend.wheel.index.files import HASH_DIR, Layout, Record
+from rocm_build_backend.wheel.index.pages import Entry, normalize
 
 INDEX = "variants"
 JSON_SUFFIX = "-variants.json"
@@ -30,7 +30,7 @@ def variant_label(fn: str) -> tuple[str, str | None]:
     """(the file name without its variant label, the label or None); the name unchanged when
     it is not a variant wheel's."""
     from rocm_build_backend.errors import WheelError
-    from rocm_build_backend.wheel.variant_names import split_variant_name
+    from rocm_build_backend.wheel.variant.names import split_variant_name
 
     try:
         return split_variant_name(fn)
@@ -41,7 +41,7 @@ def variant_label(fn: str) -> tuple[str, str | None]:
 def read_variant_json(path: Path, filename: str) -> dict[str, Any]:
     """The ``variant.json`` of a variant wheel (WheelError when it is missing or disagrees)."""
     from rocm_build_backend.errors import WheelError
-    from rocm_build_backend.wheel.variant import read_variant
+    from rocm_build_backend.wheel.variant.properties import read_variant
 
     found = read_variant(path, filename)
     if found is None:
@@ -62,7 +62,7 @@ def json_files(lay: Layout, wheels: dict[str, Record], listed: list[str]) -> tup
 
     Raises WheelError when one label stands for two property sets in one version.
     """
-    from rocm_build_backend.wheel.variant import index_files
+    from rocm_build_backend.wheel.variant.properties import index_files
 
     entries = []
     for fn in listed:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from rocm_build_backend.build.settings import Settings, load_settings, split_config_settings
+from rocm_build_backend.builder.settings import Settings, load_settings, split_config_settings
 from rocm_build_backend.errors import ConfigError
 
 ConfigSettings = Mapping[str, Any]
@@ -29,7 +29,7 @@ class Project:
 
     @property
     def dist_name(self) -> str | None:
-        from rocm_build_backend.build.projectname import project_name  # [project], PKG-INFO, setup.cfg, setup.py
+        from rocm_build_backend.builder.projectname import project_name  # [project], PKG-INFO, setup.cfg, setup.py
 
         return project_name(self.source_dir, self.pyproject)
 
@@ -73,7 +73,7 @@ def load_project(config_settings: ConfigSettings | None, env: Mapping[str, str] 
 def backend_build_dirs(project: Project) -> list[Path]:
     """The wrapped backend's persistent build folders beyond build/ and _skbuild/: scikit-build-core's
     build-dir, only when that is the wrapped backend (no other backend reads it)."""
-    from rocm_build_backend.build.backend import backend_kind
+    from rocm_build_backend.builder.backend import backend_kind
 
     if backend_kind(project.settings.backend) != "scikit-build-core":
         return []
@@ -90,7 +90,7 @@ _BACKENDS: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 def wrapped_backend(project: Project) -> Any:
     """The wrapped backend's module (or object), loaded once per process."""
-    from rocm_build_backend.build.backend import load_backend
+    from rocm_build_backend.builder.backend import load_backend
 
     key = (project.settings.backend, tuple(project.settings.backend_path))
     if key not in _BACKENDS:

@@ -1,6 +1,6 @@
 """Step 10 of a build with ``variant = true``: the stamped wheel becomes a variant wheel.
 
-The properties come from the wheel's audit (``wheel.variant``), never from the request. pip
+The properties come from the wheel's audit (``wheel.variant.properties``), never from the request. pip
 (26.3) rejects a variant wheel that a backend hands back ("Invalid build number"), after the
 whole build, so under pip the plain wheel is kept and a warning says why: its bytes are the
 same but for ``variant.json``, and a project whose pyproject asks for variants must still
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from rocm_build_backend.build.log import log
+from rocm_build_backend.builder.log import log
 
 
 def under_pip(env: Mapping[str, str] | None = None) -> bool:
@@ -28,7 +28,7 @@ def variant_wheel(wheel: Path, env: Mapping[str, str] | None = None) -> Path:
         log("warning: variant = true, but pip rejects variant wheels: keeping the plain wheel "
             "(build variant wheels with `python -m build` or `uv build`)")
         return wheel
-    from rocm_build_backend.wheel.variant import make_variant_wheel
+    from rocm_build_backend.wheel.variant.properties import make_variant_wheel
 
     out = make_variant_wheel(wheel, keep_original=False)
     log(f"variant wheel {out.name}")

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from rocm_build_backend.build.log import log
-from rocm_build_backend.build.settings import Settings
-from rocm_build_backend.build.source import Project
+from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.settings import Settings
+from rocm_build_backend.builder.source import Project
 from rocm_build_backend.errors import ConfigError
 
 if TYPE_CHECKING:
-    from rocm_build_backend.build.plan import BuildPlan, Host
-    from rocm_build_backend.build.toolchain import Compiler
+    from rocm_build_backend.builder.plan import BuildPlan, Host
+    from rocm_build_backend.builder.toolchain import Compiler
     from rocm_build_backend.gpu.nvidia.toolchain import Nvcc
     from rocm_build_backend.gpu.detect import Detection
     from rocm_build_backend.gpu.targets import GpuTarget
@@ -127,7 +127,7 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
 
 
 def host_facts() -> Host:
-    from rocm_build_backend.build.plan import Host
+    from rocm_build_backend.builder.plan import Host
 
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -160,7 +160,7 @@ def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, s
         from rocm_build_backend.gpu.nvidia.toolchain import check_nvcc
 
         return check_nvcc(with_ptx([str(t) for t in resolved.targets], settings.ptx), env)
-    from rocm_build_backend.build.toolchain import find_compiler, require_supported
+    from rocm_build_backend.builder.toolchain import find_compiler, require_supported
 
     compiler = find_compiler(settings.compiler, env=env)
     if compiler is not None:
@@ -170,8 +170,8 @@ def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, s
 
 def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True) -> Prepared:
     """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing."""
-    from rocm_build_backend.build.backend import backend_kind
-    from rocm_build_backend.build.plan import make_plan
+    from rocm_build_backend.builder.backend import backend_kind
+    from rocm_build_backend.builder.plan import make_plan
 
     env = os.environ if env is None else env
     settings = project.settings

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
-from rocm_build_backend.wheel.thin import DamagedWheel, ThinInputError, ThinResult
+from rocm_build_backend.wheel.thin.run import DamagedWheel, ThinInputError, ThinResult
 
 _NV = re.compile(r"(?:sm|compute)_([0-9]+)[af]?")
 
@@ -58,7 +58,7 @@ def _devices(held: list[str]) -> list[GpuTarget]:
 
 def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
     """Unit name -> the targets of one split wheel."""
-    from rocm_build_backend.wheel.index import family_of
+    from rocm_build_backend.wheel.index.run import family_of
 
     units: dict[str, list[GpuTarget]] = {}
     for t in _devices(held):
@@ -72,7 +72,7 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
 
     from rocm_build_backend.binary.audit import audit_wheel
     from rocm_build_backend.wheel.stamp import local_version
-    from rocm_build_backend.wheel.thin import thin_wheel
+    from rocm_build_backend.wheel.thin.run import thin_wheel
 
     src = Path(wheel)
     if per not in ("target", "family"):

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rocm_build_backend.gpu.targets import GpuTarget
-from rocm_build_backend.wheel.index_files import (
+from rocm_build_backend.wheel.index.files import (
     FILES_DIR,
     Layout,
     Record,
@@ -78,7 +78,7 @@ from rocm_build_backend.wheel.index_files import (
     parallel,
     write_if_changed,
 )
-from rocm_build_backend.wheel.index_pages import (  # noqa: F401 (API_VERSION, normalize: re-exported)
+from rocm_build_backend.wheel.index.pages import (  # noqa: F401 (API_VERSION, normalize: re-exported)
     API_VERSION,
     Entry,
     file_sort_key,
@@ -89,9 +89,9 @@ from rocm_build_backend.wheel.index_pages import (  # noqa: F401 (API_VERSION, n
     root_json,
     version_key,
 )
-from rocm_build_backend.wheel.index_plan import FAMILIES, family_of, index_plan, named_targets  # noqa: F401
-from rocm_build_backend.wheel.index_wheels import gather, write_sidecars
-from rocm_build_backend.wheel.index_state import (
+from rocm_build_backend.wheel.index.plan import FAMILIES, family_of, index_plan, named_targets  # noqa: F401
+from rocm_build_backend.wheel.index.wheels import gather, write_sidecars
+from rocm_build_backend.wheel.index.state import (
     STATE_NAME,
     STATE_VERSION,
     abandoned_stages,
@@ -279,7 +279,7 @@ def build_index(
     with locked(lay.out_dir):  # runs into one folder (CI jobs publishing at once) take turns
         if not split:
             return _build(lay, targets, family, generic_ok, variants)
-        from rocm_build_backend.wheel.index_split import prune, split_sources
+        from rocm_build_backend.wheel.index.split import prune, split_sources
 
         skipped: dict[str, str] = {}
         lay.sources, used = split_sources(lay.wheel_dir, lay.out_dir, skipped)
@@ -303,7 +303,7 @@ def _index_one(lay: Layout, index: str, listed: list[str], wheels: dict[str, Rec
 def _variant_index(lay: Layout, wheels: dict[str, Record], result: IndexResult) -> tuple[
         dict[Path, bytes], dict[str, Any]]:
     """The variants index: its JSON files written (before any page links them), its pages."""
-    from rocm_build_backend.wheel.index_variants import INDEX, json_files
+    from rocm_build_backend.wheel.index.variants import INDEX, json_files
 
     listed = sorted(fn for fn, rec in wheels.items() if "variant" in rec)
     files, extra = json_files(lay, wheels, listed)
@@ -349,7 +349,7 @@ def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family:
         all_pages.update(pages)
         stale += [rel for rel in old_indexes.get(index, {}).get("pages", []) if rel not in new_indexes[index]["pages"]]
     if variants:
-        from rocm_build_backend.wheel.index_variants import INDEX
+        from rocm_build_backend.wheel.index.variants import INDEX
 
         pages, new_indexes[INDEX] = _variant_index(lay, wheels, result)
         all_pages.update(pages)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.wheel.install_args import SplitArgs
-from rocm_build_backend.wheel.install_result import InstallResult, Row, Runner, _last_error
+from rocm_build_backend.wheel.install.args import SplitArgs
+from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error
 
 def _uv_exe(env: Mapping[str, str]) -> str:
     import shutil
@@ -32,7 +32,7 @@ def _uv(argv: list[str], env: Mapping[str, str], run: Runner, what: str) -> "sub
 
 
 def _staged_rows(stage: Path, output: str, devices: Sequence[Any], generic_ok: bool | None, origin: str) -> list[Row]:
-    from rocm_build_backend.wheel.environment import check_environment, distributions
+    from rocm_build_backend.wheel.check.environment import check_environment, distributions
 
     report = check_environment("", devices, generic_ok=generic_ok, locations=[stage])
     judged = {d.dist.dist_info: d for d in report.dists}

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.wheel.index_files import Layout, Record, parallel, read_wheel, tmp_name, write_if_changed
-from rocm_build_backend.wheel.index_pages import normalize, version_key
+from rocm_build_backend.wheel.index.files import Layout, Record, parallel, read_wheel, tmp_name, write_if_changed
+from rocm_build_backend.wheel.index.pages import normalize, version_key
 
 # (file name, path, stat, name and version from the file name, fresh record or None)
 _Todo = tuple[str, Path, os.stat_result, str, Any, "Record | None"]
@@ -46,7 +46,7 @@ def _listing(lay: Layout, old_wheels: dict[str, Record], skipped: dict[str, str]
     """
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-    from rocm_build_backend.wheel.index_variants import variant_label
+    from rocm_build_backend.wheel.index.variants import variant_label
 
     if lay.sources is not None:
         listing = sorted(lay.sources.items())
@@ -102,7 +102,7 @@ def _read_and_host(lay: Layout, item: _Todo) -> _Read:
     import zipfile
     import zlib
 
-    from rocm_build_backend.wheel.index_variants import read_variant_json, variant_label
+    from rocm_build_backend.wheel.index.variants import read_variant_json, variant_label
 
     fn, path, _st, fname_name, fname_version, _rec = item
     stage = tmp_name(lay.files_dir / fn) if lay.copy else None

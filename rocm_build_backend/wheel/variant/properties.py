@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
-from rocm_build_backend.wheel.variant_names import LABEL_RE as LABEL_RE
-from rocm_build_backend.wheel.variant_names import split_variant_name as split_variant_name
-from rocm_build_backend.wheel.variant_names import variant_filename as variant_filename
-from rocm_build_backend.wheel.variant_names import variants_json_name as variants_json_name
+from rocm_build_backend.wheel.variant.names import LABEL_RE as LABEL_RE
+from rocm_build_backend.wheel.variant.names import split_variant_name as split_variant_name
+from rocm_build_backend.wheel.variant.names import variant_filename as variant_filename
+from rocm_build_backend.wheel.variant.names import variants_json_name as variants_json_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from rocm_build_backend.wheel.facts import WheelTargets

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rocm_build_backend.wheel.environment import Distribution
+    from rocm_build_backend.wheel.check.environment import Distribution
 
 _MIN_SIZE = 64
 # never device code: what Python packages ship besides libraries

@@ -31,8 +31,8 @@ def _units(path: Path) -> int:
     """How many split wheels ``path`` would give (0: no device code; 1 for a variant wheel,
     which is indexed as it is)."""
     from rocm_build_backend.binary.audit import audit_wheel
-    from rocm_build_backend.wheel.index_variants import variant_label
-    from rocm_build_backend.wheel.split import units_for
+    from rocm_build_backend.wheel.index.variants import variant_label
+    from rocm_build_backend.wheel.thin.split import units_for
 
     if variant_label(path.name)[1] is not None:
         return 1
@@ -53,7 +53,7 @@ def _read_marker(folder: Path) -> list[str] | None:
 
 def _split_one(path: Path, final: Path) -> list[str]:
     """Split ``path`` into ``final`` (written under a temporary name, moved in whole)."""
-    from rocm_build_backend.wheel.split import split_wheel
+    from rocm_build_backend.wheel.thin.split import split_wheel
 
     work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
     try:

@@ -185,7 +185,7 @@ def _refuse_existing(dst: Path, src: Path) -> None:
 def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: str | os.PathLike[str],
                *, new_version: str | None = None) -> ThinResult:
     """Write the thinned wheel into ``outdir``; see the module docstring."""
-    from rocm_build_backend.wheel import thin_write
+    from rocm_build_backend.wheel.thin import write as thin_write
 
     src = Path(wheel)
     out = Path(outdir)

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget
-from rocm_build_backend.wheel.cache_dirs import caches_to_read, classify_cache, default_cache_dirs  # noqa: F401
-from rocm_build_backend.wheel.cache_report import CacheEntry, CacheReport
+from rocm_build_backend.wheel.cache.dirs import caches_to_read, classify_cache, default_cache_dirs  # noqa: F401
+from rocm_build_backend.wheel.cache.report import CacheEntry, CacheReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from rocm_build_backend.wheel.facts import WheelTargets

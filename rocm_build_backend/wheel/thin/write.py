@@ -19,8 +19,8 @@ from rocm_build_backend.errors import FormatError
 from rocm_build_backend.binary.rewrite import FileResult, might_hold_device_code, thin_buffer
 from rocm_build_backend.binary.rewrite_plan import CannotThin, Selector
 from rocm_build_backend.gpu.targets import GpuTarget
-from rocm_build_backend.wheel import thin_zip
-from rocm_build_backend.wheel.thin import COMPRESS_LEVEL, STAMP_NAME, MemberResult, ThinResult
+from rocm_build_backend.wheel.thin import stream as thin_zip
+from rocm_build_backend.wheel.thin.run import COMPRESS_LEVEL, STAMP_NAME, MemberResult, ThinResult
 
 MAX_STAMP = 1 << 20
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
-    from rocm_build_backend.build.plan import BuildPlan
+    from rocm_build_backend.builder.plan import BuildPlan
 
 
 @contextmanager
@@ -30,7 +30,7 @@ def applied(plan: BuildPlan | None) -> Iterator[None]:
         if plan is not None:
             os.environ.update(plan.env)
             if plan.pinned_tools:
-                from rocm_build_backend.build.pinned import pinned_env, write_pinned_tools
+                from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
 
                 tools = tempfile.mkdtemp(prefix="rocm-build-backend-tools-")
                 write_pinned_tools(Path(tools), plan.targets)

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
-from rocm_build_backend.wheel.audit_cache import AuditCache as AuditCache
-from rocm_build_backend.wheel.audit_cache import default_cache_path as default_cache_path
-from rocm_build_backend.wheel.candidates import device_candidates as device_candidates
-from rocm_build_backend.wheel.candidates import elf_may_hold_device_code as elf_may_hold_device_code
-from rocm_build_backend.wheel.candidates import may_hold_device_code as may_hold_device_code
+from rocm_build_backend.wheel.check.audit_cache import AuditCache as AuditCache
+from rocm_build_backend.wheel.check.audit_cache import default_cache_path as default_cache_path
+from rocm_build_backend.wheel.check.candidates import device_candidates as device_candidates
+from rocm_build_backend.wheel.check.candidates import elf_may_hold_device_code as elf_may_hold_device_code
+from rocm_build_backend.wheel.check.candidates import may_hold_device_code as may_hold_device_code
 
 SCHEMA_VERSION = 1
 _MAX_RECORD = 64 << 20

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.wheel.index_files import FILES_DIR, inside
+from rocm_build_backend.wheel.index.files import FILES_DIR, inside
 
 STATE_NAME = ".rocm-build-backend-index.json"
 STATE_VERSION = 1

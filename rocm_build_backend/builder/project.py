@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
 
 if TYPE_CHECKING:
-    from rocm_build_backend.build.freshness import StaleTree
-    from rocm_build_backend.build.prepare import Prepared
+    from rocm_build_backend.builder.freshness import StaleTree
+    from rocm_build_backend.builder.prepare import Prepared
 
 SHIM = "rocm_build_backend"
 LEGACY = "setuptools.build_meta:__legacy__"  # what pip uses for a project without pyproject.toml
 
 
 def _declared(path: Path) -> tuple[str | None, list[str]]:
-    from rocm_build_backend.build.source import read_pyproject
+    from rocm_build_backend.builder.source import read_pyproject
 
     system = read_pyproject(path).get("build-system") or {}
     backend = system.get("build-backend")
@@ -58,9 +58,9 @@ def shim_settings(path: Path, config_settings: Mapping[str, Any]) -> dict[str, A
 def plan_project(path: Path, config_settings: Mapping[str, Any]) -> tuple[Prepared, list[StaleTree]]:
     """What ``build`` would do with PATH: the prepared plan, and the stale trees that would stop it
     (or that ``stale = "clean"`` would remove). Builds nothing, removes nothing."""
-    from rocm_build_backend.build.freshness import find_stale
-    from rocm_build_backend.build.prepare import prepare
-    from rocm_build_backend.build.source import backend_build_dirs, load_project
+    from rocm_build_backend.builder.freshness import find_stale
+    from rocm_build_backend.builder.prepare import prepare
+    from rocm_build_backend.builder.source import backend_build_dirs, load_project
 
     path = project_folder(path)
     project = load_project(shim_settings(path, config_settings), source_dir=path)
@@ -128,7 +128,7 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
     try:
         name = caller.build_wheel(str(outdir), settings)
     except subprocess.CalledProcessError:
-        from rocm_build_backend.build.diagnose import diagnose
+        from rocm_build_backend.builder.diagnose import diagnose
 
         cause = diagnose("".join(tail))
         if cause is not None:
@@ -136,7 +136,7 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
         raise RocmBuildBackendError(f"building {path.name} failed (see the lines above)",
                                     hint="fix what the error lines say, then build again") from None
     wheel = outdir / name
-    from rocm_build_backend.build.freshness import stale_wheels
+    from rocm_build_backend.builder.freshness import stale_wheels
     from rocm_build_backend.wheel.stamp import read_stamp
 
     stamp = read_stamp(wheel) or {}

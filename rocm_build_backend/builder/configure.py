@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.build.project import LEGACY, SHIM
+from rocm_build_backend.builder.project import LEGACY, SHIM
 from rocm_build_backend.errors import CANNOT_TELL, ConfigError, RocmBuildBackendError
 
 
