@@ -18,11 +18,14 @@ This module strings the steps together; each step lives in the module named besi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from rocm_build_backend.builder.log import log, reported
 from rocm_build_backend.builder.prepare import Prepared, prepare, show
 from rocm_build_backend.builder.source import ConfigSettings, Project, backend_build_dirs, load_project, wrapped_backend
+
+if TYPE_CHECKING:
+    from rocm_build_backend.builder.enforce import Enforced
 
 __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata",
            "check_fresh", "mark_fresh", "load_project", "prepare", "show", "wrapped_backend"]
@@ -64,6 +67,19 @@ def _explain(exc: BaseException) -> None:
             log(line)
 
 
+def _enforced(prepared: Prepared, record: Path | None) -> Enforced | None:
+    """The pinned compilers' record, in the build log; None when enforcement was off."""
+    from rocm_build_backend.builder.enforce import read_record, vendor_module
+
+    if record is None:
+        return None
+    done = read_record(record)
+    uncounted = str(getattr(vendor_module(prepared.plan.vendor), "UNCOUNTED", ""))
+    for line in done.lines([str(t) for t in prepared.plan.targets], uncounted):
+        log(line)
+    return done
+
+
 def build(hook: str, directory: str, config_settings: ConfigSettings | None,
           metadata_directory: str | None) -> str:
     """build_wheel and build_editable: steps 1-9; returns the wheel's file name."""
@@ -87,15 +103,20 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
         start = time.time()
         from rocm_build_backend.builder.interrupt import terminated_as_exit
 
+        enforced = None
         try:
-            with terminated_as_exit(), applied(prepared.plan):
-                name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
+            with terminated_as_exit(), applied(prepared.plan) as world:
+                try:
+                    name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
+                finally:  # what the pinned compilers did, also when the build failed
+                    enforced = _enforced(prepared, world.record)
         except (Exception, SystemExit) as exc:  # the wrapped backend failed: say why when we know
             _explain(exc)
             raise
         finally:  # a failed or stopped compile leaves objects made for these targets: say so for the retry
             mark_fresh(prepared, not_ours)
-        out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start)
+        out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start,
+                              enforced=enforced)
         if project.settings.variant and hook == "build_wheel":
             from rocm_build_backend.builder.variant import variant_wheel
 

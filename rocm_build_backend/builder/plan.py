@@ -11,11 +11,15 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rocm_build_backend.errors import ConfigError
 from rocm_build_backend.builder.settings import Settings
 from rocm_build_backend.gpu.targets import GpuTarget, join_targets, parse_targets
+
+if TYPE_CHECKING:
+    from rocm_build_backend.builder.parallel import Extensions
+    from rocm_build_backend.builder.switches import Finding, Switch
 
 _GIB = 1 << 30
 # CMake variables that name HIP targets, in rocm-cmake's order of precedence.
@@ -59,6 +63,10 @@ class BuildPlan:
     notes: list[str] = field(default_factory=list)
     source_detail: str = ""  # the same in words, for the log: "from -C rocm-build-backend.targets"
     vendor: str = "amd"  # the one vendor the build targets: "amd" or "nvidia"
+    enforce: list[str] | None = None  # what enforcement does (None: enforce = false)
+    switches: list[Switch] = field(default_factory=list)  # the project's own GPU switches, and what the build does
+    build_ext_parallel: int = 1  # setuptools extensions built at once (DIST_EXTRA_CONFIG)
+    parallel_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,12 +84,18 @@ class BuildPlan:
             "profile": self.profile,
             "pinned_tools": self.pinned_tools,
             "notes": list(self.notes),
+            "enforce": {"enabled": self.enforce is not None, "how": list(self.enforce or [])},
+            "build_ext_parallel": self.build_ext_parallel,
+            "build_ext_parallel_reason": self.parallel_reason,
+            "switches": [s.to_json() for s in self.switches],
         }
 
     def summary(self) -> list[str]:
         """The lines a build log shows (without the prefix)."""
         lines = [f"targets {join_targets(self.targets, ' ')} ({self.source_detail or self.source})",
                  f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
+        if self.parallel_reason:
+            lines.append(f"build_ext parallel = {self.build_ext_parallel} ({self.parallel_reason})")
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
         lines.append(f"environment {shown}")
         if self.config_settings:
@@ -94,6 +108,8 @@ class BuildPlan:
             lines.append("pinned nvidia-smi reports the targets (rocminfo & co. report no AMD GPU)"
                          if self.vendor == "nvidia" else
                          "pinned rocminfo, rocm_agent_enumerator, amdgpu-arch, offload-arch report the targets")
+        lines += self.enforce if self.enforce is not None else ["enforce = false: the compiler builds the targets the project lists"]
+        lines += [s.line() for s in self.switches]
         lines += self.notes
         return lines
 
@@ -118,6 +134,23 @@ def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[i
     jobs = min(cpus, by_mem)
     return jobs, (f"{cpus} cores, {host.mem_available / _GIB:.0f} GiB available at "
                   f"{settings.memory_per_job} GiB a job")
+
+
+def _parallel(draft: _Draft, budget: int, extensions: Extensions | None, backend_kind: str,
+              env: Mapping[str, str], dist_name: str | None) -> tuple[int, int, str]:
+    """(extensions at once, jobs each, why): the budget split (``builder.parallel``), and the
+    project's own job variables (``data/jobs.json``) for the jobs each."""
+    if extensions is None:
+        return 1, budget, ""
+    from rocm_build_backend.builder.parallel import job_variables, split
+
+    at_once, each, why = split(budget, extensions, backend_kind=backend_kind)
+    for var, (value, source) in job_variables(dist_name, each, budget).items():
+        if var in env and env[var] != value:
+            draft.notes.append(f"{var}={env[var]} kept (the project reads it: {source})")
+            continue
+        draft.env[var] = value
+    return at_once, each, why
 
 
 @dataclass
@@ -270,8 +303,13 @@ def make_plan(
     host: Host = Host(),
     dist_name: str | None = None,
     source_detail: str = "",
+    findings: Sequence[Finding] = (),
+    extensions: Extensions | None = None,
 ) -> BuildPlan:
-    """Compute the variables and config settings a build gets. Pure."""
+    """Compute the variables and config settings a build gets. Pure.
+
+    ``findings``: the project's own switches (``builder.switches.scan``); ``extensions``: what its
+    ``setup.py`` shows of its extensions (``builder.parallel.read_extensions``)."""
     targets = list(targets)
     vendors = {t.vendor for t in targets}
     if len(vendors) > 1:
@@ -287,17 +325,34 @@ def make_plan(
         _hipcc_flags(draft, targets, env)
         _cmake(draft, targets, env, backend_kind)
     jobs, why = _max_jobs(settings, env, host)
-    draft.env["MAX_JOBS"] = str(jobs)
+    at_once, each, parallel_why = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    draft.env["MAX_JOBS"] = str(each)
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
-        draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
+        draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(each)
     profile_name = draft.profile if vendor == "nvidia" else _profile(draft, targets, settings, env, backend_kind, dist_name)
+    enforced = None
+    if settings.enforce:
+        from rocm_build_backend.builder import enforce
+
+        names = [str(t) for t in targets]
+        draft.env.update(enforce.plan_env(vendor, names, draft.env))
+        enforced = enforce.plan_lines(vendor, names)
+    switches: list[Switch] = []
+    if findings:
+        from rocm_build_backend.builder.switches.actions import resolve
+
+        switches = resolve(findings, vendor=vendor, targets=[str(t) for t in targets], env_out=draft.env,
+                           env_user=env, forwarded=draft.forwarded, backend_kind=backend_kind,
+                           enforce=settings.enforce, profile=profile_name)
     if draft.problems:
         hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
                 else "drop the -C cmake.define setting, or set the same targets")
         raise ConfigError(draft.problems, hint=hint)
     return BuildPlan(
         targets=targets, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
-        config_settings=draft.forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
+        config_settings=draft.forwarded, backend=settings.backend, max_jobs=each,
+        jobs_reason=why if at_once == 1 else f"a budget of {jobs} jobs ({why}): {at_once} extensions at once x {each}",
         profile=profile_name, pinned_tools=settings.pinned_tools, notes=draft.notes,
-        source_detail=source_detail or source, vendor=vendor,
+        source_detail=source_detail or source, vendor=vendor, enforce=enforced, switches=switches,
+        build_ext_parallel=at_once, parallel_reason=parallel_why,
     )

@@ -19,7 +19,9 @@ from rocm_build_backend.builder.source import Project
 from rocm_build_backend.errors import ConfigError
 
 if TYPE_CHECKING:
+    from rocm_build_backend.builder.parallel import Extensions
     from rocm_build_backend.builder.plan import BuildPlan, Host
+    from rocm_build_backend.builder.switches import Finding
     from rocm_build_backend.builder.toolchain import Compiler
     from rocm_build_backend.gpu.nvidia.toolchain import Nvcc
     from rocm_build_backend.gpu.detect import Detection
@@ -145,6 +147,15 @@ def host_facts() -> Host:
     return Host(cpus=cpus, mem_available=mem)
 
 
+def read_source(source_dir: Path, kind: str, env: Mapping[str, str]) -> tuple[list[Finding], Extensions]:
+    """What the project's build files show: its own GPU switches and its extensions (read, never run)."""
+    from rocm_build_backend.builder.parallel import read_extensions
+    from rocm_build_backend.builder.switches import scan
+
+    cmake = True if kind == "scikit-build-core" else None
+    return scan(source_dir, cmake=cmake), read_extensions(source_dir, env)
+
+
 @dataclass
 class Prepared:
     project: Project
@@ -181,9 +192,11 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
     # a project that declares it has no GPU code (verify = "off") compiles nothing for the targets
     if check_compiler and settings.compiler_check and settings.verify != "off":
         compiler = _check_toolchain(resolved, settings, env)
-    plan = make_plan(targets, resolved.source, settings, env, backend_kind=backend_kind(settings.backend),
+    kind = backend_kind(settings.backend)
+    findings, extensions = read_source(project.source_dir, kind, env)
+    plan = make_plan(targets, resolved.source, settings, env, backend_kind=kind,
                      config_settings=project.forward, host=host_facts(), dist_name=project.dist_name,
-                     source_detail=resolved.detail)
+                     source_detail=resolved.detail, findings=findings, extensions=extensions)
     return Prepared(project, plan, compiler, resolved.detection)
 
 

@@ -17,6 +17,7 @@ from rocm_build_backend.errors import TargetMismatchError
 
 if TYPE_CHECKING:
     from rocm_build_backend.binary.audit import AuditReport
+    from rocm_build_backend.builder.enforce import Enforced
     from rocm_build_backend.builder.prepare import Prepared
 
 _NOT_SOURCES = {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
@@ -38,9 +39,26 @@ def _libraries_since(source_dir: Path, since: float) -> list[Path]:
     return found
 
 
-def _mismatch_hint(prepared: Prepared) -> str:
+def _switches_hint(prepared: Prepared) -> str | None:
+    """The project's own switches that most likely kept its GPU code out, as one hint."""
+    from rocm_build_backend.builder.switches.actions import needed
+
+    missed = needed(prepared.plan.switches)
+    if not missed:
+        return None
+    parts = [f"{s.finding.where} {s.finding.name}: " + (f"give {s.todo}" if s.todo else s.detail) for s in missed[:6]]
+    return "the project's own switches decide whether it builds GPU code: " + "; ".join(parts)
+
+
+def _mismatch_hint(prepared: Prepared, problems: list[str]) -> str:
+    if any(" holds no " in p for p in problems):
+        found = _switches_hint(prepared)
+        if found:
+            return found + "; a project meant to have no GPU code sets verify = \"off\""
     flag = "-arch/-gencode" if prepared.plan.vendor == "nvidia" else "--offload-arch"
     hint = f"the build ignored the targets (a hard-coded {flag}, or a script that picks its own)"
+    if prepared.plan.enforce is None:
+        hint += "; enforce = true holds the compiler to the targets"
     if prepared.plan.profile and prepared.plan.vendor == "amd":
         from rocm_build_backend.builder.profiles import profile_for
 
@@ -68,7 +86,7 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
         message = f"{wheel.name}: " + "; ".join(problems)
         if project.settings.verify == "error":
             wheel.unlink(missing_ok=True)
-            raise TargetMismatchError(message, hint=_mismatch_hint(prepared))
+            raise TargetMismatchError(message, hint=_mismatch_hint(prepared, problems))
         log("warning: " + message)
     else:
         log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
@@ -76,7 +94,8 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
     return report
 
 
-def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: bool = False) -> Path:
+def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: bool = False,
+          enforced: Enforced | None = None) -> Path:
     """Write the stamp (and the local version, the guard) into the wheel, atomically."""
     from rocm_build_backend import _version
     from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
@@ -90,6 +109,7 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
         audit_files={f.path: {"targets": list(f.targets), "complete": list(f.complete)}
                      for f in report.files if f.targets},
         host_gpus=host, toolchain=toolchain, version=_version.__version__,
+        enforced=({"how": list(plan.enforce or []), **enforced.to_stamp()} if enforced is not None else None),
     )
     new_version = None
     if settings.local_version:
@@ -113,7 +133,8 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
     return out
 
 
-def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> Path:
+def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0,
+                    enforced: Enforced | None = None) -> Path:
     """Verify the wheel's device code against the targets, then stamp it (atomically)."""
     report = audit(prepared, wheel, editable=editable, since=since)
-    return stamp(prepared, wheel, report, editable=editable)
+    return stamp(prepared, wheel, report, editable=editable, enforced=enforced)

@@ -86,6 +86,7 @@ def make_stamp(
     host_gpus: Iterable[object],
     toolchain: Mapping[str, object],
     version: str,
+    enforced: Mapping[str, Any] | None = None,
 ) -> Stamp:
     """The stamp record for one wheel (pure: a function of its arguments only).
 
@@ -116,13 +117,36 @@ def make_stamp(
         if key == "compiler" and value:
             value = value.replace("\\", "/").rsplit("/", 1)[-1]
         tool[key] = value
-    return {
+    out: Stamp = {
         "schema_version": SCHEMA_VERSION,
         "generator": {"name": GENERATOR, "version": str(version)},
         "requested": {"targets": _ordered_targets(requested), "source": str(source)},
         "audit": {"targets": union, "complete": complete_all, "files": files},
         "host": {"gpus": _ordered_targets(host_gpus)},
         "toolchain": tool,
+    }
+    if enforced is not None:
+        out["enforced"] = _enforced(enforced)
+    return out
+
+
+def _enforced(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The stamp's ``enforced`` object: counts, target lists in the stable order, source names."""
+    def count(key: str) -> int:
+        value = data.get(key, 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    whole = [{"sources": sorted(str(s) for s in w.get("sources", ())),
+              "targets": _ordered_targets(w.get("targets", ()))}
+             for w in data.get("left_whole", ()) if isinstance(w, Mapping)]
+    return {
+        "how": [str(line) for line in data.get("how", ())],
+        "compiles": count("compiles"),
+        "rewritten": count("rewritten"),
+        "kept": count("kept"),
+        "added": count("added"),
+        "dropped": _ordered_targets(data.get("dropped", ())),
+        "left_whole": whole,
     }
 
 
@@ -170,6 +194,11 @@ def stamp_problems(data: object) -> list[str]:
         value = data["toolchain"].get(key, None)
         if value is not None and not isinstance(value, str):
             problems.append(f"'toolchain.{key}' is not a string or null")
+    if "enforced" in data:
+        enforced = data["enforced"]
+        if not (isinstance(enforced, dict) and str_list(enforced.get("dropped"))
+                and isinstance(enforced.get("left_whole"), list)):
+            problems.append("'enforced' needs a 'dropped' list and a 'left_whole' list")
     return problems
 
 

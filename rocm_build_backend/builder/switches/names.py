@@ -1,0 +1,68 @@
+"""Which names are GPU switches, and of what kind: the one place that judges a name.
+
+``role(name)`` sorts an environment variable or CMake option by its name alone: ``targets``
+(``*ARCH*``, ``*GENCODE*``, ``GPU_TARGETS``), ``jobs`` (``MAX_JOBS``, ``NVCC_THREADS``,
+``*_NUM_BUILD_JOBS``), ``prebuilt`` (``*FORCE_BUILD``: build instead of downloading a wheel),
+``gpu-off`` (``*SKIP*CUDA*``, ``FORCE_ONLY_CPU``, ``*_NO_CUDA``), ``flags`` (``NVCC_FLAGS``),
+``gpu-on`` (any other name with a GPU word: ``FORCE_CUDA``, ``WITH_CUDA``, ``BUILD_TARGET``,
+``VLLM_TARGET_DEVICE``), or None: not a GPU switch (toolkit locations such as ``CUDA_HOME``, versions, ABI
+and debug switches, run-time device selection). ``option_role`` is stricter for CMake options,
+which projects have by the dozen: only a backend's main switch (``GGML_CUDA``, ``USE_ROCM``), not
+its sub-features (``GGML_CUDA_F16``). ``vendor(name)`` tells a name that is one vendor's alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NOT = re.compile(r"(^|_)(HOME|PATH|ROOT|DIR|DIRS|VERSION|VISIBLE_DEVICES|ABI|DEBUG|VERBOSE|LOCAL_VERSION|"
+                  r"INCLUDE|LIB|LIBRARY|BIN|EXECUTABLE|COMPILER|CC|CXX)($|_)|^NVIDIA_|^CI$|"
+                  r"(^|_)(NVCC|HIPCC|CUDACXX|HIPCXX|LAUNCHER)$")
+_GPU = re.compile(r"CUDA|HIP|ROCM|(^|_)GPU|NVCC|CUBLAS|CUTLASS|AMDGPU|TARGET_DEVICE|COMPUTE_BACKEND|"
+                  r"(^|_)BUILD_TARGET$")
+_TARGETS = re.compile(r"ARCH|GENCODE|(^|_)(GPU|AMDGPU)_TARGETS?$|CUDAARCHS|HCC_AMDGPU_TARGET")
+_JOBS = re.compile(r"(^|_)(MAX_JOBS|NUM_BUILD_JOBS|BUILD_JOBS|JOBS|NVCC_THREADS|PARALLEL_LEVEL)$")
+_PREBUILT = re.compile(r"FORCE_BUILD$")
+_OFF = re.compile(r"SKIP|(^|_)NO_(CUDA|HIP|ROCM|GPU)|ONLY_CPU|CPU_ONLY|DISABLE")
+_FLAGS = re.compile(r"FLAGS($|_)")
+_CPU_ONLY = re.compile(r"ONLY_CPU|CPU_ONLY")
+_MAIN_OPTION = re.compile(r"(^|_)(USE|WITH|ENABLE|BUILD)_(CUDA|HIP|ROCM|GPU)$|"
+                          r"(^|_)(CUDA|HIP|ROCM|HIPBLAS|CUBLAS|GPU)$")
+_AMD = re.compile(r"HIP|ROCM|AMDGPU|(^|_)CK($|_)")
+_NVIDIA = re.compile(r"CUDA|CUBLAS|NVCC|CUTLASS")
+
+
+def role(name: str) -> str | None:
+    """The role of an environment variable named ``name``, or None when it is no GPU switch."""
+    up = name.upper()
+    if _JOBS.search(up):
+        return "jobs"
+    if _TARGETS.search(up) and not _NOT.search(up):
+        return "targets"
+    if _PREBUILT.search(up):
+        return "prebuilt"
+    if _CPU_ONLY.search(up):
+        return "gpu-off"
+    if _NOT.search(up) or not _GPU.search(up):
+        return None
+    if _OFF.search(up):
+        return "gpu-off"
+    if _FLAGS.search(up):
+        return "flags"
+    return "gpu-on"
+
+
+def option_role(name: str) -> str | None:
+    """The role of a CMake ``option()`` (default OFF) named ``name``: ``gpu-on`` for a backend's
+    main switch, ``targets`` for one that names targets, else None."""
+    up = name.upper()
+    if _TARGETS.search(up) and not _NOT.search(up):
+        return "targets"
+    return "gpu-on" if _MAIN_OPTION.search(up) else None
+
+
+def vendor(name: str) -> str | None:
+    """``amd`` or ``nvidia`` for a name that belongs to one vendor, else None."""
+    up = name.upper()
+    amd, nvidia = bool(_AMD.search(up)), bool(_NVIDIA.search(up))
+    return "amd" if amd and not nvidia else "nvidia" if nvidia and not amd else None
