@@ -24,7 +24,8 @@ def test_generic_knobs_for_every_backend():
         assert p.env["PYTORCH_ROCM_ARCH"] == "gfx90a;gfx942"
         assert p.env["GPU_TARGETS"] == p.env["AMDGPU_TARGETS"] == "gfx90a;gfx942"
         assert p.env["HCC_AMDGPU_TARGET"] == "gfx90a,gfx942"
-        assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "--offload-arch=gfx90a --offload-arch=gfx942"
+        # enforce = true (the default): clang's reset first, so the targets are the last word
+        assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "--no-offload-arch=all --offload-arch=gfx90a --offload-arch=gfx942"
         assert p.env["HIP_PLATFORM"] == "amd"
         assert shlex.split(p.env["CMAKE_ARGS"]) == [
             "-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942", "-DGPU_TARGETS=gfx90a;gfx942", "-DAMDGPU_TARGETS=gfx90a;gfx942"]
@@ -66,10 +67,18 @@ def test_user_values_kept_when_they_agree(env, kept, replaced):
 
 def test_user_flags_and_cmake_args_survive():
     p = plan(env={"HIPCC_COMPILE_FLAGS_APPEND": "-O3 --offload-arch=gfx1030", "CMAKE_ARGS": "-DGGML_HIP=on -DGPU_TARGETS=gfx1030"})
-    assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "-O3 --offload-arch=gfx90a --offload-arch=gfx942"
+    assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "-O3 --no-offload-arch=all --offload-arch=gfx90a --offload-arch=gfx942"
     args = shlex.split(p.env["CMAKE_ARGS"])
     assert "-DGGML_HIP=on" in args and "-DGPU_TARGETS=gfx1030" not in args and "-DGPU_TARGETS=gfx90a;gfx942" in args
     assert {"HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_ARGS"} <= set(p.replaced)
+
+
+def test_enforce_off_appends_the_targets_without_the_reset():
+    p = plan(settings={"tool": {"rocm-build-backend": {"enforce": False}}},
+             env={"HIPCC_COMPILE_FLAGS_APPEND": "-O3"})
+    assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "-O3 --offload-arch=gfx90a --offload-arch=gfx942"
+    assert p.enforce is None and p.to_json()["enforce"] == {"enabled": False, "how": []}
+    assert "enforce = false" in " ".join(p.summary())
 
 
 @pytest.mark.parametrize("settings, env, host, jobs", [

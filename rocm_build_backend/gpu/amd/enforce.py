@@ -51,8 +51,11 @@ def outcome(listed: Sequence[str], targets: Sequence[str]) -> str:
 
 
 def plan_env(targets: Sequence[str], ptx: str, planned: Mapping[str, str]) -> dict[str, str]:
-    """``HIPCC_COMPILE_FLAGS_APPEND`` with the reset before the plan's ``--offload-arch`` flags."""
-    words = shlex.split(planned.get("HIPCC_COMPILE_FLAGS_APPEND", ""))
+    """``HIPCC_COMPILE_FLAGS_APPEND`` with the reset before the plan's ``--offload-arch`` flags
+    (nothing when the plan left the user's value alone: one that does not split as shell words)."""
+    if "HIPCC_COMPILE_FLAGS_APPEND" not in planned:
+        return {}
+    words = shlex.split(planned["HIPCC_COMPILE_FLAGS_APPEND"])
     others = [w for w in words if w != RESET and not w.startswith("--offload-arch=")]
     return {"HIPCC_COMPILE_FLAGS_APPEND": shlex.join(others + flags(targets))}
 
