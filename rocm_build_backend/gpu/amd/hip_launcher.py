@@ -54,6 +54,15 @@ def decide(argv: Sequence[str], flags: Sequence[str]) -> tuple[str, list[str], l
     return action, args + list(flags), listed
 
 
+def _probe(paths: Sequence[str]) -> bool:
+    """Whether this is one of CMake's own probes of the compiler: it runs them under CMakeFiles/."""
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = ""
+    return any("CMakeFiles" in p.replace("\\", "/").split("/") for p in [here, *paths])
+
+
 def json_line(line: dict[str, Any]) -> bytes:
     """One JSON object of strings and lists of strings, and a newline (``json`` is not imported:
     it would cost more than the rest of this program)."""
@@ -75,7 +84,7 @@ def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
     action, command, listed = decide(args, config["flags"])
     record = os.environ.get(RECORD_VAR)
     paths = [a for a in args[1:] if not a.startswith("-") and a.endswith(HIP_SUFFIXES)]
-    probe = any("CMakeFiles" in p.replace("\\", "/").split("/") for p in paths)  # CMake's own compiler checks
+    probe = _probe(paths)  # CMake's own compiler checks
     if record and action != "untouched" and not probe:
         sources = [os.path.basename(p) for p in paths]
         line = {"tool": "hip", "action": action, "listed": listed, "now": config["targets"], "sources": sources[:8]}

@@ -33,6 +33,7 @@ from rocm_build_backend.gpu.nvidia import pinned_nvcc
 from rocm_build_backend.gpu.nvidia.knobs import with_ptx
 
 MARKER = ".rocm-build-backend-view.json"
+DEFAULT_ROOT = "/usr/local/cuda"  # the last place PyTorch's _find_cuda_home looks
 VARIABLES = ("PYTORCH_NVCC", "CUDA_HOME", "CUDA_PATH", "CUDACXX", "PATH")
 
 
@@ -84,7 +85,7 @@ def toolkit_root(env: Mapping[str, str]) -> Path | None:
     candidates = [env.get("CUDA_HOME", ""), env.get("CUDA_PATH", "")]
     if found:
         candidates += [str(Path(found).parent.parent), str(Path(os.path.realpath(found)).parent.parent)]
-    candidates.append("/usr/local/cuda")
+    candidates.append(DEFAULT_ROOT)
     for c in candidates:
         if not c:
             continue

@@ -227,6 +227,15 @@ def _without_arch(value: str) -> str:
     return " ".join(out)
 
 
+def _probe(paths: Sequence[str]) -> bool:
+    """Whether this is one of CMake's own probes of the compiler: it runs them under CMakeFiles/."""
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = ""
+    return any("CMakeFiles" in p.replace("\\", "/").split("/") for p in [here, *paths])
+
+
 def json_line(line: dict[str, Any]) -> bytes:
     """One JSON object of strings and lists of strings, and a newline (``json`` is not imported:
     it would cost more than the rest of this program)."""
@@ -270,7 +279,7 @@ def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
             env["NVCC_APPEND_FLAGS"] = _without_arch(env["NVCC_APPEND_FLAGS"])
         record = env.get(RECORD_VAR)
         paths = [a for a in args if not a.startswith("-") and a.endswith(CUDA_SUFFIXES)]
-        if record and not any("CMakeFiles" in p.replace("\\", "/").split("/") for p in paths):
+        if record and not _probe(paths):
             # (CMake's own probes of the compiler, under CMakeFiles/, are rewritten but not recorded)
             sources = [os.path.basename(p) for p in paths]
             _record(record, {"tool": "nvcc", "action": action, "listed": listed, "now": now, "sources": sources[:8]})
