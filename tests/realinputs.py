@@ -1,9 +1,12 @@
 """Real sdists for the tests: download once, check size and sha256, keep only the files we read.
 
-The pins live in ``tests/real_sdists.json``. ``sdist_tree(pin)`` returns a folder holding the
-sdist's top-level ``pyproject.toml``, ``setup.py``, ``setup.cfg`` and ``PKG-INFO`` (those it has)
-and the files its pin lists under ``cited``, read from the tar as it streams in: the archive itself
-is never stored. The folder lives in the cache (``$RBB_TEST_CACHE``, default
+The pins live in ``tests/real_sdists.json`` (and ``tests/real_sdists_more.json``: more GPU projects
+that only the switch reader's tests read). ``sdist_tree(pin)`` returns a folder holding the
+sdist's top-level ``pyproject.toml``, ``setup.py``, ``setup.cfg`` and ``PKG-INFO`` (those it has),
+every ``CMakeLists.txt`` and ``*.cmake`` file (at most ``MAX_CMAKE``), and the files its pin lists
+under ``cited``, read from the tar as it streams in: the archive itself is never stored. A pin
+without a ``url`` is found through pip's configured index (``PIP_INDEX_URL``, ``pip config``,
+else pip's default) by its file name, as pip finds it. The folder lives in the cache (``$RBB_TEST_CACHE``, default
 ``$XDG_CACHE_HOME/rocm-build-backend-tests`` or ``~/.cache/rocm-build-backend-tests``), so CI
 and later runs reuse it. A download whose size or sha256 differs from the pin is an error; so is
 a failed download (the message says how to run without the network). Nothing third-party is
@@ -27,6 +30,8 @@ from typing import Any, BinaryIO
 
 HERE = Path(__file__).resolve().parent
 PINS = HERE / "real_sdists.json"
+MORE_PINS = HERE / "real_sdists_more.json"
+MAX_CMAKE = 400  # CMake files kept of one sdist (the switch reader follows them)
 TOP_LEVEL = ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO")
 MAX_MEMBER = 4 << 20  # a setup.py, README or CMakeLists.txt; anything bigger is not what we want
 MARKER = ".rocm-build-backend-tests.json"
@@ -36,8 +41,8 @@ class CorpusError(Exception):
     """A real input that could not be had as pinned (network down, wrong hash, member missing)."""
 
 
-def load_pins() -> list[dict[str, Any]]:
-    return list(json.loads(PINS.read_text(encoding="utf-8"))["sdists"])
+def load_pins(path: Path = PINS) -> list[dict[str, Any]]:
+    return list(json.loads(path.read_text(encoding="utf-8"))["sdists"])
 
 
 def pin_named(name: str) -> dict[str, Any]:
@@ -56,8 +61,12 @@ def wanted_members(pin: dict[str, Any]) -> list[str]:
     return list(TOP_LEVEL) + [m for m in pin.get("cited", []) if m not in TOP_LEVEL]
 
 
+def _cmake_file(rel: str) -> bool:
+    return rel.rsplit("/", 1)[-1] == "CMakeLists.txt" or rel.endswith(".cmake")
+
+
 def _key(pin: dict[str, Any]) -> str:
-    members = hashlib.sha256("\n".join(wanted_members(pin)).encode()).hexdigest()[:8]
+    members = hashlib.sha256("\n".join(wanted_members(pin) + ["+cmake"]).encode()).hexdigest()[:8]
     return f"{pin['name']}-{pin['version']}-{pin['sha256'][:12]}-{members}"
 
 
@@ -90,13 +99,18 @@ def _extract(stream: BinaryIO, pin: dict[str, Any], dest: Path) -> list[str]:
     """Read the whole gzip'd tar from STREAM, writing the wanted members under DEST."""
     wanted = set(wanted_members(pin))
     found: list[str] = []
+    cmake = 0
     reader = _Hashing(stream)
     buffered = io.BufferedReader(reader, buffer_size=1 << 20)
     with tarfile.open(fileobj=buffered, mode="r|gz") as tar:
         for member in tar:
             rel = _relative(member.name)
-            if rel not in wanted or not member.isfile() or rel in found:
+            if rel is None or not member.isfile() or rel in found:
                 continue
+            if rel not in wanted:
+                if not _cmake_file(rel) or cmake >= MAX_CMAKE:
+                    continue
+                cmake += 1
             if member.size > MAX_MEMBER:
                 raise CorpusError(f"{pin['filename']}: {rel} is {member.size} bytes, more than {MAX_MEMBER}")
             fh = tar.extractfile(member)
@@ -109,7 +123,7 @@ def _extract(stream: BinaryIO, pin: dict[str, Any], dest: Path) -> list[str]:
         pass
     if reader.size != pin["size"] or reader.sha256.hexdigest() != pin["sha256"]:
         raise CorpusError(
-            f"{pin['filename']} from {pin['url']}: got {reader.size} bytes with sha256 "
+            f"{pin['filename']}: got {reader.size} bytes with sha256 "
             f"{reader.sha256.hexdigest()}, the pin says {pin['size']} bytes with sha256 {pin['sha256']}")
     missing = [m for m in pin.get("cited", []) if m not in found]
     if missing:
@@ -117,17 +131,54 @@ def _extract(stream: BinaryIO, pin: dict[str, Any], dest: Path) -> list[str]:
     return found
 
 
-def _download(pin: dict[str, Any], dest: Path) -> list[str]:
+def _index() -> str:
+    """pip's configured index: ``PIP_INDEX_URL``, ``pip config get global.index-url``, pip's default."""
+    import subprocess
+    import sys
+
+    given = os.environ.get("PIP_INDEX_URL")
+    if given:
+        return given.rstrip("/")
+    proc = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                          capture_output=True, text=True)
+    if proc.returncode == 0 and proc.stdout.strip():
+        return proc.stdout.strip().rstrip("/")
+    from pip._internal.models.index import PyPI
+
+    return str(PyPI.simple_url).rstrip("/")
+
+
+def pin_url(pin: dict[str, Any]) -> str:
+    """The pin's ``url``, else its file's address on pip's index (PEP 691 JSON)."""
+    if pin.get("url"):
+        return str(pin["url"])
+    import urllib.parse
+
+    page = f"{_index()}/{pin['name']}/"
+    request = urllib.request.Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
-        with urllib.request.urlopen(pin["url"], timeout=120) as response:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            files = json.loads(response.read(16 << 20))["files"]
+    except (urllib.error.URLError, TimeoutError, ConnectionError, ValueError, KeyError) as exc:
+        raise CorpusError(f"cannot list {pin['name']} on the index {page}: {exc}") from None
+    for entry in files:
+        if entry.get("filename") == pin["filename"]:
+            return urllib.parse.urljoin(page, entry["url"])
+    raise CorpusError(f"the index {page} has no {pin['filename']}")
+
+
+def _download(pin: dict[str, Any], dest: Path) -> list[str]:
+    url = pin_url(pin)
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response:
             return _extract(response, pin, dest)
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         raise CorpusError(
-            f"cannot download {pin['url']}: {exc}. The real-input tests download each pinned sdist "
+            f"cannot download {url}: {exc}. The real-input tests download each pinned sdist "
             f"once into {cache_dir()} (set RBB_TEST_CACHE to a filled cache), "
             "or deselect them with -m 'not realinputs'") from None
     except (tarfile.TarError, EOFError, OSError) as exc:
-        raise CorpusError(f"{pin['filename']} from {pin['url']}: not a readable .tar.gz ({exc})") from None
+        raise CorpusError(f"{pin['filename']} from {url}: not a readable .tar.gz ({exc})") from None
 
 
 def sdist_tree(pin: dict[str, Any], *, cache: Path | None = None) -> Path:
@@ -141,7 +192,7 @@ def sdist_tree(pin: dict[str, Any], *, cache: Path | None = None) -> Path:
     work = Path(tempfile.mkdtemp(prefix=f".{pin['name']}-", dir=cache))
     try:
         found = _download(pin, work)
-        (work / MARKER).write_text(json.dumps({"sha256": pin["sha256"], "url": pin["url"], "members": found}))
+        (work / MARKER).write_text(json.dumps({"sha256": pin["sha256"], "members": found}))
         try:
             work.rename(final)
         except OSError:  # another run filled it first: theirs is as good as ours

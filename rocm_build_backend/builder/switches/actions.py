@@ -86,6 +86,9 @@ def _unset(f: Finding, ctx: dict[str, Any]) -> Switch:
     name = f.name
     default = f" (its default: {f.default})" if f.default not in (None, "") else ""
     if f.role == "gpu-on":
+        if f.value is not None and f.default is not None and (
+                f.default == f.value or (f.default.upper() in _ON and f.value.upper() in _ON)):
+            return Switch(f, "info", f"on by default ({name}={f.default})")
         if f.value is None:
             return Switch(f, "info", f"not set{default}: the project decides by it; give it when its default "
                                       "is not the GPU build you want")
@@ -110,6 +113,9 @@ def _unset(f: Finding, ctx: dict[str, Any]) -> Switch:
 def _option(f: Finding, ctx: dict[str, Any]) -> Switch:
     if f.vendor and f.vendor != ctx["vendor"]:
         return Switch(f, "info", f"for {_LABEL[f.vendor]} builds")
+    passed = [e for e in ctx["findings"] if e.kind == "env" and e.name == f.name]
+    if passed and f.kind == "cmake-option":
+        return Switch(f, "info", f"{passed[0].where} passes the environment variable {f.name} on to CMake")
     given = _defined(f.name, ctx["env_out"], ctx["forwarded"])
     if given is not None:
         return Switch(f, "set" if given.upper() in _ON else "warn", f"given {f.name}={given}")
@@ -163,13 +169,14 @@ def resolve(findings: Sequence[Finding], *, vendor: str, targets: Sequence[str],
     """What the build does about each finding, in their order. Pure."""
     ctx: dict[str, Any] = {"vendor": vendor, "targets": list(targets), "env_out": env_out, "env_user": env_user,
                            "forwarded": forwarded, "backend_kind": backend_kind, "enforce": enforce,
-                           "profile": profile}
+                           "profile": profile, "findings": list(findings)}
     done: list[Switch] = []
     later: list[Finding] = []
     for f in findings:
-        if f.kind in ("env", "cmake-env") and f.vendor is None and ctx["vendor"] == "nvidia" \
-                and vendor_of(f.name) == "amd":
-            done.append(Switch(f, "info", "for AMD builds"))
+        other = f.vendor or vendor_of(f.name, f.role)
+        if f.kind in ("env", "cmake-env") and other and other != ctx["vendor"]:
+            done.append(Switch(f, "info", f"for {_LABEL[other]} builds"
+                               + (" (read in a branch for them only)" if f.vendor else "")))
         elif f.kind in ("env", "cmake-env", "skbuild-define", "setup-cfg"):
             done.append(_env(f, ctx) if f.kind != "skbuild-define" or f.role != "gpu-on" else _option(f, ctx))
         elif f.kind == "cmake-option":

@@ -23,7 +23,7 @@ from rocm_build_backend.builder.switches import Budget, Finding
 from rocm_build_backend.builder.switches.names import option_role, role, vendor
 
 _OPTION = re.compile(r"^\s*option\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s+(\"[^\"]*\"|\S+)\s+(OFF|FALSE|NO|0)\s*\)", re.I | re.M)
-_ENV = re.compile(r"\$ENV\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV = re.compile(r"ENV\{([A-Za-z_][A-Za-z0-9_]*)\}")  # $ENV{X} and if(DEFINED ENV{X})
 _ARCH_SET = re.compile(r"^\s*set\s*\(\s*(CMAKE_CUDA_ARCHITECTURES|CMAKE_HIP_ARCHITECTURES|GPU_TARGETS|AMDGPU_TARGETS)"
                        r"\s+([^)$]*?)\s*(?:CACHE[^)]*)?\)", re.I | re.M)
 _PROP = re.compile(r"(?<![A-Za-z_])(?:CUDA|HIP)_ARCHITECTURES\s+(\"[0-9a-z;\- ]+\"|[0-9a-z;\-]+)", re.I)
@@ -71,7 +71,8 @@ def scan_text(text: str, file: str) -> list[Finding]:
         kind = option_role(name)
         if kind:
             n = _line_of(code, m.start(1))
-            found.append(Finding(file, n, "cmake-option", name, kind, "ON", "OFF", vendor=vendor(name), text=show(n)))
+            found.append(Finding(file, n, "cmake-option", name, kind, "ON", "OFF", vendor=vendor(name, "gpu-on-cmake"),
+                                 text=show(n)))
     for m in _ENV.finditer(code):
         name = m.group(1)
         kind = role(name)
@@ -95,7 +96,7 @@ def scan_text(text: str, file: str) -> list[Finding]:
                 name = flag if who else hits[0].group(0).split()[0].upper()
                 found.append(Finding(file, n, "hard-coded", name, "hard-coded", " ".join(targets), vendor=owner,
                                      text=show(n)))
-    return found
+    return sorted(found, key=lambda f: f.line)
 
 
 def _resolve(raw: str, here: Path, root: Path, command: str) -> Path | None:
@@ -168,8 +169,9 @@ def scan_pyproject(text: str, file: str) -> list[Finding]:
             if kind:
                 found.append(Finding(file, n, "skbuild-define", env, kind, "ON" if kind == "gpu-on" else None,
                                      str(value.get("default")) if "default" in value else None,
-                                     vendor=vendor(name), text=show))
+                                     vendor=vendor(name, "gpu-on-cmake"), text=show))
         elif isinstance(value, (str, bool)) and str(value).upper() in ("OFF", "FALSE", "0") and option_role(name):
-            found.append(Finding(file, n, "skbuild-define", name, "gpu-on", "ON", str(value), vendor=vendor(name),
+            found.append(Finding(file, n, "skbuild-define", name, "gpu-on", "ON", str(value),
+                                 vendor=vendor(name, "gpu-on-cmake"),
                                  text=show))
     return found

@@ -4,9 +4,10 @@
 (``*ARCH*``, ``*GENCODE*``, ``GPU_TARGETS``), ``jobs`` (``MAX_JOBS``, ``NVCC_THREADS``,
 ``*_NUM_BUILD_JOBS``), ``prebuilt`` (``*FORCE_BUILD``: build instead of downloading a wheel),
 ``gpu-off`` (``*SKIP*CUDA*``, ``FORCE_ONLY_CPU``, ``*_NO_CUDA``), ``flags`` (``NVCC_FLAGS``),
-``gpu-on`` (any other name with a GPU word: ``FORCE_CUDA``, ``WITH_CUDA``, ``BUILD_TARGET``,
-``VLLM_TARGET_DEVICE``), or None: not a GPU switch (toolkit locations such as ``CUDA_HOME``, versions, ABI
-and debug switches, run-time device selection). ``option_role`` is stricter for CMake options,
+``gpu-on`` (a name whose object is the GPU backend: ``FORCE_CUDA``, ``WITH_CUDA``,
+``BUILD_CUDA_EXT``, ``BUILD_TARGET``, ``VLLM_TARGET_DEVICE``, ``DS_BUILD_OPS``), or None: not a GPU switch (toolkit locations such as ``CUDA_HOME``, versions, ABI
+and debug switches, run-time device selection, features of a backend such as
+``ENABLE_HIP_FMHA_RTN_BF16_CONVERT``). ``option_role`` is stricter for CMake options,
 which projects have by the dozen: only a backend's main switch (``GGML_CUDA``, ``USE_ROCM``), not
 its sub-features (``GGML_CUDA_F16``). ``vendor(name)`` tells a name that is one vendor's alone.
 """
@@ -18,18 +19,23 @@ import re
 _NOT = re.compile(r"(^|_)(HOME|PATH|ROOT|DIR|DIRS|VERSION|VISIBLE_DEVICES|ABI|DEBUG|VERBOSE|LOCAL_VERSION|"
                   r"INCLUDE|LIB|LIBRARY|BIN|EXECUTABLE|COMPILER|CC|CXX)($|_)|^NVIDIA_|^CI$|"
                   r"(^|_)(NVCC|HIPCC|CUDACXX|HIPCXX|LAUNCHER)$")
-_GPU = re.compile(r"CUDA|HIP|ROCM|(^|_)GPU|NVCC|CUBLAS|CUTLASS|AMDGPU|TARGET_DEVICE|COMPUTE_BACKEND|"
-                  r"(^|_)BUILD_TARGET$")
+_GPU = re.compile(r"CUDA|HIP|ROCM|(^|_)GPU|NVCC|CUBLAS|AMDGPU|TARGET_DEVICE|COMPUTE_BACKEND|"
+                  r"(^|_)BUILD_TARGET$|(^|_)BUILD_OPS$")
+# a switch turns a GPU backend on when that backend is what it names, not a feature of it:
+# FORCE_CUDA, WITH_ROCM, BUILD_CUDA_EXT, CT_CUBLAS, DS_BUILD_OPS; not ENABLE_HIP_FMHA_RTN_BF16_CONVERT
+_ON_NAME = re.compile(r"(^|_)(CUDA|HIP|ROCM|GPU|CUBLAS|HIPBLAS|NVCC)(_(EXT|EXTS|EXTENSION|EXTENSIONS|BUILD|KERNELS|OPS))?$|"
+                      r"TARGET_DEVICE$|COMPUTE_BACKEND$|(^|_)BUILD_TARGET$|(^|_)BUILD_OPS$")
 _TARGETS = re.compile(r"ARCH|GENCODE|(^|_)(GPU|AMDGPU)_TARGETS?$|CUDAARCHS|HCC_AMDGPU_TARGET")
 _JOBS = re.compile(r"(^|_)(MAX_JOBS|NUM_BUILD_JOBS|BUILD_JOBS|JOBS|NVCC_THREADS|PARALLEL_LEVEL)$")
 _PREBUILT = re.compile(r"FORCE_BUILD$")
 _OFF = re.compile(r"SKIP|(^|_)NO_(CUDA|HIP|ROCM|GPU)|ONLY_CPU|CPU_ONLY|DISABLE")
 _FLAGS = re.compile(r"FLAGS($|_)")
 _CPU_ONLY = re.compile(r"ONLY_CPU|CPU_ONLY")
-_MAIN_OPTION = re.compile(r"(^|_)(USE|WITH|ENABLE|BUILD)_(CUDA|HIP|ROCM|GPU)$|"
-                          r"(^|_)(CUDA|HIP|ROCM|HIPBLAS|CUBLAS|GPU)$")
+_MAIN_OPTION = re.compile(r"(^|_)(CUDA|HIP|ROCM|HIPBLAS|CUBLAS|GPU)$")
+_GPU_WORD = re.compile(r"CUDA|HIP|ROCM|CUBLAS|GPU")
 _AMD = re.compile(r"HIP|ROCM|AMDGPU|(^|_)CK($|_)")
-_NVIDIA = re.compile(r"CUDA|CUBLAS|NVCC|CUTLASS")
+_NVIDIA = re.compile(r"CUBLAS|NVCC|CUTLASS|NVIDIA")
+_NVIDIA_TARGETS = re.compile(r"CUDA|CUBLAS|NVCC|CUTLASS|NVIDIA")
 
 
 def role(name: str) -> str | None:
@@ -49,7 +55,7 @@ def role(name: str) -> str | None:
         return "gpu-off"
     if _FLAGS.search(up):
         return "flags"
-    return "gpu-on"
+    return "gpu-on" if _ON_NAME.search(up) else None
 
 
 def option_role(name: str) -> str | None:
@@ -58,11 +64,15 @@ def option_role(name: str) -> str | None:
     up = name.upper()
     if _TARGETS.search(up) and not _NOT.search(up):
         return "targets"
-    return "gpu-on" if _MAIN_OPTION.search(up) else None
+    # the backend's own word once, at the end: GGML_CUDA, USE_ROCM; not GGML_CUDA_FORCE_CUBLAS
+    return "gpu-on" if _MAIN_OPTION.search(up) and len(_GPU_WORD.findall(up)) == 1 else None
 
 
-def vendor(name: str) -> str | None:
-    """``amd`` or ``nvidia`` for a name that belongs to one vendor, else None."""
+def vendor(name: str, switch_role: str | None = None) -> str | None:
+    """``amd`` or ``nvidia`` for a name that belongs to one vendor, else None. ``CUDA`` alone does
+    not say it for a switch (the PyTorch world's ``FORCE_CUDA`` builds ROCm code too), but does for a
+    target list (``TORCH_CUDA_ARCH_LIST``, ``FLASH_ATTN_CUDA_ARCHS`` name NVIDIA targets)."""
     up = name.upper()
-    amd, nvidia = bool(_AMD.search(up)), bool(_NVIDIA.search(up))
+    nvidia_words = _NVIDIA_TARGETS if switch_role in ("targets", "gpu-on-cmake") else _NVIDIA
+    amd, nvidia = bool(_AMD.search(up)), bool(nvidia_words.search(up))
     return "amd" if amd and not nvidia else "nvidia" if nvidia and not amd else None

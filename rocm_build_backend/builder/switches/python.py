@@ -3,12 +3,14 @@
 Found in ``setup.py``:
 
 - environment reads: ``os.environ.get("X", d)``, ``os.getenv("X", d)``, ``os.environ["X"]``,
-  ``"X" in os.environ`` (and ``environ``/``getenv`` imported from ``os``), for the names
+  ``"X" in os.environ`` (and ``environ``/``getenv`` imported from ``os``, a loop over a list of
+  names, a function of the file that reads the variable its first parameter names), for the names
   ``names.role`` calls GPU switches; the values the read is compared with
   (``os.getenv("FORCE_CUDA", "0") == "1"``, ``.lower() in ("1", "true")``) say what turns it on;
 - guards on ``torch.cuda.is_available()``;
-- downloads (``urlretrieve``, ``urlopen``, ``requests.get``, ``wget``) in a file that names a
-  ``.whl``: a prebuilt wheel fetched instead of a build (flash-attention, causal-conv1d);
+- downloads (``urlretrieve``, ``urlopen``, ``requests.get``, ``wget``) in a ``bdist_wheel``
+  command of the project's own, in a file that names a ``.whl``: a prebuilt wheel fetched instead
+  of a build (flash-attention, causal-conv1d, mamba-ssm);
 - hard-coded target lists: strings such as ``arch=compute_90,code=sm_90``, ``-arch=sm_80``,
   ``--offload-arch=gfx908``, one finding per file and vendor with every target they name.
 
@@ -49,14 +51,64 @@ def _const(node: ast.AST | None) -> str | None:
     return None
 
 
-def _env_name(node: ast.AST) -> tuple[str, str | None] | None:
-    """(variable, default) when ``node`` reads the environment."""
+def _loop_values(name: ast.AST, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[str]:
+    """The constants a loop variable takes: ``for key in ["A", "B"]: os.environ.get(key)``."""
+    if not isinstance(name, ast.Name):
+        return []
+    up = parents.get(node)
+    while up is not None:
+        if (isinstance(up, ast.For) and isinstance(up.target, ast.Name) and up.target.id == name.id
+                and isinstance(up.iter, (ast.List, ast.Tuple))):
+            return [c for c in (_const(e) for e in up.iter.elts) if c is not None]
+        up = parents.get(up)
+    return []
+
+
+def _in_wheel_command(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Whether ``node`` is inside a ``bdist_wheel`` command of the project's own (the "cached
+    wheels" pattern: ``class CachedWheelsCommand(_bdist_wheel)``), or a function it calls from there
+    is not followed: downloads elsewhere (opt-in precompiled builds) are not the default path."""
+    here = node
+    while here in parents:
+        here = parents[here]
+        if isinstance(here, ast.ClassDef):
+            return any("bdist_wheel" in _dotted(b) for b in here.bases)
+    return False
+
+
+def _helpers(tree: ast.AST) -> frozenset[str]:
+    """Functions of the file that read the environment variable named by their first parameter
+    (DeepSpeed's ``get_env_if_set(key, default)``): a call of one is an environment read."""
+    names = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and fn.args.args:
+            first = fn.args.args[0].arg
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
+                        and node.args[0].id == first and _dotted(node.func) in _READERS):
+                    names.add(fn.name)
+    return frozenset(names)
+
+
+_READERS = ("os.environ.get", "environ.get", "os.getenv", "getenv")
+
+
+def _env_names(node: ast.AST, parents: dict[ast.AST, ast.AST],
+               helpers: frozenset[str] = frozenset()) -> list[tuple[str, str | None]]:
+    """(variable, default) for each variable ``node`` reads from the environment."""
     if isinstance(node, ast.Call) and node.args:
         func = _dotted(node.func)
-        if func in ("os.environ.get", "environ.get", "os.getenv", "getenv"):
-            name = _const(node.args[0])
+        if func in _READERS or func in helpers:
             default = _const(node.args[1]) if len(node.args) > 1 else None
-            return (name, default) if name else None
+            name = _const(node.args[0])
+            names = [name] if name else _loop_values(node.args[0], node, parents)
+            return [(n, default) for n in names]
+    one = _env_name(node)
+    return [one] if one else []
+
+
+def _env_name(node: ast.AST) -> tuple[str, str | None] | None:
+    """(variable, default) when ``node`` reads one constant name from the environment."""
     if isinstance(node, ast.Subscript) and _dotted(node.value) in ("os.environ", "environ"):
         name = _const(node.slice)
         return (name, None) if name else None
@@ -64,6 +116,44 @@ def _env_name(node: ast.AST) -> tuple[str, str | None] | None:
             and _dotted(node.comparators[0]) in ("os.environ", "environ")):
         name = _const(node.left)
         return (name, None) if name else None
+    return None
+
+
+_AMD_WORD = re.compile(r"rocm|hip", re.I)
+
+
+def _sign(test: ast.AST) -> int:
+    """+1 when an ``if`` test asks for AMD's toolchain (``IS_ROCM``, ``torch.version.hip``,
+    ``BUILD_TARGET == "rocm"``), -1 when it asks for its absence (``not IS_ROCM``), else 0."""
+    parents = {child: node for node in ast.walk(test) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(test):
+        text = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else _const(node) or ""
+        if not text or not _AMD_WORD.search(text) or isinstance(parents.get(node), ast.Attribute):
+            continue
+        sign, here = 1, node
+        while here in parents:
+            up = parents[here]
+            if isinstance(up, ast.UnaryOp) and isinstance(up.op, ast.Not):
+                sign = -sign
+            if isinstance(up, ast.Compare) and any(isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)) for op in up.ops):
+                sign = -sign
+            here = up
+        return sign
+    return 0
+
+
+def _branch(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
+    """``amd`` or ``nvidia`` when ``node`` sits in a branch taken only for one vendor's build."""
+    here = node
+    while here in parents:
+        up = parents[here]
+        if isinstance(up, (ast.If, ast.IfExp)):
+            sign = _sign(up.test)
+            body = up.body if isinstance(up.body, list) else [up.body]
+            if sign and here is not up.test:
+                sign = sign if here in body else -sign
+                return "amd" if sign > 0 else "nvidia"
+        here = up
     return None
 
 
@@ -145,25 +235,26 @@ def scan_python(text: str, file: str) -> list[Finding]:
         isinstance(n, ast.JoinedStr) and ".whl" in ast.unparse(n) for n in ast.walk(tree))
     found: list[Finding] = []
     seen: set[tuple[str, int]] = set()
+    helpers = _helpers(tree)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        read = _env_name(node)
-        if read is not None:
-            name, default = read
+        reads = _env_names(node, parents, helpers)
+        for name, default in reads:
             kind = role(name)
             if kind is None or (name, line) in seen:
                 continue
             seen.add((name, line))
             choices = _compared(node, parents)
             value = _turns_on(choices, default, kind) if kind in ("gpu-on", "prebuilt", "gpu-off") else None
-            found.append(Finding(file, line, "env", name, kind, value, default, tuple(choices), text=_line(lines, line)))
-        elif isinstance(node, ast.Call):
+            found.append(Finding(file, line, "env", name, kind, value, default, tuple(choices),
+                                 vendor=_branch(node, parents), text=_line(lines, line)))
+        if not reads and isinstance(node, ast.Call):
             func = _dotted(node.func)
             last = func.rsplit(".", 1)[-1]
             if func.endswith("cuda.is_available"):
                 found.append(Finding(file, line, "cuda-guard", "torch.cuda.is_available()", "guard",
                                      text=_line(lines, line)))
-            elif wheel and (last in _DOWNLOADS or func in ("requests.get", "httpx.get")):
+            elif wheel and (last in _DOWNLOADS or func in ("requests.get", "httpx.get")) and _in_wheel_command(node, parents):
                 found.append(Finding(file, line, "download", func, "prebuilt", text=_line(lines, line)))
     found += _hard_coded(tree, file, lines)
     return sorted(found, key=lambda f: (f.line, f.name))
