@@ -138,3 +138,16 @@ def test_cmake_hip_with_clang_and_its_own_targets(tmp_path, build_env):
     assert per_file(wheel) == {"libkernels": ["gfx90a"]}
     enforced = read_stamp(wheel)["enforced"]
     assert enforced["rewritten"] == 1 and enforced["dropped"] == ["gfx906", "gfx908"]
+
+
+@needs_nvcc
+def test_a_file_left_whole_is_named_in_the_hint_when_the_audit_stops_the_build(tmp_path, cuda_env):
+    from conftest import error_lines
+
+    src = project("nvcc_makefile", tmp_path)
+    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
+            src, "-C", "rocm-build-backend.targets=sm_90"]
+    proc = run(argv, env=cuda_env)
+    assert proc.returncode != 0
+    hints = [e for e in error_lines(proc) if "hint:" in e]
+    assert any("left whole (only_sm80.cu for sm_80)" in h for h in hints), hints

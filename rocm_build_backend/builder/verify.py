@@ -50,7 +50,11 @@ def _switches_hint(prepared: Prepared) -> str | None:
     return "the project's own switches decide whether it builds GPU code: " + "; ".join(parts)
 
 
-def _mismatch_hint(prepared: Prepared, problems: list[str]) -> str:
+def _mismatch_hint(prepared: Prepared, problems: list[str], enforced: Enforced | None = None) -> str:
+    if enforced is not None and enforced.whole:
+        shown = "; ".join(f"{' '.join(s) or 'a compile'} for {' '.join(t)}" for s, t in enforced.whole[:4])
+        return (f"compiles that list none of the targets were left whole ({shown}): files built for one "
+                "architecture on purpose; build for targets they list, or set verify = \"warn\"")
     if any(" holds no " in p for p in problems):
         found = _switches_hint(prepared)
         if found:
@@ -68,7 +72,8 @@ def _mismatch_hint(prepared: Prepared, problems: list[str]) -> str:
     return hint + "; a project meant to have no GPU code sets verify = \"off\""
 
 
-def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> AuditReport:
+def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0,
+          enforced: Enforced | None = None) -> AuditReport:
     """What the wheel's device code holds, verified against the targets (``verify``)."""
     from rocm_build_backend.binary.audit import audit_paths, audit_wheel, verify
 
@@ -86,7 +91,7 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
         message = f"{wheel.name}: " + "; ".join(problems)
         if project.settings.verify == "error":
             wheel.unlink(missing_ok=True)
-            raise TargetMismatchError(message, hint=_mismatch_hint(prepared, problems))
+            raise TargetMismatchError(message, hint=_mismatch_hint(prepared, problems, enforced))
         log("warning: " + message)
     else:
         log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
@@ -136,5 +141,5 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
 def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0,
                     enforced: Enforced | None = None) -> Path:
     """Verify the wheel's device code against the targets, then stamp it (atomically)."""
-    report = audit(prepared, wheel, editable=editable, since=since)
+    report = audit(prepared, wheel, editable=editable, since=since, enforced=enforced)
     return stamp(prepared, wheel, report, editable=editable, enforced=enforced)
