@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
     (16, Extensions(sites=5), "scikit-build-core", 1, 16, "not a setuptools extension build"),
     (16, Extensions(sites=8, theirs=4), "setuptools", 4, 4, "from setup.cfg"),
     (16, Extensions(sites=8, theirs=4, user=2), "setuptools", 2, 8, "from DIST_EXTRA_CONFIG"),
+    (16, Extensions(sites=14, torch=True, ninja=False, cxx_apart=False), "setuptools", 1, 16, "compiler_so_cxx"),
 ])
 def test_split_stays_within_the_budget(budget, ext, kind, at_once, each, words):
     got = split(budget, ext, backend_kind=kind)

@@ -10,7 +10,10 @@ of the plan) is split so that extensions at once x jobs of each stays within it:
 - one extension, a CMake or other non-setuptools build: 1 x budget (nothing changes);
 - torch's ``BuildExtension`` with ninja (its default): 1 x budget, because every extension writes
   the same ``build_temp/build.ninja`` (``_write_ninja_file_and_compile_objects``), so two at
-  once would overwrite each other's;
+  once would overwrite each other's; without ninja torch swaps the compiler object's
+  ``compiler_so`` for nvcc while a .cu file compiles, which extensions side by side share: safe
+  only where setuptools compiles C++ with a ``compiler_so_cxx`` of its own (setuptools 84 does),
+  else one at a time;
 - several extensions without ninja, or an unknown number made in a loop: min(count, budget)
   at once, budget // that jobs each;
 - a ``[build_ext] parallel`` the project (``setup.cfg``) or the user (``DIST_EXTRA_CONFIG``) set:
@@ -50,6 +53,7 @@ class Extensions:
     custom: bool = False  # a class of its own derived from Extension (CMake-style builds)
     theirs: int | None = None  # a [build_ext] parallel of the project's own (setup.cfg)
     user: int | None = None  # a [build_ext] parallel of the user's own (DIST_EXTRA_CONFIG)
+    cxx_apart: bool = True  # setuptools compiles C++ with its own compiler_so_cxx (see split)
 
 
 def _name(node: ast.AST) -> str:
@@ -82,7 +86,18 @@ def read_extensions(source_dir: Path, env: Mapping[str, str]) -> Extensions:
             torch = True
         elif isinstance(node, ast.ClassDef) and any(_name(b) in _CONSTRUCTORS for b in node.bases):
             custom = True
-    return Extensions(sites, looped, torch, ninja, custom, theirs, user)
+    return Extensions(sites, looped, torch, ninja, custom, theirs, user,
+                      cxx_apart=_cxx_apart() if torch and not ninja else True)
+
+
+def _cxx_apart() -> bool:
+    """Whether this setuptools compiles C++ sources with ``compiler_so_cxx``, apart from the
+    ``compiler_so`` that torch's non-ninja build swaps for nvcc while a .cu file compiles."""
+    try:
+        from setuptools._distutils.unixccompiler import UnixCCompiler
+    except Exception:  # no setuptools here, or another layout: do not build side by side
+        return False
+    return "compiler_so_cxx" in getattr(UnixCCompiler, "executables", {})
 
 
 def _cfg_parallel(path: Path, text: str | None = None) -> int | None:
@@ -120,6 +135,10 @@ def split(budget: int, ext: Extensions, *, backend_kind: str) -> tuple[int, int,
     if ext.torch and ext.ninja:
         return 1, budget, ("torch's ninja builds share build_temp/build.ninja: one extension at a time, "
                            f"{budget} jobs each")
+    if ext.torch and not ext.cxx_apart:
+        return 1, budget, ("torch's build without ninja swaps the one shared compiler for nvcc while a .cu file "
+                           "compiles; this setuptools has no compiler_so_cxx, so extensions side by side could "
+                           "compile C++ with nvcc: one at a time")
     count = budget if ext.looped else min(ext.sites, budget)
     at_once = max(1, min(count, budget))
     return at_once, max(1, budget // at_once), (f"{'extensions made in a loop' if ext.looped else f'{ext.sites} extensions'}"
