@@ -292,6 +292,28 @@ def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, en
     return profile.name
 
 
+def _enforce(draft: _Draft, settings: Settings, vendor: str, targets: Sequence[GpuTarget]) -> list[str] | None:
+    """Enforcement's variables (into the draft) and its words; None with ``enforce = false``."""
+    if not settings.enforce:
+        return None
+    from rocm_build_backend.builder import enforce
+
+    names = [str(t) for t in targets]
+    draft.env.update(enforce.plan_env(vendor, names, draft.env))
+    return enforce.plan_lines(vendor, names)
+
+
+def _switches(draft: _Draft, findings: Sequence[Finding], settings: Settings, env: Mapping[str, str], *,
+              vendor: str, targets: Sequence[GpuTarget], backend_kind: str, profile: str | None) -> list[Switch]:
+    """What the build does about each of the project's own switches (``builder.switches``)."""
+    if not findings:
+        return []
+    from rocm_build_backend.builder.switches.actions import resolve
+
+    return resolve(findings, vendor=vendor, targets=[str(t) for t in targets], env_out=draft.env, env_user=env,
+                   forwarded=draft.forwarded, backend_kind=backend_kind, enforce=settings.enforce, profile=profile)
+
+
 def make_plan(
     targets: Sequence[GpuTarget],
     source: str,
@@ -330,20 +352,9 @@ def make_plan(
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
         draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(each)
     profile_name = draft.profile if vendor == "nvidia" else _profile(draft, targets, settings, env, backend_kind, dist_name)
-    enforced = None
-    if settings.enforce:
-        from rocm_build_backend.builder import enforce
-
-        names = [str(t) for t in targets]
-        draft.env.update(enforce.plan_env(vendor, names, draft.env))
-        enforced = enforce.plan_lines(vendor, names)
-    switches: list[Switch] = []
-    if findings:
-        from rocm_build_backend.builder.switches.actions import resolve
-
-        switches = resolve(findings, vendor=vendor, targets=[str(t) for t in targets], env_out=draft.env,
-                           env_user=env, forwarded=draft.forwarded, backend_kind=backend_kind,
-                           enforce=settings.enforce, profile=profile_name)
+    enforced = _enforce(draft, settings, vendor, targets)
+    switches = _switches(draft, findings, settings, env, vendor=vendor, targets=targets,
+                         backend_kind=backend_kind, profile=profile_name)
     if draft.problems:
         hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
                 else "drop the -C cmake.define setting, or set the same targets")

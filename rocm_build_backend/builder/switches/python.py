@@ -76,7 +76,7 @@ def _in_wheel_command(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
     return False
 
 
-def _helpers(tree: ast.AST) -> frozenset[str]:
+def _env_functions(tree: ast.AST) -> frozenset[str]:
     """Functions of the file that read the environment variable named by their first parameter
     (DeepSpeed's ``get_env_if_set(key, default)``): a call of one is an environment read."""
     names = set()
@@ -94,11 +94,11 @@ _READERS = ("os.environ.get", "environ.get", "os.getenv", "getenv")
 
 
 def _env_names(node: ast.AST, parents: dict[ast.AST, ast.AST],
-               helpers: frozenset[str] = frozenset()) -> list[tuple[str, str | None]]:
+               functions: frozenset[str] = frozenset()) -> list[tuple[str, str | None]]:
     """(variable, default) for each variable ``node`` reads from the environment."""
     if isinstance(node, ast.Call) and node.args:
         func = _dotted(node.func)
-        if func in _READERS or func in helpers:
+        if func in _READERS or func in functions:
             default = _const(node.args[1]) if len(node.args) > 1 else None
             name = _const(node.args[0])
             names = [name] if name else _loop_values(node.args[0], node, parents)
@@ -235,10 +235,10 @@ def scan_python(text: str, file: str) -> list[Finding]:
         isinstance(n, ast.JoinedStr) and ".whl" in ast.unparse(n) for n in ast.walk(tree))
     found: list[Finding] = []
     seen: set[tuple[str, int]] = set()
-    helpers = _helpers(tree)
+    functions = _env_functions(tree)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        reads = _env_names(node, parents, helpers)
+        reads = _env_names(node, parents, functions)
         for name, default in reads:
             kind = role(name)
             if kind is None or (name, line) in seen:
