@@ -71,7 +71,9 @@ def starter(python: str, program: Path) -> str:
     return ("#!/bin/sh\n"
             "# HIP compile launcher written by rocm-build-backend: it puts the targets chosen for the\n"
             "# build last on the compile, then runs it (see the program it starts).\n"
-            f"exec {shlex.quote(python)} -I -S {shlex.quote(str(program))} \"$@\"\n")
+            f"py={shlex.quote(python)}\n"
+            "[ -x \"$py\" ] || py=python3  # the interpreter of the build that wrote this is gone\n"
+            f"exec \"$py\" -I -S {shlex.quote(str(program))} \"$@\"\n")
 
 
 def identity(targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> str:

@@ -119,7 +119,9 @@ def starter(python: str, program: Path) -> str:
     return ("#!/bin/sh\n"
             "# nvcc written by rocm-build-backend: it keeps each compile to the targets chosen for the\n"
             "# build, then runs the real nvcc (see the program it starts).\n"
-            f"exec {shlex.quote(python)} -I -S {shlex.quote(str(program))} \"$@\"\n")
+            f"py={shlex.quote(python)}\n"
+            "[ -x \"$py\" ] || py=python3  # the interpreter of the build that wrote this is gone\n"
+            f"exec \"$py\" -I -S {shlex.quote(str(program))} \"$@\"\n")
 
 
 def _executable(path: Path, text: str) -> None:
