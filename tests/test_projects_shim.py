@@ -44,7 +44,15 @@ def test_cmake_hip_language_default_gets_exactly_the_targets(tmp_path, build_env
 
 
 def test_without_pinned_tools_the_decoy_igpu_gets_in(tmp_path, build_env):
-    """Control: the same rocminfo-reading build with pinned-tools off also compiles for the iGPU."""
+    """Control: the same rocminfo-reading build with pinned-tools (and enforcement) off also
+    compiles for the iGPU."""
+    got = built("rocminfo_first_gfx", tmp_path, build_env, "rocm-build-backend.targets=gfx90a;gfx940",
+                "rocm-build-backend.pinned-tools=false", "rocm-build-backend.enforce=false")
+    assert "gfx1036" in got
+
+
+def test_enforcement_keeps_the_decoy_out_even_without_pinned_tools(tmp_path, build_env):
+    """hipcc gets the iGPU's --offload-arch from the project, then the reset and the targets last."""
     got = built("rocminfo_first_gfx", tmp_path, build_env, "rocm-build-backend.targets=gfx90a;gfx940",
                 "rocm-build-backend.pinned-tools=false")
-    assert "gfx1036" in got
+    assert got == {"gfx90a", "gfx940"}
