@@ -232,6 +232,55 @@ def local_version(version: str, targets: Iterable[object]) -> str:
     return str(Version(f"{parsed.public}+{'.'.join(have + add)}"))
 
 
+_TARGET_SEGMENT = re.compile(r"(gfx[0-9a-z]+|sm[0-9]+[af]?|compute[0-9]+[af]?)")
+_FEATURE_SEGMENT = re.compile(r"(sramecc|xnack)(on|off)")
+
+
+def label_targets(version: str) -> list[str]:
+    """The target segments of a version's local label, as ``target_label`` wrote them
+    (``1.0+rocm6.2.gfx90a.xnackoff.gfx942`` -> ``["gfx90a.xnackoff", "gfx942"]``)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        local = Version(str(version)).local or ""
+    except InvalidVersion:
+        return []
+    out: list[str] = []
+    after_target = False
+    for seg in local.split(".") if local else []:
+        if _TARGET_SEGMENT.fullmatch(seg):
+            out.append(seg)
+            after_target = True
+        elif after_target and _FEATURE_SEGMENT.fullmatch(seg):
+            out[-1] += "." + seg
+        else:
+            after_target = False
+    return out
+
+
+def relabel(version: str, targets: Iterable[object]) -> str:
+    """``version`` whose local label names ``targets`` instead of the targets it named:
+    ``1.0+gfx908.gfx90a`` -> ``1.0+gfx908``; ``2.5+rocm6.2.gfx90a`` -> ``2.5+rocm6.2.gfx942``;
+    segments that are not targets stay in their order. For a wheel whose content changed
+    (``thin``, ``split``): the label says what the wheel holds after the change."""
+    from packaging.version import Version
+
+    local_version(version, [])  # a version that is not PEP 440 is refused here
+    parsed = Version(str(version))
+    kept: list[str] = []
+    skipping = False
+    for seg in (parsed.local or "").split(".") if parsed.local else []:
+        if _TARGET_SEGMENT.fullmatch(seg):
+            skipping = True
+            continue
+        if skipping and _FEATURE_SEGMENT.fullmatch(seg):
+            continue
+        skipping = False
+        kept.append(seg)
+    base = f"{parsed.public}+{'.'.join(kept)}" if kept else parsed.public
+    return local_version(base, targets)
+
+
 # --------------------------------------------------------------------------- writing
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
@@ -24,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.errors import FormatError, RocmBuildBackendError, TargetMismatchError, WheelError
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+_NV = re.compile(r"(?:sm|compute)_([0-9]+)[af]?")
 STAMP_NAME = "rocm_build.json"
 COMPRESS_LEVEL = 6
 
@@ -182,15 +184,48 @@ def _refuse_existing(dst: Path, src: Path) -> None:
                              hint="remove it or give another --outdir")
 
 
+def held_devices(held: list[str]) -> list[GpuTarget]:
+    """The devices a wheel's code is for, as labels and ``split`` name them: AMD processors
+    without features (``gfx90a:xnack-`` -> ``gfx90a``), NVIDIA SMs (``sm_90a``, ``compute_90``
+    -> ``sm_90``)."""
+    out = set()
+    for text in held:
+        m = _NV.fullmatch(text)
+        out.add(GpuTarget(f"sm_{m.group(1)}") if m else GpuTarget(text.split(":", 1)[0]))
+    return sort_targets(out)
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under this process's umask (0644 under the usual 022)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it, and put it back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: str | os.PathLike[str],
                *, new_version: str | None = None) -> ThinResult:
-    """Write the thinned wheel into ``outdir``; see the module docstring."""
+    """Write the thinned wheel into ``outdir``; see the module docstring.
+
+    ``new_version``: the output's version (``split`` gives each wheel its label). Without it a
+    wheel whose local label names targets (``1.0+gfx908.gfx90a``) gets a label naming what the
+    thinned wheel holds (``1.0+gfx908``); a wheel without such a label keeps its name. An
+    output never takes its input's place: that is refused (exit 2)."""
     from rocm_build_backend.wheel.thin import write as thin_write
 
     src = Path(wheel)
     out = Path(outdir)
     if not src.is_file():
         raise ThinInputError(f"no such wheel: {src}", hint="give the path of a .whl file")
+    if out.exists() and not out.is_dir():
+        raise ThinInputError(f"--outdir {out} is not a folder", hint="give a folder for the new wheel")
+    version, relabelled = _label_plan(src.name, targets, new_version)
     try:
         zf = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
@@ -198,17 +233,18 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
                            hint="download or build the wheel again") from None
     with zf, open(src, "rb") as raw:
         dist_info = _check_wheel(zf, src.name)
-        dst = out / output_name(src.name, new_version)
+        dst = out / output_name(src.name, version)
         _refuse_existing(dst, src)
         result = ThinResult(src, dst, [str(t) for t in targets], sha256=_sha256(src))
         created = _make_folder(out)
         fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".thin.tmp", dir=out)
         try:
             with os.fdopen(fd, "w+b") as fh:
-                thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out))
+                thin_write.write(zf, raw, fh, dist_info, targets, result, version, str(out))
                 fh.flush()
                 os.fsync(fh.fileno())
             _settle(result)
+            os.chmod(tmp, _file_mode())  # mkstemp makes 0600: a web server must be able to read it
             os.replace(tmp, dst)
             tmp = ""
         except FormatError as exc:
@@ -225,8 +261,45 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
                 os.unlink(tmp)
                 if created:
                     _remove_if_empty(created, out)
-    result.wheel_before, result.wheel_after = src.stat().st_size, dst.stat().st_size
+    if relabelled:
+        _relabel_to_held(result)
+    result.wheel_before, result.wheel_after = src.stat().st_size, result.output.stat().st_size
     return result
+
+
+def _label_plan(name: str, targets: list[GpuTarget], new_version: str | None) -> tuple[str | None, bool]:
+    """(the version to write, whether it must be checked against what the wheel holds after)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    from rocm_build_backend.wheel.stamp import label_targets, relabel
+
+    if new_version is not None:
+        return new_version, False
+    try:
+        version = str(parse_wheel_filename(name)[1])
+    except InvalidWheelFilename:
+        return None, False  # refused with the reason by _check_wheel
+    if not label_targets(version):
+        return None, False
+    return relabel(version, held_devices([str(t) for t in targets])), True
+
+
+def _relabel_to_held(result: ThinResult) -> None:
+    """Rename a relabelled output when the code it kept is for other devices than its label's
+    (the label is written before the binaries are read: the requested targets')."""
+    from packaging.utils import parse_wheel_filename
+
+    from rocm_build_backend.wheel.stamp import relabel, rewrite_wheel
+
+    version = str(parse_wheel_filename(result.source.name)[1])
+    want = relabel(version, held_devices([t for m in result.members for t in m.kept]))
+    if output_name(result.source.name, want) == result.output.name:
+        return
+    if (result.output.parent / output_name(result.source.name, want)).resolve() == result.source.resolve():
+        result.output.unlink()
+        raise ThinInputError(f"the thinned wheel would replace its source {result.source}",
+                             hint="give another --outdir")
+    result.output = rewrite_wheel(result.output, stamp=None, new_version=want)
 
 
 def _make_folder(out: Path) -> Path | None:

@@ -5,21 +5,20 @@ The targets come from an audit of the wheel: each AMD processor it has code for 
 dropped: ``gfx90a:xnack-`` is split as ``gfx90a``, which keeps both xnack variants), each
 NVIDIA SM (``sm_90a`` as ``sm_90``; PTX-only ``compute_90`` as ``sm_90``). Per family, AMD
 processors are grouped by the family names ``index --family`` uses; the label lists the
-family's targets (``1.0+gfx906.gfx908.gfx90a``). Nothing prints here.
+family's targets (``1.0+gfx906.gfx908.gfx90a``). A label that named targets already is
+replaced, not extended (``1.0+gfx908.gfx90a`` splits into ``1.0+gfx908`` and ``1.0+gfx90a``);
+a split wheel that would take its input's place is refused. Nothing prints here.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
-from rocm_build_backend.wheel.thin.run import DamagedWheel, ThinInputError, ThinResult
-
-_NV = re.compile(r"(?:sm|compute)_([0-9]+)[af]?")
+from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.wheel.thin.run import DamagedWheel, ThinInputError, ThinResult, held_devices
 
 
 @dataclass
@@ -44,24 +43,12 @@ class SplitResult:
         return "\n".join(lines)
 
 
-def _devices(held: list[str]) -> list[GpuTarget]:
-    """The device targets to split by, from the targets a wheel's code is for."""
-    out = set()
-    for text in held:
-        m = _NV.fullmatch(text)
-        if m:
-            out.add(GpuTarget(f"sm_{m.group(1)}"))
-        else:
-            out.add(GpuTarget(text.split(":", 1)[0]))
-    return sort_targets(out)
-
-
 def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
     """Unit name -> the targets of one split wheel."""
     from rocm_build_backend.wheel.index.run import family_of
 
     units: dict[str, list[GpuTarget]] = {}
-    for t in _devices(held):
+    for t in held_devices(held):
         key = family_of(t.processor) if per == "family" and t.vendor == "amd" else str(t)
         units.setdefault(key, []).append(t)
     return units
@@ -71,7 +58,7 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
     from packaging.utils import parse_wheel_filename
 
     from rocm_build_backend.binary.audit import audit_wheel
-    from rocm_build_backend.wheel.stamp import local_version
+    from rocm_build_backend.wheel.stamp import relabel
     from rocm_build_backend.wheel.thin.run import thin_wheel
 
     src = Path(wheel)
@@ -93,5 +80,5 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
     result = SplitResult(src, per)
     for unit, targets in units_for(list(report.targets), per).items():
         result.units[unit] = [str(t) for t in targets]
-        result.wheels.append(thin_wheel(src, targets, outdir, new_version=local_version(version, targets)))
+        result.wheels.append(thin_wheel(src, targets, outdir, new_version=relabel(version, targets)))
     return result
