@@ -57,13 +57,15 @@ def shim_settings(path: Path, config_settings: Mapping[str, Any]) -> dict[str, A
 
 def plan_project(path: Path, config_settings: Mapping[str, Any]) -> tuple[Prepared, list[StaleTree]]:
     """What ``build`` would do with PATH: the prepared plan, and the stale trees that would stop it
-    (or that ``stale = "clean"`` would remove). Builds nothing, removes nothing."""
+    (or that ``stale = "clean"`` would remove). Builds nothing, removes nothing; the wrapped
+    backend is imported, as the build would (``BackendUnavailableError``, exit 2)."""
     from rocm_build_backend.builder.freshness import find_stale
     from rocm_build_backend.builder.prepare import prepare
-    from rocm_build_backend.builder.source import backend_build_dirs, load_project
+    from rocm_build_backend.builder.source import backend_build_dirs, load_project, wrapped_backend
 
     path = project_folder(path)
     project = load_project(shim_settings(path, config_settings), source_dir=path)
+    wrapped_backend(project)  # a backend the build could not import stops the plan as it would the build
     prepared = prepare(project)
     stale = find_stale(path, [str(t) for t in prepared.plan.targets], extra=backend_build_dirs(project))
     return prepared, stale

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.cli.common import (
-    AddVerb, check_devices, detect_args, detection, print_json,
+    AddVerb, check_devices, detect_args, detection, print_json, targets_from_env,
 )
 from rocm_build_backend.errors import RocmBuildBackendError
 
@@ -69,10 +69,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from rocm_build_backend.wheel.cache.run import list_cache, purge_cache
     from rocm_build_backend.gpu.targets import parse_targets
 
-    if args.targets is not None:
+    given = args.targets if args.targets is not None or args.root else targets_from_env()
+    if given is not None:
         from rocm_build_backend.wheel.index.plan import named_targets
 
-        targets = parse_targets(named_targets(args.targets))
+        targets = parse_targets(named_targets(given))
     else:
         from rocm_build_backend.gpu.detect import require_targets
 
@@ -87,6 +88,10 @@ def cmd_cache(args: argparse.Namespace) -> int:
                           "tools": ("pip", "uv") if args.tool == "all" else (args.tool,)}
     if args.action == "list":
         result = list_cache(targets, **kw)
+        result.purge_args = ((["--targets", args.targets] if args.targets is not None else [])
+                             + (["--tool", args.tool] if args.tool != "all" else [])
+                             + [a for d in args.cache_dir or [] for a in ("--cache-dir", d)]
+                             + ([] if args.root is None else ["--root", args.root]))
     else:
         result = purge_cache(targets, yes=args.yes, **kw)
     if args.json:

@@ -58,6 +58,7 @@ class CacheReport:
     purge: bool = False
     yes: bool = False
     notes: list[str] = field(default_factory=list)
+    purge_args: list[str] = field(default_factory=list)  # the list's own options, repeated in the purge hint
 
     @property
     def misfits(self) -> list[CacheEntry]:
@@ -108,7 +109,8 @@ class CacheReport:
             lines.append("no cached wheel misfits these targets")
         elif not self.purge:
             lines.append(f"{len(bad)} cached wheel{'s' if len(bad) != 1 else ''} misfit these targets; "
-                         "remove them with: rocm-build-backend cache purge --yes")
+                         "remove them with: " + " ".join(["rocm-build-backend cache purge", *map(_quoted, self.purge_args),
+                                                           "--yes"]))
         elif not self.yes:
             lines.append(f"{len(bad)} would be removed; run again with --yes to remove them")
         else:
@@ -117,3 +119,9 @@ class CacheReport:
         from rocm_build_backend.binary.printable import printable_lines
 
         return printable_lines(lines)
+
+
+def _quoted(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
