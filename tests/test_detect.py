@@ -372,7 +372,8 @@ def test_eight_gpus_sysfs(tmp_path):
 
 def test_live_detect_on_sysfs_runs_no_program(tmp_path):
     got = D.detect(root=eight_gpus(tmp_path), env={"PATH": "/nonexistent"}, run=no_run)
-    assert got.source == "kfd" and set(got.seen) == {"kfd"}
+    # NVIDIA's probe is listed as not installed (no driver library, no nvidia-smi); nothing ran
+    assert got.source == "kfd" and set(got.seen) == {"kfd", "nvidia"} and got.absent == ("nvidia",)
 
 
 def test_sysfs_path_does_not_import_subprocess(tmp_path):

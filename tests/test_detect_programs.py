@@ -146,7 +146,7 @@ def test_no_program_when_kfd_answers(tmp_path):
     (node / "properties").write_text((DATA / "radeon_vii_gfx906.kfd-properties.txt").read_text())
     got = D.detect(root=root, env={"PATH": str(tmp_path / "bin")})
     assert got.source == "kfd" and not marker.exists()
-    assert set(got.seen) == {"kfd"}
+    assert set(got.seen) == {"kfd", "nvidia"} and got.seen["nvidia"].startswith("not installed")
 
 
 def test_no_program_when_output_is_recorded(tmp_path):
@@ -298,7 +298,7 @@ def test_amd_smi_runs_after_the_enumerator_and_before_amdgpu_arch(tmp_path):
     got = run_detect(tmp_path)
     assert got.source == "amd-smi" and [str(t) for t in got.targets] == ["gfx90a"]
     assert args.read_text().split() == ["static", "--asic", "--json"]
-    assert list(got.seen) == ["kfd", "rocminfo", "rocm_agent_enumerator", "amd-smi"]
+    assert list(got.seen) == ["kfd", "rocminfo", "rocm_agent_enumerator", "amd-smi", "nvidia"]
     assert not marker.exists()
     (dev,) = got.devices
     assert dev.name == "AMD Instinct MI210" and dev.reason == "discrete GPU"

@@ -102,7 +102,9 @@ def test_live_without_nvidia_tools_spawns_nothing(only_nvidia, tmp_path):
         raise AssertionError(f"ran {argv}")
 
     found = detect(run=run, env={"PATH": str(tmp_path)})
-    assert found.targets == [] and found.seen == {}  # no NVIDIA stack: NVIDIA reports no probe
+    # no NVIDIA stack: NVIDIA's probe says so (detect shows it), and it is not looked for in messages
+    assert found.targets == [] and list(found.seen) == ["nvidia"] and found.absent == ("nvidia",)
+    assert found.seen["nvidia"].startswith("not installed")
 
 
 def test_nvidia_smi_that_fails_is_reported(only_nvidia, tmp_path):

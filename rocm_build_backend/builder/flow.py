@@ -36,6 +36,8 @@ def check_fresh(prepared: Prepared) -> list[Path]:
     from rocm_build_backend.builder.freshness import existing_trees
 
     project = prepared.project
+    if not prepared.plan.targets:  # a build without GPU targets: no tree is stale for it
+        return existing_trees(project.source_dir, backend_build_dirs(project))
     cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
                      stale=project.settings.stale, extra=backend_build_dirs(project))
     for path in cleaned:

@@ -80,7 +80,7 @@ class BuildPlan:
 
     def summary(self) -> list[str]:
         """The lines a build log shows (without the prefix)."""
-        lines = [f"targets {join_targets(self.targets, ' ')} ({self.source_detail or self.source})",
+        lines = [f"targets {join_targets(self.targets, ' ') or 'none'} ({self.source_detail or self.source})",
                  f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
         lines.append(f"environment {shown}")
@@ -280,7 +280,9 @@ def make_plan(
     vendor = vendors.pop() if vendors else "amd"
     draft = _Draft(forwarded=dict(config_settings or {}), lenient=settings.verify == "off")
     _unprefixed(draft)
-    if vendor == "nvidia":
+    if not targets:  # verify = "off" and no GPU: the project compiles nothing for a GPU
+        draft.notes.append("no GPU targets: no target variables, no pinned tools")
+    elif vendor == "nvidia":
         targets = _nvidia(draft, targets, settings, env, backend_kind, dist_name)
     else:
         _target_vars(draft, targets, env)
@@ -290,7 +292,8 @@ def make_plan(
     draft.env["MAX_JOBS"] = str(jobs)
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
         draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
-    profile_name = draft.profile if vendor == "nvidia" else _profile(draft, targets, settings, env, backend_kind, dist_name)
+    profile_name = (draft.profile if vendor == "nvidia" or not targets
+                    else _profile(draft, targets, settings, env, backend_kind, dist_name))
     if draft.problems:
         hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
                 else "drop the -C cmake.define setting, or set the same targets")
@@ -298,6 +301,6 @@ def make_plan(
     return BuildPlan(
         targets=targets, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
         config_settings=draft.forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
-        profile=profile_name, pinned_tools=settings.pinned_tools, notes=draft.notes,
+        profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
         source_detail=source_detail or source, vendor=vendor,
     )

@@ -1,7 +1,9 @@
 """Steps 2-4 of a build: which GPU targets, whether the compiler accepts them, and the plan.
 
 Targets come from explicit settings, else ``PYTORCH_ROCM_ARCH`` (AMD) or
-``TORCH_CUDA_ARCH_LIST`` (NVIDIA), else detection on this machine; never a default list. A build
+``TORCH_CUDA_ARCH_LIST`` (NVIDIA), else detection on this machine; never a default list. No
+GPU found: the build stops, unless the project says it has no GPU code (``verify = "off"``):
+then it builds with no targets and no target knobs (source ``none``). A build
 targets one vendor: ``choose_vendor`` picks it from the targets, else from the GPUs found. ``prepare`` reads the world (the host's cores and memory,
 the compiler) and changes nothing; ``make_plan`` in ``plan.py`` stays pure.
 """
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from rocm_build_backend.gpu.targets import GpuTarget
 
 
+#: The stamp's ``requested.source`` of a build without targets: ``verify = "off"`` and no GPU found.
+NO_TARGETS = "none"
 #: Each vendor's variable that a user sets to ask for targets, read as an explicit request.
 _VENDOR_VARS = (("PYTORCH_ROCM_ARCH", "amd"), ("TORCH_CUDA_ARCH_LIST", "nvidia"))
 
@@ -111,19 +115,22 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
         var, value = request
         targets = _cuda_request(value) if var == "TORCH_CUDA_ARCH_LIST" else parse_targets(value, where=f" in {var}")
         return Resolved(targets, var, f"from {var}", vendor=choose_vendor(settings.vendor, targets, []))
+    from rocm_build_backend.errors import NoGpuDetectedError
     from rocm_build_backend.gpu.detect import detect, require_targets
 
     found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
-    detected = require_targets(found)
+    asked = None if settings.vendor == "auto" else settings.vendor
+    try:
+        detected = require_targets(found, asked)
+    except NoGpuDetectedError as exc:
+        if settings.verify == "off":  # the project says it has no GPU code: nothing to target
+            return Resolved([], NO_TARGETS, "no GPU found and no targets given; verify = \"off\": building without GPU targets",
+                            found, asked or "amd")
+        exc.hint = f"{exc.hint}; a project without GPU code sets verify = \"off\""
+        raise
     vendor = choose_vendor(settings.vendor, [], detected)
-    targets = [t for t in detected if t.vendor == vendor]
-    if not targets:
-        from rocm_build_backend.errors import NoGpuDetectedError
-
-        seen = " ".join(str(t) for t in detected)
-        raise NoGpuDetectedError(f"vendor = \"{vendor}\" but no {vendor} GPU was found (found {seen})",
-                                 hint="set targets for that vendor, e.g. targets = \"sm_90\" or \"gfx942\"")
-    return Resolved(targets, f"detected:{found.source}", f"detected by {found.source}", found, vendor)
+    return Resolved([t for t in detected if t.vendor == vendor], f"detected:{found.source}",
+                    f"detected by {found.source}", found, vendor)
 
 
 def host_facts() -> Host:

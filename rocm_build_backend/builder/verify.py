@@ -98,7 +98,9 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
         new_version = local_version(str(parse_wheel_filename(wheel.name)[1]), plan.targets)
     extra_files: dict[str, bytes] = {}
     patch_files: dict[str, Callable[[bytes], bytes]] = {}
-    if settings.guard and not editable:
+    if settings.guard and not plan.targets:
+        log("guard: no GPU targets, no guard added")
+    elif settings.guard and not editable:
         import zipfile
 
         from rocm_build_backend.wheel.guard import guard_files

@@ -114,6 +114,7 @@ class VendorDetection:
     warnings: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # probe -> how messages name it
+    present: bool = True  # False: none of the vendor's software is installed (its probe says so)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,8 @@ class Detection:
     causes: list[str] = field(default_factory=list)  # error codes behind an empty result
     looked_for: str = "AMD"  # the vendors probed, as messages name them ("AMD or NVIDIA")
     labels: dict[str, str] = field(default_factory=dict)  # probe -> how messages name it
+    vendors: dict[str, str] = field(default_factory=dict)  # probe -> the vendor it probes for
+    absent: tuple[str, ...] = ()  # vendors none of whose software is installed
 
     def to_json(self) -> dict[str, Any]:
         """The ``detect --json`` document (``data/schemas/detect.schema.json``, docs/json/detect.md)."""
