@@ -31,17 +31,31 @@ __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata
 # --------------------------------------------------------------------- 5. freshness
 
 def check_fresh(prepared: Prepared) -> list[Path]:
-    """Stop on (or clean) stale trees; returns the trees that are not ours, for ``mark_fresh``."""
+    """Stop on (or clean) stale trees; returns the trees that are not ours, for ``mark_fresh``.
+
+    In a frontend's own copy of an sdist (``frontend.frontend_copy``: pip's or build's temporary
+    folder, uv's cache) a stale tree is that frontend's leftover: it is cleaned, not refused
+    (still only a tree provably made by a build of this source)."""
     from rocm_build_backend.builder.freshness import check_fresh as _check
     from rocm_build_backend.builder.freshness import existing_trees
+    from rocm_build_backend.builder.frontend import NAMES, frontend_copy
+    from rocm_build_backend.errors import StaleBuildTreeError
 
     project = prepared.project
     if not prepared.plan.targets:  # a build without GPU targets: no tree is stale for it
         return existing_trees(project.source_dir, backend_build_dirs(project))
-    cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
-                     stale=project.settings.stale, extra=backend_build_dirs(project))
+    copy = frontend_copy(project.source_dir)
+    stale = "clean" if copy else project.settings.stale
+    why = f"the copy of the sources {NAMES[copy]} unpacked" if copy else 'stale = "clean"'
+    try:
+        cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
+                         stale=stale, extra=backend_build_dirs(project))
+    except StaleBuildTreeError as exc:
+        if copy:
+            exc.message += f" (in {why}: {project.source_dir})"
+        raise
     for path in cleaned:
-        log(f"removed stale build tree {path} (stale = \"clean\")")
+        log(f"removed stale build tree {path} ({why})")
     return existing_trees(project.source_dir, backend_build_dirs(project))
 
 
@@ -50,6 +64,17 @@ def mark_fresh(prepared: Prepared, skip: list[Path]) -> None:
 
     project = prepared.project
     _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=backend_build_dirs(project), skip=skip)
+
+
+def _cache_note(prepared: Prepared) -> None:
+    """Warn when the frontend caches this wheel under a key without its targets."""
+    from rocm_build_backend.builder.frontend import cache_note
+
+    plan, settings = prepared.plan, prepared.project.settings
+    origin = settings.source_of("targets") if plan.source == "settings" else plan.source
+    note = cache_note(prepared.project.source_dir, origin)
+    if note:
+        log(f"warning: {note}")
 
 
 # ------------------------------------------------------------------------ the hooks
@@ -79,6 +104,7 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
         backend = wrapped_backend(project)
         prepared = prepare(project)
         show(prepared)
+        _cache_note(prepared)
         if metadata_directory:
             from rocm_build_backend.builder.planfile import check_plan_file
 
@@ -101,7 +127,7 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
         if project.settings.variant and hook == "build_wheel":
             from rocm_build_backend.builder.variant import variant_wheel
 
-            out = variant_wheel(out)
+            out = variant_wheel(out, directory)
         log(f"built {out.name}")
         return out.name
 
