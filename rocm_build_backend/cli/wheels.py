@@ -130,11 +130,21 @@ def cmd_install(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.root:  # builds through the shim see the same GPUs as the check
         env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(Path(args.root).resolve())
+    if devices:  # and build for them, whatever named them (--targets, recorded outputs, detection)
+        env["ROCM_BUILD_BACKEND_TARGETS"] = args.targets or targets_from_env() or build_targets(devices)
     with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
         result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
                                    dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
         print(result.to_text())
     return result.exit_code
+
+
+def build_targets(devices: list[Any]) -> str:
+    """The targets a build for these devices gets: each processor once (features dropped, as
+    detection gives a build), in the stable order."""
+    from rocm_build_backend.gpu.targets import GpuTarget, join_targets, sort_targets
+
+    return join_targets(sort_targets({GpuTarget(str(d).split(":", 1)[0]) for d in devices}), ";")
 
 
 def register(add: AddVerb) -> None:

@@ -11,7 +11,12 @@
    bypassed for that project only), and checked again; a wheel with no sdist, or whose rebuild
    still does not load, is refused with the reason;
 4. install: ``pip install --no-deps --no-index`` of exactly the collected files, only when
-   every wheel loads (a half-installed set of dependencies is worse than none).
+   every wheel loads (a half-installed set of dependencies is worse than none);
+5. read back: each distribution as installed in the target environment (``installed.py``: its
+   RECORD and files). pip keeps an installed distribution of the same version (the wheel it
+   was handed is skipped): one whose installed build does not load, or that is missing, is
+   installed again with ``--force-reinstall --no-deps`` (and ``--upgrade`` into a ``--target``
+   folder), and read back again; still not loading is exit 1.
 
 Where each wheel came from: ``built`` (pip built it in this run: "Created wheel for"),
 ``cache`` (the same bytes sit in pip's wheel cache), ``index`` (downloaded) or ``rebuilt``.
@@ -33,7 +38,7 @@ from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.wheel.install.args import SplitArgs, split_args
-from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error
+from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
 
 __all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
            "judge", "origin_of", "rebuild", "split_args"]
@@ -134,7 +139,10 @@ def rebuild(row: Row, split: SplitArgs, out_dir: Path, *, python: str, env: Mapp
     if proc.returncode != 0 or len(wheels) != 1:
         output = (proc.stdout or "") + (proc.stderr or "")
         no_sdist = "no matching distribution" in output.lower() or "could not find a version" in output.lower()
-        why = "it has no sdist to build from" if no_sdist else f"its rebuild failed: {_last_error(proc)}"
+        row.build_lines = [] if no_sdist else shim_lines(output)
+        failed = ("its rebuild failed, the build said:" if row.build_lines
+                  else f"its rebuild failed: {_last_error(proc)}")
+        why = "it has no sdist to build from" if no_sdist else failed
         row.refused = True
         row.reason = f"{row.reason or 'its device code does not load here'}; {why}"
         return row
@@ -185,10 +193,62 @@ def install_inspected(
     result = InstallResult(rows, [str(d) for d in devices], list(notes), dry_run=dry_run)
     if dry_run or result.exit_code or not rows:
         return result
-    argv = [python, "-m", "pip", "install", "--no-deps", "--no-index", *split.install, *[str(r.wheel) for r in rows]]
-    proc = run(argv, env=env, capture_output=True, text=True)
+    _pip_install(rows, split.install, python=python, env=env, run=run)
+    result.installed = True
+    verify_installed(result, split.install, python, generic_ok,
+                     lambda wrong: _pip_install(wrong, [*split.install, *_force(split.install)],
+                                                python=python, env=env, run=run))
+    return result
+
+
+def _pip_install(rows: Sequence[Row], options: Sequence[str], *, python: str, env: Mapping[str, str],
+                 run: Runner) -> None:
+    argv = [python, "-m", "pip", "install", "--no-deps", "--no-index", *options, *[str(r.wheel) for r in rows]]
+    proc = run(argv, env=dict(env), capture_output=True, text=True)
     if proc.returncode != 0:
         raise RocmBuildBackendError(f"pip install of the checked wheels failed (exit {proc.returncode}): "
                                     f"{_last_error(proc)}", hint="run the same pip install to see its whole output")
-    result.installed = True
-    return result
+
+
+def _force(options: Sequence[str]) -> list[str]:
+    """What makes pip replace an installed distribution of the same version: --force-reinstall,
+    and into a --target folder (where pip skips existing folders) --upgrade as well."""
+    extra = ["--force-reinstall"]
+    if any(o in ("-t", "--target") or o.startswith("--target=") for o in options) and not any(
+            o in ("-U", "--upgrade") for o in options):
+        extra.append("--upgrade")
+    return extra
+
+
+def verify_installed(result: InstallResult, install_options: Sequence[str], python: str, generic_ok: bool | None,
+                     reinstall: Any) -> None:
+    """Step 5: read back what is installed; reinstall (``reinstall(rows)``) the distributions
+    that are missing, of another version, or whose installed files do not load where their
+    checked wheel does; read back again. Fills ``result.where``, each row's ``installed`` and
+    ``kept``, and ``result.unloaded``."""
+    from rocm_build_backend.wheel.install.installed import target_dirs
+
+    dirs = target_dirs(install_options, python)
+    result.where = [str(d) for d in dirs[:1]]
+    wrong = _read_back(result, dirs, generic_ok)
+    if wrong:
+        for row in wrong:
+            row.kept = None if row.installed == "not installed" else row.installed
+        reinstall(wrong)
+        wrong = _read_back(result, dirs, generic_ok)
+    result.unloaded = [r.name for r in wrong]
+
+
+def _read_back(result: InstallResult, dirs: Sequence[Path], generic_ok: bool | None) -> list[Row]:
+    from packaging.utils import canonicalize_name
+
+    from rocm_build_backend.wheel.install.installed import read_back
+
+    found = read_back([(r.name, r.version) for r in result.rows], dirs, result.devices, generic_ok=generic_ok)
+    wrong = []
+    for row in result.rows:
+        got = found[str(canonicalize_name(row.name))]
+        row.installed = got.describe()
+        if got.status != "ok":
+            wrong.append(row)
+    return wrong
