@@ -4,7 +4,9 @@
 to (or a container started on) a machine with another GPU. The environment's site-packages
 folders come from the interpreter itself (``sysconfig``: purelib, platlib; the user site when
 it is on; a PEP 405 venv's one folder is read from its layout, without starting it); each
-``*.dist-info/RECORD`` there lists the files a distribution installed. Files that cannot hold
+``*.dist-info/RECORD`` there lists the files a distribution installed; an editable install's
+are followed to its sources (``editable.py``: setuptools' finder ``MAPPING``, ``.pth`` path
+entries, ``direct_url.json``). Files that cannot hold
 device code are skipped before anything is opened: by name (source, text, images, Python),
 then by size (under 64 bytes), then by their first bytes (an ELF file, an offload bundle, a
 CCOB, an offload binary or a CUDA fatbin; nothing else is read further); a host ELF library is
@@ -38,6 +40,7 @@ from rocm_build_backend.wheel.check.audit_cache import default_cache_path as def
 from rocm_build_backend.wheel.check.candidates import device_candidates as device_candidates
 from rocm_build_backend.wheel.check.candidates import elf_may_hold_device_code as elf_may_hold_device_code
 from rocm_build_backend.wheel.check.candidates import may_hold_device_code as may_hold_device_code
+from rocm_build_backend.wheel.check.editable import editable_files
 
 SCHEMA_VERSION = 1
 _MAX_RECORD = 64 << 20
@@ -113,7 +116,7 @@ class Distribution:
     version: str
     location: Path  # the site-packages folder
     dist_info: Path
-    files: tuple[str, ...]  # paths from RECORD, relative to ``location``
+    files: tuple[str, ...]  # paths from RECORD, relative to ``location``; absolute: an editable install's sources
 
 
 def _meta(dist_info: Path) -> tuple[str, str]:
@@ -146,6 +149,8 @@ def distributions(location: Path) -> list[Distribution]:
         except OSError:
             continue
         paths = tuple(row[0] for row in csv.reader(io.StringIO(text)) if row and row[0])
+        # an editable install's code is where its finder, .pth or direct_url.json points
+        paths += tuple(editable_files(location, dist_info, paths))
         name, version = _meta(dist_info)
         out.append(Distribution(name, version, location, dist_info, paths))
     return out
@@ -236,7 +241,8 @@ def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], ge
         entry = cache.audit(path)
         if not entry["targets"] and not entry.get("problems"):
             continue  # an ELF file without device code
-        rel = os.path.relpath(path, dist.location).replace(os.sep, "/")
+        inside = Path(os.path.abspath(path)).is_relative_to(dist.location)
+        rel = os.path.relpath(path, dist.location).replace(os.sep, "/") if inside else str(path)
         files[rel] = entry
         facts.files.append(DeviceFile(rel, tuple(entry["targets"]), tuple(entry["complete"]),
                                       tuple(entry.get("problems", ())), modules_from_json(entry.get("modules")),
