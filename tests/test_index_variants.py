@@ -58,13 +58,16 @@ def test_variants_index_lists_variant_wheels_and_the_json(tmp_path):
     result = build_index(wd, out, variants=True)
     assert result.skipped == {}
     labels = ["gfx1100", "gfx90a", "gfx942"]
-    assert sorted(result.indexes["variants"]) == [f"demo_gpu-1.0-py3-none-any-{x}.whl" for x in labels]
+    # every variant wheel, and the plain wheel as the fallback on the same page
+    assert sorted(result.indexes["variants"]) == sorted(["demo_gpu-1.0-py3-none-any.whl"] + [
+        f"demo_gpu-1.0-py3-none-any-{x}.whl" for x in labels])
     # the per-target indexes hold the plain wheel only (pip cannot install variant wheels)
     per_target = {k: v for k, v in result.indexes.items() if k != "variants"}
     assert per_target and all(v == ["demo_gpu-1.0-py3-none-any.whl"] for v in per_target.values())
     files = {f["filename"]: f for f in project_page(out)["files"]}
     assert sorted(files) == ["demo_gpu-1.0-py3-none-any-gfx1100.whl", "demo_gpu-1.0-py3-none-any-gfx90a.whl",
-                             "demo_gpu-1.0-py3-none-any-gfx942.whl", "demo_gpu-1.0-variants.json"]
+                             "demo_gpu-1.0-py3-none-any-gfx942.whl", "demo_gpu-1.0-py3-none-any.whl",
+                             "demo_gpu-1.0-variants.json"]
     assert "core-metadata" not in files["demo_gpu-1.0-variants.json"]
     assert "core-metadata" in files["demo_gpu-1.0-py3-none-any-gfx942.whl"]
     html = (out / "variants/simple/demo-gpu/index.html").read_text()
@@ -90,7 +93,7 @@ def test_variants_index_is_incremental_and_cleans_up(tmp_path):
     assert list(json.loads(new.read_text())["variants"]) == ["gfx942"]
     assert os.path.relpath(old, out) in third.removed
     assert [f["filename"] for f in project_page(out)["files"]] == [
-        "demo_gpu-1.0-py3-none-any-gfx942.whl", "demo_gpu-1.0-variants.json"]
+        "demo_gpu-1.0-py3-none-any-gfx942.whl", "demo_gpu-1.0-py3-none-any.whl", "demo_gpu-1.0-variants.json"]
 
 
 def test_without_variants_variant_wheels_are_skipped_with_the_reason(tmp_path):

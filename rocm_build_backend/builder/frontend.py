@@ -10,8 +10,8 @@ Three questions, each answered from paths and the environment the frontend hands
   holds ``CACHEDIR.TAG``. A stale build tree there is the frontend's leftover, not the user's.
 - ``variant_verdict``: does the frontend take a variant wheel back? ``python -m build`` and
   ``uv build`` do; pip (``PIP_BUILD_TRACKER`` set) does not, nor does uv when it builds to
-  install (``uv pip install``, ``uv sync``: the wheel goes into uv's cache, and uv then finds
-  "the built wheel is not compatible"); an unknown frontend gets the plain wheel.
+  install (``uv pip install``, ``uv sync``: the wheel goes into ``<cache>/builds-v<N>/``, and
+  uv then finds "the built wheel is not compatible"); an unknown frontend gets the plain wheel.
 - ``cache_note``: will the frontend keep the wheel in a cache whose key misses the targets?
   uv keys its built wheels by the source and the config settings (``-C``,
   ``--config-settings-package``) and ``extra-build-variables``, not by the environment or the
@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-_UV_BUCKET = re.compile(r"(sdists|git)-v[0-9]+")
+_UV_BUCKET = re.compile(r"(sdists|git|builds)-v[0-9]+")
 _PIP_TEMP = re.compile(r"pip-(req-build|install|wheel|download|unpack)-")
 _BUILD_TEMP = "build-via-sdist-"
 NAMES = {"pip": "pip", "build": "python -m build", "uv": "uv"}

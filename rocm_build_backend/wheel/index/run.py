@@ -304,8 +304,9 @@ def _variant_index(lay: Layout, wheels: dict[str, Record], result: IndexResult) 
         dict[Path, bytes], dict[str, Any]]:
     """The variants index: its JSON files written (before any page links them), its pages."""
     from rocm_build_backend.wheel.index.variants import INDEX, json_files
+    from rocm_build_backend.wheel.index.variants import listed as variants_listed
 
-    listed = sorted(fn for fn, rec in wheels.items() if "variant" in rec)
+    listed = variants_listed(wheels)  # the variant wheels, and the plain ones of their projects
     files, extra = json_files(lay, wheels, listed)
     for path, data in files.items():
         if write_if_changed(path, data):

@@ -2,6 +2,10 @@
 
 Variant wheels (WheelNext drafts; ``variant.py``) in WHEEL_DIR are listed in one index of their
 own, whatever their targets, and never in the per-target indexes (pip cannot install them).
+The same project pages list the plain wheels of the same projects as the fallback
+(``listed``): an installer without the variants' provider (uv for AMD GPUs; any installer
+without variant support) then finds the plain wheel, and PEP 825 ranks plain wheels after
+every variant that fits, so one index serves both without ``--index-strategy``.
 Beside them each project page links ``<name>-<version>-variants.json`` (``variant.index_files``
 from the wheels' own ``variant.json``), which a variant-aware installer reads to learn every
 label of that version and what it stands for. The JSON is hosted under its content's hash,
@@ -49,6 +53,13 @@ def read_variant_json(path: Path, filename: str) -> dict[str, Any]:
     return found[1]
 
 
+def listed(wheels: dict[str, Record]) -> list[str]:
+    """The wheels the variants index lists: every variant wheel, and each plain wheel of a
+    project that has variant wheels (the fallback on the same project pages)."""
+    projects = {normalize(str(rec["name"])) for rec in wheels.values() if "variant" in rec}
+    return sorted(fn for fn, rec in wheels.items() if "variant" in rec or normalize(str(rec["name"])) in projects)
+
+
 def json_path(lay: Layout, fn: str, sha256: str) -> Path:
     """Where a variants JSON is hosted: under its hash, or flat for upload beside the wheels."""
     if lay.base_url is not None:
@@ -64,6 +75,7 @@ def json_files(lay: Layout, wheels: dict[str, Record], listed: list[str]) -> tup
     """
     from rocm_build_backend.wheel.variant.properties import index_files
 
+    listed = [fn for fn in listed if "variant" in wheels[fn]]  # the plain fallback has no variants JSON
     entries = []
     for fn in listed:
         rec = wheels[fn]

@@ -61,12 +61,17 @@ NAMESPACE_ORDER = (AMD, NVIDIA)
 PROVIDERS: dict[str, dict[str, Any]] = {
     AMD: {"requires": ["rocm-bootstrap>=0.3.0"],
           "plugin-api": "rocm_bootstrap.variant_provider:AMDVariantPlugin"},
-    NVIDIA: {"requires": ["nvidia-variant-provider>=0.0.1,<1.0.0"],
+    # the package index holds only nvidia-variant-provider 0.0.0a0 (a placeholder without the
+    # plugin): a requirement it can satisfy names that pre-release; uv 0.13.9 matches its vendored
+    # provider by this plugin-api and package and installs nothing (without them it ignores the
+    # variants: tested with empty requires, "builtin", and no plugin-api)
+    NVIDIA: {"requires": ["nvidia-variant-provider>=0.0.0a0,<1.0.0"],
              "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin"},
 }
 _NV = re.compile(r"(sm|compute)_([0-9]+)([af]?)")
 _MAX_VARIANT_JSON = 1 << 20
 _SHORT_LABEL = 3  # up to this many values the label names them; more: a hash as variantlib makes
+LABEL_MAX = 16  # PEP 817's limit on a label's length, which variantlib 0.0.x still enforces
 
 Properties = dict[str, dict[str, list[str]]]
 
@@ -172,13 +177,15 @@ def property_lines(props: Mapping[str, Mapping[str, Iterable[str]]]) -> list[str
 
 def default_label(props: Mapping[str, Mapping[str, Iterable[str]]]) -> str:
     """``null``; the values joined by ``.`` (``gfx942``, ``80_real.90_real``) when there are at
-    most three; else the first 8 hex digits of the sha256 variantlib computes over the property
-    lines (``VariantDescription.hexdigest``, models/variant.py)."""
+    most three and that fits in 16 characters; else the first 8 hex digits of the sha256
+    variantlib computes over the property lines (``VariantDescription.hexdigest``,
+    models/variant.py): ``gfx1030.gfx908.gfx90a`` is too long and gets its hash. Either way the
+    same properties give the same label, and ``variant.json`` records what it stands for."""
     lines = property_lines(props)
     if not lines:
         return NULL_LABEL
     values = [line.rsplit(" :: ", 1)[1] for line in lines]
-    if len(values) <= _SHORT_LABEL:
+    if len(values) <= _SHORT_LABEL and len(".".join(values)) <= LABEL_MAX:
         return ".".join(values)
     digest = hashlib.sha256()
     for line in lines:
@@ -190,6 +197,9 @@ def check_label(label: str, props: Mapping[str, Any]) -> str:
     if not LABEL_RE.fullmatch(label):
         raise RocmBuildBackendError(f"variant label {label!r} is not valid",
                                     hint="use lower-case letters, digits, '.' and '_'")
+    if len(label) > LABEL_MAX:
+        raise RocmBuildBackendError(f"variant label {label!r} is longer than {LABEL_MAX} characters",
+                                    hint="give a shorter label, or none for the default")
     if (label == NULL_LABEL) != (not props):
         raise RocmBuildBackendError(f"the label {NULL_LABEL!r} belongs to the variant without properties, "
                                     f"and only to it (got {label!r})", hint="choose another label")
