@@ -93,12 +93,17 @@ def world(tmp_path_factory) -> World:
     # the gfx90a machine: each frontend builds the sdist through the shim (with the import
     # guard) and keeps the wheel in its cache
     primed = w.on("gfx90a", ROCM_BUILD_BACKEND_GUARD="1")
-    proc = run([sys.executable, "-m", "pip", "install", *pip_args(w, w.pip_cache), "--target", base / "site-pip",
-                NAME], primed)
+    proc = run([sys.executable, "-m", "pip", "install", "-v", *pip_args(w, w.pip_cache), "--target",
+                base / "site-pip", NAME], primed)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = run([uv, "pip", "install", "--python", sys.executable, *uv_args(w, w.uv_cache), "--target",
+    # the build log says the wheel goes into a cache whose key does not hold the targets
+    assert "warning: pip keeps a wheel built from an index or --find-links sdist in its cache keyed by the " \
+           "sdist's URL and the Python version, not by this machine's GPUs" in proc.stdout + proc.stderr
+    proc = run([uv, "pip", "install", "-v", "--python", sys.executable, *uv_args(w, w.uv_cache), "--target",
                 base / "site-uv", NAME], primed)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "warning: uv keeps this wheel in its cache keyed by the sdist and the -C settings, not by this " \
+           "machine's GPUs" in proc.stderr
     assert so_targets(base / "site-pip") == so_targets(base / "site-uv") == ["gfx90a"]
     return w
 
@@ -194,6 +199,11 @@ def test_pip_keys_its_cache_by_url_only(world, tmp_path):
                    env)
         assert proc.returncode == 0, proc.stderr
         assert so_targets(site) == ["gfx90a"]
+    # --no-cache-dir: pip builds the sdist on this machine
+    proc = run([sys.executable, "-m", "pip", "install", *pip_args(world, cache), "--no-cache-dir", "--target",
+                tmp_path / "fresh", NAME], world.on("gfx940"))
+    assert proc.returncode == 0, proc.stderr
+    assert so_targets(tmp_path / "fresh") == ["gfx940"]
 
 
 # ------------------------------------------------------------------------------------- uv
@@ -206,6 +216,8 @@ def test_uv_hands_back_its_cached_build_and_install_rebuilds_it(world, tmp_path)
     proc = run([world.uv, "pip", "install", "--python", python, *uv_args(world, cache), NAME], gfx942)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert so_targets(venv_site(python)) == ["gfx90a"]  # uv's cache does not key this machine
+    imp = run([python, "-c", "import rocm_sample_hip"], gfx942)
+    assert imp.returncode != 0 and "ImportError" in imp.stderr and "gfx90a" in imp.stderr, imp.stderr
 
     env_check = cli("check", "--env", python, "--no-cache", env=gfx942)
     assert env_check.returncode == 1 and "gfx90a" in env_check.stdout, env_check.stdout
