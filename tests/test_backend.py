@@ -184,14 +184,21 @@ def test_preparing_metadata_needs_no_gpu(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (item,) = json.loads(report.read_text())["install"]
     assert item["metadata"]["name"] == "purepkg" and item["metadata"]["version"] == "1.0"
-    # the build itself still needs targets, and says so
+    # verify = "off": the project has no GPU code, so its build needs no GPU either
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w",
                             str(tmp_path / "out"), str(proj)], capture_output=True, text=True, env=env)
+    assert built.returncode == 0, built.stdout + built.stderr
+    # a project that may have GPU code still needs targets, and says so
+    (proj / "pyproject.toml").write_text(PURE_PYPROJECT.replace('verify = "off"', 'verify = "error"'))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w",
+                            str(tmp_path / "out2"), str(proj)], capture_output=True, text=True, env=env)
     assert built.returncode != 0 and "rocm-build-backend: error: " in built.stdout + built.stderr
 
 
 def test_preparing_metadata_with_local_version_needs_the_targets(tmp_path):
     proj = _pure_project(tmp_path, "local-version = true\n")
+    text = (proj / "pyproject.toml").read_text().replace('verify = "off"', 'verify = "error"')
+    (proj / "pyproject.toml").write_text(text)  # a project that may have GPU code
     code = "import rocm_build_backend as b; print(b.prepare_metadata_for_build_wheel('md'))"
     (proj / "md").mkdir()
     proc = subprocess.run([sys.executable, "-c", code], cwd=proj, capture_output=True, text=True, env=_gpu_less_env(tmp_path))

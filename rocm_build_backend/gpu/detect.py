@@ -121,4 +121,7 @@ def require_targets(detection: Detection, vendor: str | None = None) -> list[Gpu
     hint = "; ".join(specific[:2])
     hint = f"{hint}; or {example}" if hint else example
     looked_for = detection.looked_for if vendor is None else _label(vendor)
+    others = [str(t) for t in detection.targets if vendor is not None and t.vendor != vendor]
+    if others:
+        seen += f"; found {' '.join(others)}, of another vendor"
     raise NoGpuDetectedError(f"no {looked_for} GPU found ({seen})", hint=hint)
