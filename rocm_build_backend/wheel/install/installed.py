@@ -6,8 +6,9 @@ last step, after pip or uv said it was done.
 ``read_back`` reads, for each distribution ``install`` meant to install, the distribution of
 that name installed there (its ``RECORD``, the files themselves; editable installs followed to
 their sources) with the ``check --env`` reader, and says whether it is the version meant and
-whether its device code loads on the devices. It installs nothing and decides nothing about
-reinstalling (``run.py`` does).
+whether its device code loads on the devices; ``verify_installed`` does that for an install's
+rows and hands the ones that do not load to the caller's ``reinstall`` (pip's or uv's way, from
+``run.py`` and ``uv.py``), then reads back again. It runs no installer itself.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.install.result import InstallResult, Row
 
 _PATHS = """import json, site, sys, sysconfig
 prefix, user = sys.argv[1] or None, sys.argv[2] == "1"
@@ -138,3 +140,33 @@ def _normal(version: str) -> str:
         return str(Version(version))
     except InvalidVersion:
         return version
+
+
+def verify_installed(result: InstallResult, install_options: Sequence[str], python: str, generic_ok: bool | None,
+                     reinstall: Callable[[list[Row]], object]) -> None:
+    """Step 5: read back what is installed; reinstall (``reinstall(rows)``) the distributions
+    that are missing, of another version, or whose installed files do not load where their
+    checked wheel does; read back again. Fills ``result.where``, each row's ``installed`` and
+    ``kept``, and ``result.unloaded``."""
+    dirs = target_dirs(install_options, python)
+    result.where = [str(d) for d in dirs[:1]]
+    wrong = _read_back(result, dirs, generic_ok)
+    if wrong:
+        for row in wrong:
+            row.kept = None if row.installed == "not installed" else row.installed
+        reinstall(wrong)
+        wrong = _read_back(result, dirs, generic_ok)
+    result.unloaded = [r.name for r in wrong]
+
+
+def _read_back(result: InstallResult, dirs: Sequence[Path], generic_ok: bool | None) -> list[Row]:
+    from packaging.utils import canonicalize_name
+
+    found = read_back([(r.name, r.version) for r in result.rows], dirs, result.devices, generic_ok=generic_ok)
+    wrong = []
+    for row in result.rows:
+        got = found[str(canonicalize_name(row.name))]
+        row.installed = got.describe()
+        if got.status != "ok":
+            wrong.append(row)
+    return wrong

@@ -195,6 +195,8 @@ def install_inspected(
         return result
     _pip_install(rows, split.install, python=python, env=env, run=run)
     result.installed = True
+    from rocm_build_backend.wheel.install.installed import verify_installed
+
     verify_installed(result, split.install, python, generic_ok,
                      lambda wrong: _pip_install(wrong, [*split.install, *_force(split.install)],
                                                 python=python, env=env, run=run))
@@ -218,37 +220,3 @@ def _force(options: Sequence[str]) -> list[str]:
             o in ("-U", "--upgrade") for o in options):
         extra.append("--upgrade")
     return extra
-
-
-def verify_installed(result: InstallResult, install_options: Sequence[str], python: str, generic_ok: bool | None,
-                     reinstall: Any) -> None:
-    """Step 5: read back what is installed; reinstall (``reinstall(rows)``) the distributions
-    that are missing, of another version, or whose installed files do not load where their
-    checked wheel does; read back again. Fills ``result.where``, each row's ``installed`` and
-    ``kept``, and ``result.unloaded``."""
-    from rocm_build_backend.wheel.install.installed import target_dirs
-
-    dirs = target_dirs(install_options, python)
-    result.where = [str(d) for d in dirs[:1]]
-    wrong = _read_back(result, dirs, generic_ok)
-    if wrong:
-        for row in wrong:
-            row.kept = None if row.installed == "not installed" else row.installed
-        reinstall(wrong)
-        wrong = _read_back(result, dirs, generic_ok)
-    result.unloaded = [r.name for r in wrong]
-
-
-def _read_back(result: InstallResult, dirs: Sequence[Path], generic_ok: bool | None) -> list[Row]:
-    from packaging.utils import canonicalize_name
-
-    from rocm_build_backend.wheel.install.installed import read_back
-
-    found = read_back([(r.name, r.version) for r in result.rows], dirs, result.devices, generic_ok=generic_ok)
-    wrong = []
-    for row in result.rows:
-        got = found[str(canonicalize_name(row.name))]
-        row.installed = got.describe()
-        if got.status != "ok":
-            wrong.append(row)
-    return wrong

@@ -102,7 +102,7 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
     final = [uv, "pip", "install", "--python", python, *split.install, *split.options, *extra, *split.requirements]
     _uv(final, env, run, "install the checked packages")
     result.installed = True
-    from rocm_build_backend.wheel.install.run import verify_installed
+    from rocm_build_backend.wheel.install.installed import verify_installed
 
     # uv keeps an installed distribution of the same version too: --reinstall-package replaces it
     verify_installed(result, split.install, python, generic_ok, lambda wrong: _uv(
