@@ -1,4 +1,4 @@
-"""The vendor choice and the NVIDIA half of a build's plan (pure functions for builder/plan.py)."""
+"""The vendor choice (gpu/build.py) and the NVIDIA half of a build's plan (gpu/nvidia/plan.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pytest
 
 from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
-from rocm_build_backend.gpu.nvidia.plan import choose_vendor, nvidia_build_env
+from rocm_build_backend.gpu.build import BuildInputs, choose_vendor
+from rocm_build_backend.gpu.nvidia.plan import nvidia_build_env
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,13 @@ def test_choose_vendor_refuses(setting, requested, detected, error, words):
         choose_vendor(setting, requested, detected)
 
 
+def _env(targets, ptx, env, *, backend_kind, config_settings=None):
+    return nvidia_build_env(targets, BuildInputs(env=env, backend_kind=backend_kind,
+                                                 config_settings=config_settings or {}, ptx=ptx))
+
+
 def test_plain_setuptools_build():
-    got = nvidia_build_env(["sm_90"], "none", {}, backend_kind="setuptools")
+    got = _env(["sm_90"], "none", {}, backend_kind="setuptools")
     assert got.env == {"TORCH_CUDA_ARCH_LIST": "9.0", "CUDAARCHS": "90-real",
                        "NVCC_APPEND_FLAGS": "-gencode=arch=compute_90,code=sm_90",
                        "CMAKE_ARGS": "-DCMAKE_CUDA_ARCHITECTURES=90-real"}
@@ -56,7 +62,7 @@ def test_plain_setuptools_build():
 def test_user_values_kept_when_they_name_the_same_code_else_replaced():
     env = {"TORCH_CUDA_ARCH_LIST": "8.0 9.0", "CUDAARCHS": "75", "CMAKE_ARGS": "-DFOO=1 -DCMAKE_CUDA_ARCHITECTURES=75",
            "NVCC_APPEND_FLAGS": "-lineinfo"}
-    got = nvidia_build_env(["sm_80", "sm_90"], "none", env, backend_kind="setuptools")
+    got = _env(["sm_80", "sm_90"], "none", env, backend_kind="setuptools")
     assert got.kept == {"TORCH_CUDA_ARCH_LIST": "8.0 9.0"}
     assert got.replaced["CUDAARCHS"] == ("75", "80-real;90-real")
     assert shlex.split(got.env["CMAKE_ARGS"]) == ["-DFOO=1", "-DCMAKE_CUDA_ARCHITECTURES=80-real;90-real"]
@@ -65,19 +71,45 @@ def test_user_values_kept_when_they_name_the_same_code_else_replaced():
 
 
 def test_scikit_build_core_define_and_conflict():
-    got = nvidia_build_env(["sm_90"], "highest", {}, backend_kind="scikit-build-core")
+    got = _env(["sm_90"], "highest", {}, backend_kind="scikit-build-core")
     assert got.config_settings == {"cmake.define.CMAKE_CUDA_ARCHITECTURES": "90"}
+    assert [str(t) for t in got.code] == ["sm_90", "compute_90"]
     with pytest.raises(ConfigError, match="conflicts"):
-        nvidia_build_env(["sm_90"], "none", {}, backend_kind="scikit-build-core",
-                         config_settings={"cmake.define.CMAKE_CUDA_ARCHITECTURES": "80-real"})
+        _env(["sm_90"], "none", {}, backend_kind="scikit-build-core",
+             config_settings={"cmake.define.CMAKE_CUDA_ARCHITECTURES": "80-real"})
+
+
+def _plan(dist, *, backend_kind="setuptools", profile="auto", env=None):
+    from rocm_build_backend.builder.plan import Host, make_plan
+    from rocm_build_backend.builder.settings import load_settings
+    from rocm_build_backend.gpu.targets import parse_targets
+
+    settings = load_settings({"tool": {"rocm-build-backend": {"profile": profile}}}, None, {})
+    return make_plan(parse_targets("sm_90"), "test", settings, env or {}, backend_kind=backend_kind,
+                     host=Host(cpus=4, mem_available=64 << 30), dist_name=dist)
 
 
 def test_profiles_apply():
-    fa = nvidia_build_env(["sm_90"], "none", {}, backend_kind="setuptools", dist_name="flash_attn")
+    fa = _plan("flash_attn")
     assert fa.profile == "flash-attn" and fa.env["FLASH_ATTN_CUDA_ARCHS"] == "90"
-    bnb = nvidia_build_env(["sm_90"], "none", {}, backend_kind="scikit-build-core", dist_name="bitsandbytes")
+    assert fa.env["BUILD_TARGET"] == "cuda" and fa.env["FLASH_ATTENTION_FORCE_BUILD"] == "TRUE"
+    bnb = _plan("bitsandbytes", backend_kind="scikit-build-core")
     assert bnb.config_settings["cmake.define.COMPUTE_CAPABILITY"] == "90"
-    vllm = nvidia_build_env(["sm_90"], "none", {}, backend_kind="setuptools", dist_name="vllm")
-    assert "NVCC_APPEND_FLAGS" not in vllm.env and any("narrower" in n for n in vllm.notes)
-    none = nvidia_build_env(["sm_90"], "none", {}, backend_kind="setuptools", dist_name="vllm", profile="none")
+    vllm = _plan("vllm", env={"NVCC_APPEND_FLAGS": "-lineinfo -gencode=arch=compute_80,code=sm_80"})
+    assert "NVCC_APPEND_FLAGS" not in vllm.env and "NVCC_APPEND_FLAGS" not in vllm.replaced
+    assert any("narrower" in n for n in vllm.notes)
+    none = _plan("vllm", profile="none")
     assert none.profile is None and "NVCC_APPEND_FLAGS" in none.env
+
+
+def test_a_vendor_neutral_switch_reaches_an_nvidia_build():
+    """causal-conv1d's CAUSAL_CONV1D_FORCE_BUILD=TRUE used to live in the AMD profile only, so an
+    NVIDIA build tried to download a prebuilt wheel instead of compiling."""
+    plan = _plan("causal-conv1d")
+    assert plan.profile == "causal-conv1d" and plan.env["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"
+    assert "HIP_ARCHITECTURES" not in plan.env  # AMD's knob stays with AMD builds
+
+
+def test_an_unknown_profile_is_refused_for_nvidia_too():
+    with pytest.raises(ConfigError, match="unknown profile 'flash-atn'.*did you mean 'flash-attn'"):
+        _plan("x", profile="flash-atn")

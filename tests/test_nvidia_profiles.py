@@ -1,46 +1,59 @@
-"""NVIDIA project profiles: the data file's entries, rendered for code targets."""
+"""The NVIDIA sections of the project profiles (data/profiles.json), rendered for code targets."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from rocm_build_backend.data import path as data_path
-from rocm_build_backend.gpu.nvidia.profiles import nvidia_profile_for, nvidia_profiles
+from rocm_build_backend.builder.profiles import all_profiles, profile_for
+from rocm_build_backend.gpu.targets import parse_targets
 
 
-def test_every_entry_loads_and_cites_its_source():
-    profiles = nvidia_profiles()
-    assert {p.name for p in profiles} >= {"flash-attn", "cupy", "bitsandbytes", "llama-cpp-python", "vllm", "xformers"}
-    for p in profiles:
-        assert "@" in p.source
-        assert all(v.source for v in p.variables)
+def test_nvidia_sections_load_and_cite_their_sources():
+    with_nvidia = {p.name for p in all_profiles() if p.section("nvidia") is not None}
+    assert with_nvidia >= {"flash-attn", "cupy", "bitsandbytes", "llama-cpp-python", "vllm", "xformers",
+                           "causal-conv1d", "mamba-ssm", "deepspeed", "apex", "torchvision", "torch"}
+    for p in all_profiles():
+        section = p.section("nvidia")
+        if section is None:
+            continue
+        assert all(v.source for v in section.variables), p.name
+        assert p.no_device_code_hint("nvidia"), p.name
 
 
-def test_same_top_level_shape_as_the_amd_profiles():
-    amd = json.loads(data_path("profiles.json").read_text())
-    nv = json.loads(data_path("profiles_nvidia.json").read_text())
-    assert set(nv) == set(amd)
-    common = {"name", "title", "distributions", "backend", "source", "reads", "detects", "variables", "conflicts", "limitations"}
-    for raw in nv["profiles"]:
-        assert common <= set(raw), raw["name"]
+def test_every_profile_says_what_it_does_for_each_vendor_or_why_not():
+    for p in all_profiles():
+        missing = [v for v in ("amd", "nvidia") if p.section(v) is None]
+        assert not missing or any("only" in x for x in p.limitations), (p.name, missing)
 
 
 @pytest.mark.parametrize("dist, targets, env, cmake", [
-    ("Flash_Attn", ["sm_80", "sm_90", "compute_90"], {"FLASH_ATTN_CUDA_ARCHS": "80;90", "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}, {}),
-    ("cupy", ["sm_90", "compute_90"], {"CUPY_NVCC_GENERATE_CODE": "arch=compute_90,code=sm_90;arch=compute_90,code=compute_90"}, {}),
-    ("bitsandbytes", ["sm_90a", "sm_80"], {}, {"COMPUTE_BACKEND": "cuda", "COMPUTE_CAPABILITY": "90a;80"}),
-    ("llama_cpp_python", ["sm_90"], {}, {"GGML_CUDA": "on"}),
-    ("vllm", ["sm_90"], {"VLLM_TARGET_DEVICE": "cuda"}, {}),
+    ("Flash_Attn", "sm_80;sm_90;compute_90",
+     {"FLASH_ATTENTION_FORCE_BUILD": "TRUE", "FLASH_ATTN_CUDA_ARCHS": "80;90", "BUILD_TARGET": "cuda"}, {}),
+    ("cupy", "sm_90;compute_90", {"CUPY_NVCC_GENERATE_CODE": "arch=compute_90,code=sm_90;arch=compute_90,code=compute_90"}, {}),
+    ("bitsandbytes", "sm_90a;sm_80", {}, {"COMPUTE_BACKEND": "cuda", "COMPUTE_CAPABILITY": "80;90a"}),
+    ("llama_cpp_python", "sm_90", {}, {"GGML_CUDA": "on"}),
+    ("vllm", "sm_90", {"VLLM_TARGET_DEVICE": "cuda"}, {}),
+    ("xformers", "sm_90", {"FORCE_CUDA": "1"}, {}),
+    ("causal-conv1d", "sm_90", {"CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}, {}),
+    ("mamba-ssm", "sm_90", {"MAMBA_FORCE_BUILD": "TRUE"}, {}),
+    ("torchvision", "sm_90", {"FORCE_CUDA": "1"}, {}),
+    ("deepspeed", "sm_90", {}, {}),
 ])
 def test_rendered(dist, targets, env, cmake):
-    p = nvidia_profile_for(dist)
+    p = profile_for(dist)
     assert p is not None
-    assert p.env(targets) == env and p.cmake_defines(targets) == cmake
+    assert p.env(parse_targets(targets)) == env and p.cmake_defines(parse_targets(targets)) == cmake
 
 
-def test_vllm_opts_out_of_nvcc_append_flags():
-    assert nvidia_profile_for("vllm").nvcc_append_flags is False
-    assert nvidia_profile_for("flash-attn").nvcc_append_flags is True
-    assert nvidia_profile_for("no-such-project") is None
+def test_vllm_leaves_out_nvcc_append_flags():
+    assert [k.name for k in profile_for("vllm").omitted("nvidia")] == ["NVCC_APPEND_FLAGS"]
+    assert profile_for("vllm").omitted("amd") == ()
+    assert profile_for("flash-attn").omitted("nvidia") == ()
+
+
+def test_hints_are_per_vendor_with_a_neutral_fallback():
+    fa = profile_for("flash-attn")
+    assert "FLASH_ATTN_CUDA_ARCHS" in fa.no_device_code_hint("nvidia")
+    assert "GPU_ARCHS" in fa.no_device_code_hint("amd")
+    ds = profile_for("deepspeed")
+    assert ds.no_device_code_hint("nvidia") == ds.no_device_code_hint("amd") and "DS_BUILD_OPS=1" in ds.no_device_code_hint("amd")

@@ -16,23 +16,21 @@ H200 = Path(__file__).parent / "data" / "nvidia" / "h200"
 DETECT = Path(__file__).parent / "data" / "detect"
 
 
-def _use(monkeypatch, entries):
-    monkeypatch.setattr(registry, "_REGISTRY", entries)
-    for fn in (registry.vendors, registry.claimant):
-        fn.cache_clear()
+def _use(monkeypatch, names):
+    monkeypatch.setattr(registry, "_REGISTRY", [e for e in registry._REGISTRY if e.name in names])
+    registry._forget()
     yield
-    for fn in (registry.vendors, registry.claimant):
-        fn.cache_clear()
+    registry._forget()
 
 
 @pytest.fixture
 def both(monkeypatch):
-    yield from _use(monkeypatch, ("rocm_build_backend.gpu.amd.vendor:AMD", "rocm_build_backend.gpu.nvidia.vendor:NVIDIA"))
+    yield from _use(monkeypatch, ("amd", "nvidia"))
 
 
 @pytest.fixture
 def only_nvidia(monkeypatch):
-    yield from _use(monkeypatch, ("rocm_build_backend.gpu.nvidia.vendor:NVIDIA",))
+    yield from _use(monkeypatch, ("nvidia",))
 
 
 def test_names_through_the_registry(both):

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.builder.pinned import TOOL_NAMES, pinned_env, render_tools, write_pinned_tools
+from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
+from rocm_build_backend.gpu.amd.pinned import TOOL_NAMES, render_tools
 from rocm_build_backend.builder.profiles import profile_for
 from rocm_build_backend.gpu.targets import GpuTarget, join_targets, parse_targets
 

@@ -93,16 +93,22 @@ def test_processor_form_drops_features_and_duplicates():
     assert full["HIP_ARCHITECTURES"] == "gfx90a:xnack+ gfx90a:xnack-"
 
 
-def test_nvidia_only_build_gets_no_amd_knobs():
+def test_nvidia_build_gets_the_neutral_switches_and_no_amd_knobs():
     nv = T("sm_90")
-    assert profile_for("flash-attn").env(nv) == {"FLASH_ATTENTION_FORCE_BUILD": "TRUE"}
+    assert profile_for("flash-attn").env(nv) == {
+        "FLASH_ATTENTION_FORCE_BUILD": "TRUE", "FLASH_ATTN_CUDA_ARCHS": "90", "BUILD_TARGET": "cuda"}
     assert profile_for("torchvision").env(nv) == {"FORCE_CUDA": "1"}
-    assert profile_for("bitsandbytes").cmake_defines(nv) == {}
-    assert profile_for("xformers").env(nv) == {}
+    assert profile_for("bitsandbytes").cmake_defines(nv) == {"COMPUTE_BACKEND": "cuda", "COMPUTE_CAPABILITY": "90"}
+    assert profile_for("causal-conv1d").env(nv) == {"CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}
+    for p in profiles.all_profiles():
+        got = {**p.env(nv), **p.cmake_defines(nv)}
+        allowed = {v.name for v in p.variables if v.vendor in ("any", "nvidia")}
+        assert set(got) <= allowed, p.name
+        assert "rocm" not in got.values() and "hip" not in got.values(), p.name
 
 
 def test_mixed_vendors_use_only_amd_targets_for_amd_knobs():
-    assert profile_for("xformers").env(T("gfx942;sm_90")) == {"HIP_ARCHITECTURES": "gfx942"}
+    assert profile_for("xformers").env(T("gfx942;sm_90"))["HIP_ARCHITECTURES"] == "gfx942"
 
 
 def test_no_profile_overrides_a_generic_knob():
@@ -116,16 +122,20 @@ def test_every_profile_names_its_sources_and_the_fix_for_a_cpu_only_wheel():
         assert profile.source
         for var in profile.variables:
             assert re.search(r"\.(py|txt|cmake|rst|md)\b|README", var.source), (profile.name, var.name)
-        hint = profile.no_device_code_hint
-        assert hint and re.search(r"\b[A-Z][A-Z0-9_]{2,}(=|\b)", hint), profile.name
+        for section in profile.sections:
+            hint = profile.no_device_code_hint(section.vendor)
+            assert hint and re.search(r"\b[A-Z][A-Z0-9_]{2,}(=|\b)", hint), (profile.name, section.vendor)
 
 
 def test_hints_name_the_knob_that_fixes_it():
-    assert "FORCE_CUDA=1" in profile_for("torchvision").no_device_code_hint
-    assert "FLASH_ATTENTION_FORCE_BUILD=TRUE" in profile_for("flash-attn").no_device_code_hint
-    assert "DS_BUILD_OPS=1" in profile_for("deepspeed").no_device_code_hint
-    assert "COMPUTE_BACKEND=hip" in profile_for("bitsandbytes").no_device_code_hint
-    assert "GGML_HIP=ON" in profile_for("llama-cpp-python").no_device_code_hint
+    assert "FORCE_CUDA=1" in profile_for("torchvision").no_device_code_hint("amd")
+    assert "FLASH_ATTENTION_FORCE_BUILD=TRUE" in profile_for("flash-attn").no_device_code_hint("amd")
+    assert "DS_BUILD_OPS=1" in profile_for("deepspeed").no_device_code_hint("amd")
+    assert "COMPUTE_BACKEND=hip" in profile_for("bitsandbytes").no_device_code_hint("amd")
+    assert "GGML_HIP=ON" in profile_for("llama-cpp-python").no_device_code_hint("amd")
+    assert "COMPUTE_BACKEND=cuda" in profile_for("bitsandbytes").no_device_code_hint("nvidia")
+    assert "GGML_CUDA=on" in profile_for("llama-cpp-python").no_device_code_hint("nvidia")
+    assert "CAUSAL_CONV1D_FORCE_BUILD=TRUE" in profile_for("causal-conv1d").no_device_code_hint("nvidia")
 
 
 def test_verified_by_names_existing_test_projects():
@@ -163,13 +173,23 @@ def _data():
     return json.loads(DATA.read_text())
 
 
+def _fa(d, vendor):
+    assert d["profiles"][2]["name"] == "flash-attn"
+    return d["profiles"][2]["vendors"][vendor]
+
+
 @pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d.update(schema_version=2), "schema_version"),
+    (lambda d: d.update(schema_version=1), "schema_version"),
     (lambda d: d["profiles"][0].update(colour="blue"), "unknown keys"),
-    (lambda d: d["profiles"][2]["variables"][0].update(kind="meson"), "kind"),
-    (lambda d: d["profiles"][2]["variables"][0].update(vendor="intel"), "vendor"),
-    (lambda d: d["profiles"][2]["variables"][0].update(value="{arch}"), "placeholders"),
-    (lambda d: d["profiles"][2]["variables"][0].update(sep=";"), "unknown keys"),
+    (lambda d: _fa(d, "amd")["variables"][0].update(kind="meson"), "kind"),
+    (lambda d: d["profiles"][2]["vendors"].update(intel={}), "vendor 'intel'"),
+    (lambda d: _fa(d, "amd").update(colour="blue"), "unknown keys"),
+    (lambda d: _fa(d, "amd")["variables"][0].update(value="{arch}"), "placeholders"),
+    (lambda d: _fa(d, "amd")["variables"][0].update(value="{number}"), "placeholders"),  # NVIDIA's, not AMD's
+    (lambda d: _fa(d, "amd")["variables"][0].update(sep=";"), "unknown keys"),
+    (lambda d: _fa(d, "amd")["variables"][0].update(code="sass"), "unknown keys"),  # an NVIDIA option
+    (lambda d: _fa(d, "nvidia")["variables"][0].update(code="both"), "code 'both'"),
+    (lambda d: d["profiles"][2]["variables"][0].update(value="{target}"), "vendor-neutral variable is a constant"),
     (lambda d: d["profiles"][1]["distributions"].append("torch"), "claimed by"),
 ])
 def test_malformed_data_is_refused(edit, message):
@@ -255,9 +275,9 @@ def test_plan_of_an_unknown_project_names_the_target_lists():
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d["profiles"][2]["variables"][1].update(target_list=True), "target_list variable"),
-    (lambda d: d["profiles"][2]["variables"][0].update(target_list="yes"), "true or false"),
-    (lambda d: d["profiles"][3]["variables"][0].update(separator=","), "written differently"),
+    (lambda d: d["profiles"][2]["vendors"]["amd"]["variables"][1].update(target_list=True), "target_list variable"),
+    (lambda d: d["profiles"][2]["vendors"]["amd"]["variables"][0].update(target_list="yes"), "true or false"),
+    (lambda d: d["profiles"][3]["vendors"]["amd"]["variables"][0].update(separator=","), "written differently"),
 ])
 def test_malformed_target_lists_are_refused(edit, message):
     data = copy.deepcopy(_data())

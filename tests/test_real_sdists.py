@@ -89,10 +89,10 @@ def test_configure_changes_only_build_system_and_our_table(real, tmp_path):
     assert configure(project).changed is False
 
 
-def _plan(project: Path, env: dict) -> dict:
+def _plan(project: Path, env: dict, targets: str = "gfx942") -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", "rocm_build_backend", "plan", str(project), "--json",
-         "-C", "rocm-build-backend.targets=gfx942", "-C", "rocm-build-backend.compiler-check=false"],
+         "-C", f"rocm-build-backend.targets={targets}", "-C", "rocm-build-backend.compiler-check=false"],
         capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -115,6 +115,28 @@ def test_plan_names_the_backend_profile_and_knobs(real, tmp_path, build_env):
             assert data["config_settings"][f"cmake.define.{var}"] == value
         else:
             assert f"-D{var}={value}" in data["env"]["CMAKE_ARGS"]
+
+
+@pytest.mark.realinputs
+def test_an_nvidia_plan_gets_the_same_profile_with_its_nvidia_knobs(real, tmp_path, build_env):
+    """One profile per project: an NVIDIA build gets the vendor-neutral switches too."""
+    pin, tree = real
+    project = copy_tree(tree, tmp_path / pin["name"])
+    configure(project)
+    build_env["PYTHONPATH"] = str(ROOT)
+    data = _plan(project, build_env, "sm_90")
+    assert data["profile"] == pin["profile"] and data["vendor"] == "nvidia"
+    profile = profile_for(pin["name"]) or select_profile("auto", pin["name"])
+    sm90 = parse_targets("sm_90")
+    for var, value in profile.env(sm90).items():
+        assert data["env"][var] == value, var
+    for var, value in profile.cmake_defines(sm90).items():
+        if pin["backend"].startswith("scikit_build_core"):
+            assert data["config_settings"][f"cmake.define.{var}"] == value
+        else:
+            assert f"-D{var}={value}" in data["env"]["CMAKE_ARGS"]
+    assert not {v.name for v in profile.variables if v.vendor == "amd"} - {v.name for v in profile.variables
+                                                                         if v.vendor != "amd"} & set(data["env"])
 
 
 @pytest.mark.realinputs

@@ -7,7 +7,7 @@ import pytest
 
 from rocm_build_backend.errors import ToolchainError
 from rocm_build_backend.gpu.targets import parse_targets
-from rocm_build_backend.builder.toolchain import check_targets, find_compiler, require_supported
+from rocm_build_backend.gpu.amd.toolchain import check_targets, find_compiler, require_supported
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.vendor import vendor_of
 
 _NV = re.compile(r"(sm|compute)_[0-9]+[af]?")
 _AMD_PROC = re.compile(r"gfx[0-9a-f]+|gfx[0-9]+(?:-[0-9]+)?-generic")
@@ -95,8 +96,8 @@ class Selector:
 
         if _NV.fullmatch(code):
             obj = GpuTarget(code)
-        elif code == "amdgcnspirv":  # AMD SPIR-V: compiled at load time for any AMD GPU
-            return any(t.vendor == "amd" for t in self.targets)
+        elif code == "amdgcnspirv":  # AMD SPIR-V: compiled at load time for any GPU of its vendor
+            return any(t.vendor == vendor_of(code).name for t in self.targets)
         else:
             obj = _amd_code(code)
         for device in self.targets:

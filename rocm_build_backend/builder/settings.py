@@ -102,9 +102,15 @@ def _targets(value: Any) -> str | list[str]:
 
 
 def _ptx(value: Any) -> str:
-    from rocm_build_backend.gpu.nvidia.knobs import PTX_CHOICES
+    from rocm_build_backend.gpu.build import PTX_CHOICES
 
     return str(_choice(*PTX_CHOICES)(value))
+
+
+def _vendor(value: Any) -> str:
+    from rocm_build_backend.gpu.vendor import vendor_names
+
+    return str(_choice("auto", *vendor_names())(value))
 
 
 def _paths(value: Any) -> list[str]:
@@ -139,7 +145,7 @@ class Settings:
     backend: str = field(default="setuptools.build_meta", metadata={"parse": _backend, "doc": "the wrapped build backend, `module:object`"})
     backend_path: list[str] = field(default_factory=list, metadata={"parse": _paths, "doc": "folders (inside the project) to load an in-tree backend from"})
     targets: str | list[str] = field(default="auto", metadata={"parse": _targets, "doc": "`auto` (detect this machine's GPUs) or a list: `gfx90a;gfx942`"})
-    vendor: str = field(default="auto", metadata={"parse": _choice("auto", "amd", "nvidia"), "doc": "`auto` (the vendor of the targets, else of the only vendor's GPUs found), `amd` or `nvidia`"})
+    vendor: str = field(default="auto", metadata={"parse": _vendor, "doc": "`auto` (the vendor of the targets, else of the only vendor's GPUs found), `amd` or `nvidia`"})
     ptx: str = field(default="none", metadata={"parse": _ptx, "doc": "NVIDIA: also emit PTX for newer GPUs: `none`, `highest` (for the highest target) or `all`"})
     features: bool = field(default=False, metadata={"parse": _bool, "doc": "keep detected xnack/sramecc modes in the build targets (`gfx90a:xnack-`)"})
     max_jobs: int | str = field(default="auto", metadata={"parse": _jobs, "doc": "parallel compile jobs; `auto` sizes by cores and available memory"})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from rocm_build_backend.builder.log import log
 from rocm_build_backend.errors import TargetMismatchError
+from rocm_build_backend.gpu.vendor import build_side
 
 if TYPE_CHECKING:
     from rocm_build_backend.binary.audit import AuditReport
@@ -39,14 +40,15 @@ def _libraries_since(source_dir: Path, since: float) -> list[Path]:
 
 
 def _mismatch_hint(prepared: Prepared) -> str:
-    flag = "-arch/-gencode" if prepared.plan.vendor == "nvidia" else "--offload-arch"
-    hint = f"the build ignored the targets (a hard-coded {flag}, or a script that picks its own)"
-    if prepared.plan.profile and prepared.plan.vendor == "amd":
+    vendor = prepared.plan.vendor
+    hint = f"the build ignored the targets (a hard-coded {build_side(vendor).arch_flags}, or a script that picks its own)"
+    if prepared.plan.profile:
         from rocm_build_backend.builder.profiles import profile_for
 
         prof = profile_for(prepared.project.dist_name)
-        if prof is not None and prof.no_device_code_hint:
-            hint = prof.no_device_code_hint
+        found = prof.no_device_code_hint(vendor) if prof is not None else None
+        if found:
+            hint = found
     return hint + "; a project meant to have no GPU code sets verify = \"off\""
 
 

@@ -13,8 +13,10 @@ from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
 
 def cmd_targets(args: argparse.Namespace) -> int:
     from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, table
+    from rocm_build_backend.gpu.vendor import vendor_names
 
-    rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == "amd")
+    first = vendor_names()[0]  # without --all: the first vendor of the registry (docs/json/targets.md)
+    rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == first)
     if args.json:  # data/schemas/targets.schema.json, docs/json/targets.md
         columns = ("vendor", "family", "kind", "xnack", "sramecc", "generic", "kfd", "first_llvm", "products",
                    "verified")
@@ -48,7 +50,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 def register(add: AddVerb) -> None:
     sp = add("targets", cmd_targets, "list the known GPU targets")
-    sp.add_argument("--all", action="store_true", help="include NVIDIA targets")
+    sp.add_argument("--all", action="store_true", help="include every vendor's targets, not only the first vendor's (AMD)")
     sp.add_argument("--json", action="store_true")
 
 

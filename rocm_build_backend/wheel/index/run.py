@@ -89,7 +89,7 @@ from rocm_build_backend.wheel.index.pages import (  # noqa: F401 (API_VERSION, n
     root_json,
     version_key,
 )
-from rocm_build_backend.wheel.index.plan import FAMILIES, family_of, index_plan, named_targets  # noqa: F401
+from rocm_build_backend.wheel.index.plan import families, family_of, index_plan, named_targets  # noqa: F401
 from rocm_build_backend.wheel.index.wheels import gather, write_sidecars
 from rocm_build_backend.wheel.index.state import (
     STATE_NAME,
@@ -105,7 +105,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "API_VERSION",
-    "FAMILIES",
+    "families",
     "FILES_DIR",
     "STATE_NAME",
     "STATE_VERSION",

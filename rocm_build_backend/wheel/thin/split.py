@@ -1,25 +1,23 @@
 """``rocm-build-backend split``: one thinned wheel per target (or per AMD family) of a fat
 wheel, each labelled with a PEP 440 local version (``1.0+gfx942``), ready for ``index``.
 
-The targets come from an audit of the wheel: each AMD processor it has code for (features
-dropped: ``gfx90a:xnack-`` is split as ``gfx90a``, which keeps both xnack variants), each
-NVIDIA SM (``sm_90a`` as ``sm_90``; PTX-only ``compute_90`` as ``sm_90``). Per family, AMD
-processors are grouped by the family names ``index --family`` uses; the label lists the
-family's targets (``1.0+gfx906.gfx908.gfx90a``). Nothing prints here.
+The targets come from an audit of the wheel: the device each code target is for, as its vendor
+says (``BuildVendor.device_of``: ``gfx90a:xnack-`` is split as ``gfx90a``, which keeps both
+xnack variants; ``sm_90a`` and PTX-only ``compute_90`` as ``sm_90``). Per family, processors are
+grouped by the family names ``index --family`` uses (AMD's); the label lists the family's
+targets (``1.0+gfx906.gfx908.gfx90a``). Nothing prints here; no vendor is named.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
+from rocm_build_backend.gpu.vendor import build_side
 from rocm_build_backend.wheel.thin.run import DamagedWheel, ThinInputError, ThinResult
-
-_NV = re.compile(r"(?:sm|compute)_([0-9]+)[af]?")
 
 
 @dataclass
@@ -48,11 +46,8 @@ def _devices(held: list[str]) -> list[GpuTarget]:
     """The device targets to split by, from the targets a wheel's code is for."""
     out = set()
     for text in held:
-        m = _NV.fullmatch(text)
-        if m:
-            out.add(GpuTarget(f"sm_{m.group(1)}"))
-        else:
-            out.add(GpuTarget(text.split(":", 1)[0]))
+        code = GpuTarget(text.split(":", 1)[0])
+        out.add(build_side(code.vendor).device_of(code))
     return sort_targets(out)
 
 
@@ -62,7 +57,7 @@ def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
 
     units: dict[str, list[GpuTarget]] = {}
     for t in _devices(held):
-        key = family_of(t.processor) if per == "family" and t.vendor == "amd" else str(t)
+        key = family_of(t.processor) if per == "family" else str(t)
         units.setdefault(key, []).append(t)
     return units
 
