@@ -110,6 +110,11 @@ def test_a_vendor_neutral_switch_reaches_an_nvidia_build():
     assert "HIP_ARCHITECTURES" not in plan.env  # AMD's knob stays with AMD builds
 
 
+def test_a_project_without_a_profile_gets_none_for_nvidia():
+    plan = _plan("somebodys-kernels")
+    assert plan.profile is None and "GPU_ARCHS" not in plan.env and "HIP_ARCHITECTURES" not in plan.env
+
+
 def test_an_unknown_profile_is_refused_for_nvidia_too():
     with pytest.raises(ConfigError, match="unknown profile 'flash-atn'.*did you mean 'flash-attn'"):
         _plan("x", profile="flash-atn")

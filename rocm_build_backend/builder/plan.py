@@ -120,7 +120,7 @@ def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, st
     """The project profile's knobs for the code targets ``draft.code``; returns the profile's name, or None."""
     if settings.profile == "none":
         return None
-    from rocm_build_backend.builder.profiles import profile_names, select_profile
+    from rocm_build_backend.builder.profiles import TARGET_LISTS, profile_names, select_profile
 
     profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
     if profile is None:
@@ -132,15 +132,18 @@ def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, st
                               + "; known: " + ", ".join(profile_names()))
         return None
     targets = draft.code
-    for var, value in profile.env(targets).items():
+    variables, defines = profile.env(targets), profile.cmake_defines(targets)
+    if profile.name == TARGET_LISTS and not variables and not defines:
+        return None  # no target list of a known project is this vendor's
+    for var, value in variables.items():
         if var in env and env[var] != value and not same_targets(env[var], targets):
             draft.replaced[var] = (env[var], value)
         draft.env[var] = value
     if backend_kind == "scikit-build-core":
-        for var, value in profile.cmake_defines(targets).items():
+        for var, value in defines.items():
             draft.config_settings.setdefault(f"cmake.define.{var}", value)
     else:
-        extra = [f"-D{var}={value}" for var, value in profile.cmake_defines(targets).items()]
+        extra = [f"-D{var}={value}" for var, value in defines.items()]
         if extra and "CMAKE_ARGS" in draft.env:
             draft.env["CMAKE_ARGS"] = join_words(shlex.split(draft.env["CMAKE_ARGS"]) + extra)
     for knob in profile.omitted(vendor):
