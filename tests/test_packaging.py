@@ -65,6 +65,9 @@ def test_the_wheel_carries_the_license_and_py_typed(wheel):
     assert meta["License-Expression"] == "MIT" and meta.get_all("License-File") == ["LICENSE"]
     assert license_text.startswith("MIT License") and "rocm-build-backend contributors" in license_text
     assert "Typing :: Typed" in meta.get_all("Classifier")
+    # the zstd decoder for compressed device code is in the default install, not behind an extra
+    plain = [r for r in meta.get_all("Requires-Dist") if "extra ==" not in r]
+    assert 'backports.zstd>=1.0; python_version < "3.14"' in plain, plain
 
 
 SNIPPET = """\
