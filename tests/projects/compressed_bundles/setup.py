@@ -28,7 +28,7 @@ class HipBuildExt(build_ext):
         self.spawn([
             os.environ.get("HIPCXX", "clang++-19"), "-x", "hip", "-nogpuinc", "-nogpulib",
             "--offload-compress", "-O2", "-fPIC", "-shared",
-            *offload_arch_flags(), *ext.sources, "-o", output,
+            *offload_arch_flags(), *ext.sources, *(f"-l{lib}" for lib in ext.libraries), "-o", output,
         ])
 
 
