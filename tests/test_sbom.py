@@ -2,8 +2,9 @@
 rewrite that gives a wheel a new version) they name the new file, not the old one.
 
 The SBOM is auditwheel's own: a HIP extension built by clang-19 (``--offload-compress``) that
-links libzstd and the HIP runtime, repaired with ``auditwheel repair --exclude libamdhip64.so*``
-(the GPU runtime stays the system's; libzstd is grafted, and auditwheel records which Debian
+links libzstd and the HIP runtime, repaired with the command of
+``examples/scale-out/cibuildwheel.toml`` (``auditwheel repair --exclude 'libamdhip64.so*' ...``:
+the GPU runtime stays the system's; libzstd is grafted, and auditwheel records which Debian
 package it came from).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -19,6 +21,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from conftest import _TARGET_VARS, ROOT, pip_wheel
 from rocm_build_backend.gpu.targets import parse_targets
@@ -59,10 +66,11 @@ def repaired(tmp_path_factory) -> Path:
     proc = pip_wheel(project, tmp / "built", env, "rocm-build-backend.targets=gfx90a;gfx942")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (built,) = (tmp / "built").glob("*.whl")
-    shown = subprocess.run([AUDITWHEEL, "show", built], capture_output=True, text=True, check=True).stdout
-    plat = shown.split('constrains the platform tag to "', 1)[1].split('"', 1)[0]
-    proc = subprocess.run([AUDITWHEEL, "repair", "--plat", plat, "--exclude", "libamdhip64.so*", "-w", tmp / "repaired",
-                           built], capture_output=True, text=True)
+    # the repair command of examples/scale-out/cibuildwheel.toml, run as cibuildwheel runs it (a shell)
+    config = tomllib.loads((ROOT / "examples" / "scale-out" / "cibuildwheel.toml").read_text())
+    command = config["tool"]["cibuildwheel"]["linux"]["repair-wheel-command"]
+    command = command.format(dest_dir=shlex.quote(str(tmp / "repaired")), wheel=shlex.quote(str(built)))
+    proc = subprocess.run(command, shell=True, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = (tmp / "repaired").glob("*.whl")
     return wheel
