@@ -92,6 +92,14 @@ for _name, _hook in _OPTIONAL.items():
     _hook.__name__ = _hook.__qualname__ = _name
 del _name, _hook
 
+if TYPE_CHECKING:  # the optional hooks as a type checker sees them; at run time __getattr__ offers them
+    build_editable = _build_editable
+    get_requires_for_build_wheel = _get_requires_for_build_wheel
+    get_requires_for_build_sdist = _get_requires_for_build_sdist
+    get_requires_for_build_editable = _get_requires_for_build_editable
+    prepare_metadata_for_build_wheel = _prepare_metadata_for_build_wheel
+    prepare_metadata_for_build_editable = _prepare_metadata_for_build_editable
+
 
 def __getattr__(name: str) -> Callable[..., Any]:
     """Optional hooks exist exactly when the wrapped backend has them (frontends use hasattr)."""

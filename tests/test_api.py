@@ -37,3 +37,18 @@ def test_the_first_documented_stamp_path_still_works(tmp_path):
     from rocm_build_backend.wheel.stamp import read_stamp as home
 
     assert read_stamp is home
+
+
+def test_the_type_checker_imports_match_the_lazy_homes():
+    """api.py's TYPE_CHECKING block names every public name from the module it loads from."""
+    import ast
+
+    tree = ast.parse((ROOT / "rocm_build_backend" / "api.py").read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    seen = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        for alias in node.names:
+            assert alias.asname == alias.name  # `X as X`: an explicit re-export under mypy --strict
+            seen[alias.name] = node.module
+    assert seen == api._HOMES

@@ -35,3 +35,13 @@ def test_plan_json_doc_names_every_key_of_its_schema():
     for key in schema["properties"]:
         assert f"`{key}`" in doc, key
     assert set(schema["required"]) == set(schema["properties"])
+
+
+def test_setup_waits_for_the_package_locks():
+    """Every apt-get run of tools/setup.sh waits for the dpkg and list locks (apt's own timeout)."""
+    import re
+
+    text = (ROOT / "tools" / "setup.sh").read_text()
+    runs = [line for line in text.splitlines() if re.search(r'(apt-get|\$\{apt\[@\]\}"?) (update|install)', line)]
+    assert len(runs) == 2 and all(line.lstrip().startswith('"${apt[@]}"') for line in runs), runs
+    assert "apt=(apt-get -o DPkg::Lock::Timeout=600)" in text

@@ -1,7 +1,7 @@
 """Real inputs: the pinned sdists of the profiled projects (tests/real_sdists.json).
 
-Each sdist is downloaded once from PyPI into the test cache (see tests/realinputs.py) and checked
-against its sha256; only its pyproject.toml, setup.py, setup.cfg, PKG-INFO and the files
+Each sdist is found through pip's configured index, downloaded once into the test cache (see
+tests/realinputs.py) and checked against its sha256; only its pyproject.toml, setup.py, setup.cfg, PKG-INFO and the files
 profiles.json cites are kept. No network and no filled cache is a failure that says so, not a
 skip; ``-m "not realinputs"`` deselects these tests.
 """
@@ -12,7 +12,9 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -20,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from realinputs import CorpusError, copy_tree, load_pins, sdist_tree
+import realinputs
+from realinputs import MARKER, CorpusError, copy_tree, load_pins, pinned_file, sdist_tree
 from rocm_build_backend.builder.profiles import TARGET_LISTS, all_profiles, profile_for, select_profile
 from rocm_build_backend.builder.configure import SHIM, configure
 from rocm_build_backend.builder.projectname import find_name
@@ -186,7 +189,28 @@ def test_each_citation_names_its_variable_on_that_line(profile_name, name, sourc
     assert name in line, f"{pin['filename']} {m['path']} L{m['line']}: {line.strip()!r} does not name {name}"
 
 
-# --------------------------------------------------------- the fetcher itself, on local files
+# --------------------------------------------------------- the fetcher itself, on local indexes
+
+@pytest.fixture
+def pip_index(tmp_path, monkeypatch):
+    """Make pip's configured index a local PEP 503 folder (no configuration file, no find-links);
+    returns a function that lists a file there: ``add(path, name, listed_sha256)``."""
+    simple = tmp_path / "simple"
+    for var in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", simple.as_uri())
+    realinputs.pip_sources.cache_clear()
+
+    def add(path: Path, name: str, sha256: str | None) -> None:
+        page = simple / name
+        page.mkdir(parents=True, exist_ok=True)
+        fragment = f"#sha256={sha256}" if sha256 else ""
+        (page / "index.html").write_text(f'<!DOCTYPE html><html><body>\n'
+                                         f'<a href="{path.as_uri()}{fragment}">{path.name}</a>\n</body></html>\n')
+    yield add
+    realinputs.pip_sources.cache_clear()
+
 
 def _sdist(tmp_path: Path, files: dict[str, bytes]) -> tuple[Path, dict]:
     raw = io.BytesIO()
@@ -196,10 +220,11 @@ def _sdist(tmp_path: Path, files: dict[str, bytes]) -> tuple[Path, dict]:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     blob = gzip.compress(raw.getvalue())
-    path = tmp_path / "demo-1.0.tar.gz"
+    path = tmp_path / "files" / "demo-1.0.tar.gz"
+    path.parent.mkdir()
     path.write_bytes(blob)
-    pin = {"name": "demo", "version": "1.0", "filename": path.name, "size": len(blob),
-           "sha256": hashlib.sha256(blob).hexdigest(), "url": path.as_uri(), "cited": ["src/knobs.py"]}
+    pin = {"name": "Demo_Project", "version": "1.0", "filename": path.name, "size": len(blob),
+           "sha256": hashlib.sha256(blob).hexdigest(), "cited": ["src/knobs.py"]}
     return path, pin
 
 
@@ -208,39 +233,135 @@ FILES = {"demo-1.0/PKG-INFO": b"Name: demo\n", "demo-1.0/setup.py": b"setup()\n"
          "demo-1.0/sub/setup.py": b"not top level\n"}
 
 
-def test_fetch_keeps_only_the_wanted_members_and_caches(tmp_path):
-    _, pin = _sdist(tmp_path, FILES)
+def test_fetch_keeps_only_the_wanted_members_and_caches(tmp_path, pip_index):
+    path, pin = _sdist(tmp_path, FILES)
+    pip_index(path, "demo-project", pin["sha256"])  # found under the normalised name
     tree = sdist_tree(pin, cache=tmp_path / "cache")
     assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file() and not p.name.startswith(".")) == [
         "PKG-INFO", "setup.py", "src/knobs.py"]
-    (tmp_path / "demo-1.0.tar.gz").unlink()  # the second call is served from the cache
+    path.unlink()  # the second call is served from the cache
     assert sdist_tree(pin, cache=tmp_path / "cache") == tree
 
 
-def test_fetch_with_another_hash_is_an_error(tmp_path):
-    _, pin = _sdist(tmp_path, FILES)
+def test_fetch_with_another_hash_is_an_error(tmp_path, pip_index):
+    path, pin = _sdist(tmp_path, FILES)
+    pip_index(path, "demo-project", None)  # the index lists no hash: the download is checked
     pin["sha256"] = "0" * 64
     with pytest.raises(CorpusError, match="sha256"):
         sdist_tree(pin, cache=tmp_path / "cache")
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []
 
 
-def test_fetch_without_a_cited_member_is_an_error(tmp_path):
-    _, pin = _sdist(tmp_path, {k: v for k, v in FILES.items() if "knobs" not in k})
+def test_an_index_listing_another_hash_is_an_error(tmp_path, pip_index):
+    path, pin = _sdist(tmp_path, FILES)
+    pip_index(path, "demo-project", "1" * 64)
+    with pytest.raises(CorpusError, match="lists sha256 1111"):
+        sdist_tree(pin, cache=tmp_path / "cache")
+
+
+def test_fetch_without_a_cited_member_is_an_error(tmp_path, pip_index):
+    path, pin = _sdist(tmp_path, {k: v for k, v in FILES.items() if "knobs" not in k})
+    pip_index(path, "demo-project", pin["sha256"])
     with pytest.raises(CorpusError, match="src/knobs.py"):
         sdist_tree(pin, cache=tmp_path / "cache")
 
 
-def test_fetch_that_cannot_download_says_how_to_run_without_network(tmp_path):
-    _, pin = _sdist(tmp_path, FILES)
-    pin["url"] = (tmp_path / "gone.tar.gz").as_uri()
+def test_fetch_that_cannot_download_says_how_to_run_without_network(tmp_path, pip_index):
+    path, pin = _sdist(tmp_path, FILES)
+    pip_index(path, "demo-project", pin["sha256"])
+    path.unlink()
     with pytest.raises(CorpusError, match="cannot download .*RBB_TEST_CACHE"):
         sdist_tree(pin, cache=tmp_path / "cache")
 
 
+def test_a_file_no_index_lists_says_where_it_looked(tmp_path, pip_index):
+    path, pin = _sdist(tmp_path, FILES)
+    pip_index(path, "other", pin["sha256"])
+    with pytest.raises(CorpusError, match=r"cannot locate demo-1\.0\.tar\.gz .*simple .*RBB_TEST_CACHE"):
+        sdist_tree(pin, cache=tmp_path / "cache")
+
+
+def test_the_json_page_of_an_http_index_is_read(tmp_path, monkeypatch):
+    """An index served over HTTP answers PEP 691 JSON (a relative file URL, the sha256 in
+    ``hashes``); the file is fetched from there, whole, and checked."""
+    import http.server
+    import threading
+
+    path, pin = _sdist(tmp_path, FILES)
+    root = tmp_path / "www"
+    (root / "simple" / "demo-project").mkdir(parents=True)
+    shutil.copy(path, root / path.name)
+    page = {"meta": {"api-version": "1.1"}, "name": "demo-project",
+            "files": [{"filename": path.name, "url": f"../../{path.name}", "hashes": {"sha256": pin["sha256"]}}]}
+    (root / "simple" / "demo-project" / "index.json").write_text(json.dumps(page))
+    accepts = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def do_GET(self):
+            if self.path.endswith("/"):
+                accepts.append(self.headers.get("Accept", ""))
+                body = (root / self.path.lstrip("/") / "index.json").read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for var in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX", "http_proxy", "HTTP_PROXY"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+        monkeypatch.setenv("PIP_INDEX_URL", f"http://user:secret@127.0.0.1:{server.server_address[1]}/simple")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        realinputs.pip_sources.cache_clear()
+        got = pinned_file(pin, tmp_path / "got")
+    finally:
+        server.shutdown()
+        realinputs.pip_sources.cache_clear()
+    assert got.read_bytes() == path.read_bytes()
+    assert accepts and accepts[0].startswith("application/vnd.pypi.simple.v1+json")
+
+
 def test_pins_are_complete():
-    for pin in PINS:
+    for pin in PINS + json.loads((ROOT / "tests" / "real_wheels.json").read_text())["wheels"]:
+        assert set(pin) >= {"name", "version", "filename", "size", "sha256"}, pin
+        assert "url" not in pin, pin["name"]  # found through pip's configured index instead
         assert re.fullmatch(r"[0-9a-f]{64}", pin["sha256"]), pin["name"]
-        assert pin["url"].startswith("https://files.pythonhosted.org/packages/"), pin["name"]
-        assert pin["url"].endswith("/" + pin["filename"]) and pin["size"] > 0
-        assert pin["version"] in pin["filename"]
+        assert pin["size"] > 0 and pin["version"] in pin["filename"]
+
+
+def test_no_tracked_file_names_a_registry_host():
+    """Real inputs are pinned by name, version, file name and sha256, never by a registry's URL."""
+    hosts = ["pypi" + ".org", "python" + "hosted", "pypi" + ".python" + ".org"]
+    proc = subprocess.run(["git", "grep", "-n", "-I", "-i", "-F", *(f"-e{h}" for h in hosts)], cwd=ROOT,
+                          capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        pytest.skip("not a git checkout")
+    assert proc.stdout == ""
+
+
+@pytest.mark.realinputs
+def test_a_pin_is_found_through_pips_configured_index(tmp_path):
+    """One fresh resolution, in an empty cache, through whatever index pip is set up to use."""
+    pin = next(p for p in PINS if p["name"] == "torchvision")  # 11 KB
+    tree = _tree_in(pin, tmp_path / "cache")
+    marker = json.loads((tree / MARKER).read_text())
+    assert marker["sha256"] == pin["sha256"] and marker["url"].endswith("/" + pin["filename"])
+    assert (tree / "setup.py").is_file()
+
+
+def _tree_in(pin: dict, cache: Path) -> Path:
+    try:
+        return sdist_tree(pin, cache=cache)
+    except CorpusError as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -28,7 +28,8 @@ FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
 STUB_CHECK_MAX = 64 << 10  # a device-link stub is a few KB; larger cubins are taken to hold code
 STUB_CHECK_ENTRIES = 8  # a container with more ELF entries than this is taken to hold code
 STUB_NOTE = "device-link stub without kernels"
-STUB_ZSTD_NOTE = ("its cubins are compressed with zstd: install rocm-build-backend[zstd] to tell "
+STUB_ZSTD_NOTE = ("its cubins are compressed with zstd and no zstd decoder is installed: install "
+                  "backports.zstd (a dependency of rocm-build-backend before Python 3.14) to tell "
                   "whether it holds kernels or is a device-link stub")
 Pending = list[tuple[int, int, int, int]]  # ELF entries to look into: (start, size, flags, csize)
 Deferred = list[tuple[Container, Pending]]

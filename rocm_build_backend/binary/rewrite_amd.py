@@ -201,13 +201,14 @@ def compress(method: int, data: bytes) -> bytes:
         import zlib
 
         return zlib.compress(data, ZLIB_LEVEL)
-    try:
-        import zstandard
-    except ImportError:  # pragma: no cover - the zstd extra
-        raise CannotThin(decompression.ZSTD_NOTE) from None
-    params = zstandard.ZstdCompressionParameters.from_level(
-        ZSTD_LEVEL, source_size=len(data), enable_ldm=True, write_content_size=True)
-    return bytes(zstandard.ZstdCompressor(compression_params=params).compress(data))
+    zstd = decompression.zstd_module()
+    if zstd is None:  # pragma: no cover - a dependency before Python 3.14
+        raise CannotThin(decompression.ZSTD_NOTE)
+    param = zstd.CompressionParameter
+    options = {param.compression_level: ZSTD_LEVEL, param.enable_long_distance_matching: 1,
+               param.content_size_flag: 1}
+    # one call with the whole input: zstd knows its size, writes it and sizes its tables for it
+    return bytes(zstd.ZstdCompressor(options=options).compress(data, zstd.ZstdCompressor.FLUSH_FRAME))
 
 
 def ccob_bytes(version: int, method: int, data: bytes, payload: bytes, total: int | None = None) -> bytes:

@@ -39,7 +39,11 @@ def _libraries_since(source_dir: Path, since: float) -> list[Path]:
     return found
 
 
-def _mismatch_hint(prepared: Prepared) -> str:
+def _mismatch_hint(prepared: Prepared, problems: list[str]) -> str:
+    if all("cannot check its targets" in p for p in problems):  # unread, not wrong
+        return ("the audit could not read the device code, so its targets are unchecked, not wrong: "
+                "install a zstd decoder in the build environment (backports.zstd, a dependency of "
+                "rocm-build-backend before Python 3.14), or set verify = \"warn\" to build without the check")
     vendor = prepared.plan.vendor
     hint = f"the build ignored the targets (a hard-coded {build_side(vendor).arch_flags}, or a script that picks its own)"
     if prepared.plan.profile:
@@ -70,7 +74,7 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
         message = f"{wheel.name}: " + "; ".join(problems)
         if project.settings.verify == "error":
             wheel.unlink(missing_ok=True)
-            raise TargetMismatchError(message, hint=_mismatch_hint(prepared))
+            raise TargetMismatchError(message, hint=_mismatch_hint(prepared, problems))
         log("warning: " + message)
     else:
         log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)

@@ -123,6 +123,7 @@ class _Job:
         self.patches = patches
         self.new_version = new_version
         self.rename = rename
+        self.old_file = self.new_file = ""  # the wheel's file name before and after
         self.plan: list[tuple[str, "zipfile.ZipInfo | None"]] = []
 
     def renamed(self, name: str) -> str:
@@ -223,8 +224,9 @@ def rewrite_members(
                 extra[f"{dist_info}/{name}"] = data
             job = _Job(dist_info, zin.getinfo(f"{dist_info}/RECORD"), extra, patches, new_version,
                        {f"{base}.dist-info": f"{new_base}.dist-info", f"{base}.data": f"{new_base}.data"})
+            job.old_file, job.new_file = src.name, "-".join(new_parts) + ".whl"
             _plan(job, infos)
-            return _replace(src, "-".join(new_parts) + ".whl", zin, job)
+            return _replace(src, job.new_file, zin, job)
     except RocmBuildBackendError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, KeyError,
@@ -275,6 +277,10 @@ def _new_bytes(zin: "zipfile.ZipFile", old_name: str, info: "zipfile.ZipInfo | N
         return bytes(data)
     if old_name == f"{job.dist_info}/METADATA" and job.new_version is not None:
         return set_metadata_version(read_member(zin, info, MAX_TEXT, "METADATA"), job.new_version)
+    if job.new_version is not None and old_name.startswith(f"{job.dist_info}/sboms/"):
+        from rocm_build_backend.wheel.sbom import renamed_sbom
+
+        return renamed_sbom(read_member(zin, info, MAX_TEXT, "an SBOM"), job.old_file, job.new_file)
     return None
 
 

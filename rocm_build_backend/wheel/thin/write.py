@@ -1,5 +1,6 @@
 """The member loop of ``thin``: every member of the source wheel, in order, written to the
-new wheel thinned, copied, renamed or left out; then the stamp and a rebuilt RECORD.
+new wheel thinned, copied, renamed or left out (with a new version: METADATA's version and the
+SBOMs' names of the wheel updated); then the stamp and a rebuilt RECORD.
 
 One member is in memory (or in a mapped temporary file) at a time. Nothing prints here,
 and nothing is written outside the open output file handed in by ``thin.thin_wheel``.
@@ -128,6 +129,8 @@ def _keeps(sel: Selector, target: str) -> bool:
 def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, targets: list[GpuTarget],
           result: ThinResult, new_version: str | None, tmpdir: str) -> None:
     """Write the thinned wheel to ``fh``; fills ``result``."""
+    from rocm_build_backend.wheel.archive import MAX_TEXT, read_member
+    from rocm_build_backend.wheel.sbom import is_sbom, renamed_sbom
     from rocm_build_backend.wheel.stamp import set_metadata_version
 
     renamed = _renamer(dist_info, new_version)
@@ -149,6 +152,10 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
                 continue
             if info.filename == f"{dist_info}/METADATA" and new_version is not None:
                 w.data(info, name, set_metadata_version(zf.read(info), new_version))
+                continue
+            if new_version is not None and is_sbom(info.filename, dist_info):
+                sbom = read_member(zf, info, MAX_TEXT, "an SBOM")
+                w.data(info, name, renamed_sbom(sbom, result.source.name, result.output.name))
                 continue
             head = thin_zip.head_of(zf, info) if info.file_size else b""
             if might_hold_device_code(head):
