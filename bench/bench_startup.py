@@ -10,8 +10,8 @@ pure-Python sample (``sample_projects/pure_python``, setuptools), as pip's in-pr
 runner does: import the backend, call ``get_requires_for_build_wheel``.
 
     hooks, lazy        the hooks module as shipped: it loads the module of the hook it runs
-    hooks, eager       the same, after importing every module the hooks module can load
-                       (what a hooks module that imported its targets at the top would cost)
+    hooks, eager       the same, after importing ``builder.flow`` (every module the hooks can
+                       load: what a hooks module that imported its targets at the top costs)
     wrapped alone      setuptools.build_meta's own hook, without the shim
 """
 
@@ -45,9 +45,7 @@ ROWS = {
     "hooks, lazy: get_requires_for_build_wheel":
         "import rocm_build_backend as b; b.get_requires_for_build_wheel()",
     "hooks, eager: get_requires_for_build_wheel":
-        "import importlib, rocm_build_backend as b\n"
-        "for m in sorted(set(getattr(b, '_HOMES', {'': 'rocm_build_backend.builder.flow'}).values())):\n"
-        "    importlib.import_module(m)\n"
+        "import rocm_build_backend as b, rocm_build_backend.builder.flow\n"
         "b.get_requires_for_build_wheel()",
     "wrapped alone: get_requires_for_build_wheel":
         "import setuptools.build_meta as b; b.get_requires_for_build_wheel()",
