@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Union
 
+from rocm_build_backend.gpu.compat import why_not
 from rocm_build_backend.gpu.targets import GpuTarget
 
 _NV = re.compile(r"(sm|compute)_[0-9]+[af]?")
@@ -91,8 +92,6 @@ class Selector:
 
         Raises CannotThin for a code target the loader rules do not cover.
         """
-        from rocm_build_backend.gpu.compat import why_not
-
         if _NV.fullmatch(code):
             obj = GpuTarget(code)
         elif code == "amdgcnspirv":  # AMD SPIR-V: compiled at load time for any AMD GPU

@@ -22,6 +22,7 @@ from typing import Sequence
 from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.binary.report import AuditReport, FileReport, target_obj, units
 from rocm_build_backend.errors import TargetMismatchError
+from rocm_build_backend.gpu.compat import loads_on, why_not
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
 
 
@@ -52,7 +53,6 @@ def _amd_loads(code: GpuTarget, device: GpuTarget, generic_ok: bool) -> str | No
             if built and not mode:
                 return f"{code} code does not load on {device.processor} running {feat}{'-' if built == '+' else '+'}"
         return None
-    from rocm_build_backend.gpu.compat import why_not
 
     try:
         return why_not(code, device, generic_ok=generic_ok)
@@ -67,7 +67,6 @@ def _unit_covers(unit: set[str], req: GpuTarget, generic_ok: bool) -> str | None
         name = str(req)
         if name.startswith("compute_") or name[-1] in "af":
             return None if name in unit else f"no {name} code"
-        from rocm_build_backend.gpu.compat import loads_on
 
         sass = [c for c in codes if c.processor.startswith("sm_")]
         return None if any(loads_on(c, req) for c in sass) else f"no cubin that loads on {name}"

@@ -30,6 +30,7 @@ import stat
 from pathlib import Path
 from typing import Sequence
 
+from rocm_build_backend.gpu.nvidia.pinned import write_nvidia_smi
 from rocm_build_backend.gpu.targets import GpuTarget
 
 TOOL_NAMES = ("rocminfo", "rocm_agent_enumerator", "amdgpu-arch", "offload-arch")
@@ -233,8 +234,6 @@ def write_pinned_tools(directory: Path, targets: list[GpuTarget]) -> list[Path]:
     written = []
     nvidia = [str(t) for t in targets if t.vendor == "nvidia"]
     if nvidia:
-        from rocm_build_backend.gpu.nvidia.pinned import write_nvidia_smi
-
         written.append(write_nvidia_smi(directory, nvidia))
     for name, text in render_tools(targets).items():
         path = directory / name

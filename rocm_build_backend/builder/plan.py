@@ -8,13 +8,16 @@ and no ``os.environ``; ``build.applied(plan)`` is the one place that sets variab
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from rocm_build_backend.builder.profiles import profile_names, select_profile
+from rocm_build_backend.builder.settings import PREFIX, Settings
 from rocm_build_backend.errors import ConfigError
-from rocm_build_backend.builder.settings import Settings
+from rocm_build_backend.gpu.nvidia.plan import nvidia_build_env
 from rocm_build_backend.gpu.targets import GpuTarget, join_targets, parse_targets
 
 _GIB = 1 << 30
@@ -203,8 +206,6 @@ def _nvidia(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env
             backend_kind: str, dist_name: str | None) -> list[GpuTarget]:
     """The NVIDIA half of the plan (``gpu.nvidia.plan.nvidia_build_env``); returns the code
     targets after the ``ptx`` choice: what nvcc emits, the audit must find and the stamp names."""
-    from rocm_build_backend.gpu.nvidia.plan import nvidia_build_env
-
     nv = nvidia_build_env([str(t) for t in targets], settings.ptx, env, backend_kind=backend_kind,
                           config_settings=draft.forwarded, dist_name=dist_name, profile=settings.profile)
     draft.env.update(nv.env)
@@ -219,8 +220,6 @@ def _nvidia(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env
 def _unprefixed(draft: _Draft) -> None:
     """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
     backend as it is, which is rarely what was meant; say so, with the right spelling."""
-    from rocm_build_backend.builder.settings import PREFIX
-
     ours = set(Settings.keys())
     for key, value in draft.forwarded.items():
         if key in ours:
@@ -234,12 +233,9 @@ def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, en
     """The project profile's knobs; returns the profile's name, or None."""
     if settings.profile == "none":
         return None
-    from rocm_build_backend.builder.profiles import profile_names, select_profile
 
     profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
     if profile is None:
-        import difflib
-
         near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
         draft.problems.append(f"unknown profile '{settings.profile}'"
                               + (f" (did you mean '{near[0]}'?)" if near else "")

@@ -11,20 +11,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
+from rocm_build_backend.builder.backend import backend_kind
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.plan import BuildPlan, Host, make_plan
 from rocm_build_backend.builder.settings import Settings
 from rocm_build_backend.builder.source import Project
-from rocm_build_backend.errors import ConfigError
-
-if TYPE_CHECKING:
-    from rocm_build_backend.builder.plan import BuildPlan, Host
-    from rocm_build_backend.builder.toolchain import Compiler
-    from rocm_build_backend.gpu.nvidia.toolchain import Nvcc
-    from rocm_build_backend.gpu.detect import Detection
-    from rocm_build_backend.gpu.targets import GpuTarget
-
+from rocm_build_backend.builder.toolchain import Compiler, find_compiler, require_supported
+from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
+from rocm_build_backend.gpu.detect import Detection, detect, require_targets
+from rocm_build_backend.gpu.nvidia.knobs import torch_arch_list, with_ptx
+from rocm_build_backend.gpu.nvidia.plan import choose_vendor
+from rocm_build_backend.gpu.nvidia.targets import parse_torch_arch_list
+from rocm_build_backend.gpu.nvidia.toolchain import Nvcc, check_nvcc
+from rocm_build_backend.gpu.targets import GpuTarget, join_targets, parse_targets
 
 #: Each vendor's variable that a user sets to ask for targets, read as an explicit request.
 _VENDOR_VARS = (("PYTORCH_ROCM_ARCH", "amd"), ("TORCH_CUDA_ARCH_LIST", "nvidia"))
@@ -52,16 +53,11 @@ class Resolved:
 
 def _cuda_request(value: str) -> list[GpuTarget]:
     """``TORCH_CUDA_ARCH_LIST`` as the targets it names (``9.0+PTX`` -> sm_90 compute_90)."""
-    from rocm_build_backend.gpu.nvidia.targets import parse_torch_arch_list
-    from rocm_build_backend.gpu.targets import GpuTarget
-
     return [GpuTarget(str(t)) for t in parse_torch_arch_list(value)]
 
 
 def _same_cuda_request(value: str, targets: list[GpuTarget], ptx: str) -> bool:
     """Whether ``TORCH_CUDA_ARCH_LIST=value`` names the code the targets build (after ``ptx``)."""
-    from rocm_build_backend.gpu.nvidia.knobs import torch_arch_list, with_ptx
-
     code = with_ptx([str(t) for t in targets], ptx)
     return value == torch_arch_list(code)[0] or [str(t) for t in _cuda_request(value)] == [str(t) for t in code]
 
@@ -80,9 +76,6 @@ def _env_request(settings: Settings, env: Mapping[str, str]) -> tuple[str, str] 
 
 def _explicit(settings: Settings, env: Mapping[str, str]) -> Resolved:
     """The targets setting, checked against the same vendor's variable in the environment."""
-    from rocm_build_backend.gpu.nvidia.plan import choose_vendor
-    from rocm_build_backend.gpu.targets import join_targets, parse_targets
-
     targets = parse_targets(settings.targets)
     vendor = choose_vendor(settings.vendor, targets, [])
     where = _where(settings)
@@ -101,9 +94,6 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
     """The targets, where they came from, their vendor, and the Detection when they were detected.
 
     Never a default list."""
-    from rocm_build_backend.gpu.nvidia.plan import choose_vendor
-    from rocm_build_backend.gpu.targets import parse_targets
-
     if settings.targets != "auto":
         return _explicit(settings, env)
     request = _env_request(settings, env)
@@ -111,15 +101,12 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
         var, value = request
         targets = _cuda_request(value) if var == "TORCH_CUDA_ARCH_LIST" else parse_targets(value, where=f" in {var}")
         return Resolved(targets, var, f"from {var}", vendor=choose_vendor(settings.vendor, targets, []))
-    from rocm_build_backend.gpu.detect import detect, require_targets
 
     found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
     detected = require_targets(found)
     vendor = choose_vendor(settings.vendor, [], detected)
     targets = [t for t in detected if t.vendor == vendor]
     if not targets:
-        from rocm_build_backend.errors import NoGpuDetectedError
-
         seen = " ".join(str(t) for t in detected)
         raise NoGpuDetectedError(f"vendor = \"{vendor}\" but no {vendor} GPU was found (found {seen})",
                                  hint="set targets for that vendor, e.g. targets = \"sm_90\" or \"gfx942\"")
@@ -127,8 +114,6 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
 
 
 def host_facts() -> Host:
-    from rocm_build_backend.builder.plan import Host
-
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
@@ -156,11 +141,7 @@ class Prepared:
 def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, str]) -> Compiler | Nvcc | None:
     """Step 3: the compiler must accept every target (nvcc for NVIDIA, the HIP compiler for AMD)."""
     if resolved.vendor == "nvidia":
-        from rocm_build_backend.gpu.nvidia.knobs import with_ptx
-        from rocm_build_backend.gpu.nvidia.toolchain import check_nvcc
-
         return check_nvcc(with_ptx([str(t) for t in resolved.targets], settings.ptx), env)
-    from rocm_build_backend.builder.toolchain import find_compiler, require_supported
 
     compiler = find_compiler(settings.compiler, env=env)
     if compiler is not None:
@@ -170,9 +151,6 @@ def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, s
 
 def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True) -> Prepared:
     """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing."""
-    from rocm_build_backend.builder.backend import backend_kind
-    from rocm_build_backend.builder.plan import make_plan
-
     env = os.environ if env is None else env
     settings = project.settings
     resolved = resolve_targets(settings, env)

@@ -9,15 +9,20 @@ Decides nothing about targets; touches no file but the wheel.
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+from packaging.utils import parse_wheel_filename
+
+from rocm_build_backend import _version
+from rocm_build_backend.binary.audit import AuditReport, audit_paths, audit_wheel, verify
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.prepare import Prepared
+from rocm_build_backend.builder.profiles import profile_for
 from rocm_build_backend.errors import TargetMismatchError
-
-if TYPE_CHECKING:
-    from rocm_build_backend.binary.audit import AuditReport
-    from rocm_build_backend.builder.prepare import Prepared
+from rocm_build_backend.wheel.guard import guard_files
+from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
 
 _NOT_SOURCES = {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
 
@@ -42,8 +47,6 @@ def _mismatch_hint(prepared: Prepared) -> str:
     flag = "-arch/-gencode" if prepared.plan.vendor == "nvidia" else "--offload-arch"
     hint = f"the build ignored the targets (a hard-coded {flag}, or a script that picks its own)"
     if prepared.plan.profile and prepared.plan.vendor == "amd":
-        from rocm_build_backend.builder.profiles import profile_for
-
         prof = profile_for(prepared.project.dist_name)
         if prof is not None and prof.no_device_code_hint:
             hint = prof.no_device_code_hint
@@ -52,8 +55,6 @@ def _mismatch_hint(prepared: Prepared) -> str:
 
 def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> AuditReport:
     """What the wheel's device code holds, verified against the targets (``verify``)."""
-    from rocm_build_backend.binary.audit import audit_paths, audit_wheel, verify
-
     project, plan = prepared.project, prepared.plan
     report = audit_wheel(wheel)
     if editable:
@@ -78,9 +79,6 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
 
 def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: bool = False) -> Path:
     """Write the stamp (and the local version, the guard) into the wheel, atomically."""
-    from rocm_build_backend import _version
-    from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
-
     project, plan = prepared.project, prepared.plan
     settings = project.settings
     host = [str(d.target) for d in prepared.detection.devices] if prepared.detection else []
@@ -93,16 +91,10 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
     )
     new_version = None
     if settings.local_version:
-        from packaging.utils import parse_wheel_filename
-
         new_version = local_version(str(parse_wheel_filename(wheel.name)[1]), plan.targets)
     extra_files: dict[str, bytes] = {}
     patch_files: dict[str, Callable[[bytes], bytes]] = {}
     if settings.guard and not editable:
-        import zipfile
-
-        from rocm_build_backend.wheel.guard import guard_files
-
         with zipfile.ZipFile(wheel) as zf:
             names = zf.namelist()
         dist = project.dist_name or wheel.name.split("-")[0]

@@ -22,9 +22,15 @@ which targets a wheel holds (the build's audit does) nor touch a wheel on disk.
 
 from __future__ import annotations
 
+import ast
+import io
+import re
+import tokenize
 from collections.abc import Callable, Iterable, Mapping
 
 from rocm_build_backend.errors import WheelError
+from rocm_build_backend.gpu.nvidia import loader
+from rocm_build_backend.gpu.targets import parse_targets, sort_targets, table
 
 GUARD_MODULE = "_rocm_build_guard"
 GUARD_ENV = "ROCM_BUILD_BACKEND_GUARD_OFF"
@@ -173,8 +179,6 @@ def guard_source(targets: Iterable[str], dist_name: str) -> str:
     oldest plain PTX (``compute_XY``), which the driver compiles for any newer device too.
     Both computed at build time, so the guard holds no rules of its own.
     """
-    from rocm_build_backend.gpu.targets import parse_targets, sort_targets, table
-
     every = parse_targets(list(targets))
     parsed = [t for t in every if t.vendor == "amd"]
     cuda = [str(t) for t in every if t.vendor == "nvidia"]
@@ -201,7 +205,6 @@ def _cuda_devices(code: list[str], rows: Mapping[str, object]) -> tuple[set[str]
     SM number of the oldest plain PTX target (None without one)."""
     if not code:
         return set(), None
-    from rocm_build_backend.gpu.nvidia import loader
 
     devices = [name for name in rows if name.startswith("sm_") and name[3:].isdigit()]
     loads = {d for d in devices if any(loader.loads_on(c, d) for c in code)}
@@ -215,11 +218,6 @@ def insert_guard_import(source: bytes) -> bytes:
     It goes after an encoding line, the module docstring and ``from __future__`` imports (which
     must stay first), keeps the file's encoding and line endings, and is added only once.
     """
-    import ast
-    import io
-    import re
-    import tokenize
-
     try:
         encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
         text = source.decode(encoding)

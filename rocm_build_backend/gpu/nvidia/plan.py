@@ -20,8 +20,12 @@ from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
 from rocm_build_backend.gpu.nvidia.knobs import cuda_knobs
+from rocm_build_backend.gpu.nvidia.profiles import nvidia_profile_for
 from rocm_build_backend.gpu.nvidia.targets import (
-    CudaTarget, parse_cmake_architectures, parse_cuda_target, parse_torch_arch_list,
+    CudaTarget,
+    parse_cmake_architectures,
+    parse_cuda_target,
+    parse_torch_arch_list,
 )
 
 VENDORS = ("auto", "amd", "nvidia")
@@ -134,8 +138,6 @@ def _apply_profile(wanted: str | None, code: list[CudaTarget], env: Mapping[str,
                    out: dict[str, str], replaced: dict[str, tuple[str, str]], forwarded: dict[str, Any],
                    notes: list[str]) -> str | None:
     """Add the project's own knobs (in place); the profile's name, or None without one."""
-    from rocm_build_backend.gpu.nvidia.profiles import nvidia_profile_for
-
     found = nvidia_profile_for(wanted) if wanted and wanted != "none" else None
     if found is None:
         return None

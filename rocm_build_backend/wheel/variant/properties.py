@@ -35,18 +35,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import tempfile
+import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
+
+from packaging.utils import parse_wheel_filename
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
+from rocm_build_backend.gpu.targets import table
+from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.reader import wheel_targets
+from rocm_build_backend.wheel.stamp import rewrite_wheel
 from rocm_build_backend.wheel.variant.names import LABEL_RE as LABEL_RE
 from rocm_build_backend.wheel.variant.names import split_variant_name as split_variant_name
 from rocm_build_backend.wheel.variant.names import variant_filename as variant_filename
 from rocm_build_backend.wheel.variant.names import variants_json_name as variants_json_name
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.facts import WheelTargets
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
 DIST_INFO_NAME = "variant.json"  # variantlib constants.py:8
@@ -87,8 +94,6 @@ def amd_owners() -> dict[str, list[str]]:
         from rocm_bootstrap.package_metadata import group_package_targets  # type: ignore[import-untyped]
         from rocm_bootstrap.targets import ALL_TARGETS  # type: ignore[import-untyped]
     except ImportError:
-        from rocm_build_backend.gpu.targets import table
-
         groups = {name: [name] for name, row in table().items()
                   if row.get("vendor") == "amd" and not name.endswith("-generic")}
     else:
@@ -98,8 +103,6 @@ def amd_owners() -> dict[str, list[str]]:
 
 def _nvidia_devices() -> list[tuple[int, int]]:
     """(major, minor) of every NVIDIA device in the target table."""
-    from rocm_build_backend.gpu.targets import table
-
     out = []
     for name in table():
         m = _NV.fullmatch(name)
@@ -281,8 +284,6 @@ def index_files(wheels: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[st
 
 def index_files_for(paths: Iterable[str | Path]) -> dict[str, bytes]:
     """``index_files`` for the wheels at ``paths`` (those without a label are passed over)."""
-    from packaging.utils import parse_wheel_filename
-
     entries = []
     for path in paths:
         found = read_variant(path)
@@ -304,8 +305,6 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
 
     Raises WheelError when the label and the ``variant.json`` inside disagree or it is missing.
     """
-    import zipfile
-
     path = Path(path)
     _, label = split_variant_name(filename or path.name)
     if label is None:
@@ -343,14 +342,6 @@ def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, 
     removed once the variant wheel is in place. Raises WheelError for a wheel that cannot be
     read, RocmBuildBackendError for a bad label.
     """
-    import os
-    import shutil
-    import tempfile
-    import zipfile
-
-    from rocm_build_backend.wheel.reader import wheel_targets
-    from rocm_build_backend.wheel.stamp import rewrite_wheel
-
     src = Path(wheel)
     if facts is None:
         facts = wheel_targets(src)
