@@ -3,7 +3,7 @@
 Edits ``pyproject.toml`` with tomlkit (comments and layout stay), then re-reads the result with
 tomllib and refuses, writing nothing, unless it parses and only ``[build-system]`` and
 ``[tool.rocm-build-backend]`` changed. A command, never imported by the build hooks: tomlkit is
-imported inside it. Builds nothing.
+imported where it edits (an error, not a traceback, where it is missing). Builds nothing.
 """
 
 from __future__ import annotations

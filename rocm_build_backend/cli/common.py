@@ -10,13 +10,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.gpu.detect import detect
-from rocm_build_backend.gpu.files import read_small_text
-from rocm_build_backend.gpu.programs import OUTPUT_LIMIT
-from rocm_build_backend.gpu.targets import parse_targets
-from rocm_build_backend.gpu.vendor import vendors
-from rocm_build_backend.wheel.check.wheels import devices_from_detection, generic_ok_for, host_rocm_version
-from rocm_build_backend.wheel.index.plan import named_targets
 
 Command = Callable[[argparse.Namespace], int]
 AddVerb = Callable[[str, Command, str], argparse.ArgumentParser]  # name, function, help -> its parser
@@ -28,6 +21,7 @@ def print_json(data: Any) -> None:
 
 def detect_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("detection from recorded data instead of this machine")
+    from rocm_build_backend.gpu.vendor import vendors
 
     g.add_argument("--root", metavar="DIR", help="folder that stands for / in every sysfs read")
     for vendor in vendors():  # each vendor names the tool outputs it can replay
@@ -41,6 +35,9 @@ def _dest(option: str) -> str:
 
 def read_recorded(path: str, what: str) -> str:
     """A recorded tool output: a regular file, at most what a detection program may print."""
+    from rocm_build_backend.gpu.files import read_small_text
+    from rocm_build_backend.gpu.programs import OUTPUT_LIMIT
+
     try:
         return read_small_text(path, OUTPUT_LIMIT)
     except OSError as exc:
@@ -49,6 +46,9 @@ def read_recorded(path: str, what: str) -> str:
 
 
 def detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
+    from rocm_build_backend.gpu.detect import detect
+    from rocm_build_backend.gpu.vendor import vendors
+
     recorded = {}
     for vendor in vendors():
         for rec in vendor.recorded_outputs:
@@ -93,7 +93,12 @@ def build_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_devices(args: argparse.Namespace) -> tuple[list[Any], list[str], bool | None]:
     """(devices, notes, generic_ok) for check: --targets, else this machine's GPUs."""
+    from rocm_build_backend.wheel.check.wheels import devices_from_detection, generic_ok_for, host_rocm_version
+    from rocm_build_backend.gpu.targets import parse_targets
+
     if getattr(args, "targets", None) is not None:
+        from rocm_build_backend.wheel.index.plan import named_targets
+
         return parse_targets(named_targets(args.targets)), [], True
     found = detection(args, keep_features=True)
     devices, notes = devices_from_detection(found)

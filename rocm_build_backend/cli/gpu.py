@@ -6,17 +6,14 @@ import argparse
 import sys
 
 from rocm_build_backend.cli.common import (
-    AddVerb,
-    detect_args,
-    detection,
-    print_json,
+    AddVerb, detect_args, detection, print_json,
 )
 from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
-from rocm_build_backend.gpu.detect import require_targets
-from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, table
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
+    from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, table
+
     rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == "amd")
     if args.json:  # data/schemas/targets.schema.json, docs/json/targets.md
         columns = ("vendor", "family", "kind", "xnack", "sramecc", "generic", "kfd", "first_llvm", "products",
@@ -39,6 +36,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if found.targets:
         return 0
     if not args.json:
+        from rocm_build_backend.gpu.detect import require_targets
+
         try:
             require_targets(found)
         except RocmBuildBackendError as exc:  # the table above already says what each probe saw

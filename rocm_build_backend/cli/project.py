@@ -6,17 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from rocm_build_backend.builder.configure import configure
-from rocm_build_backend.builder.project import build_project, plan_json, plan_project
 from rocm_build_backend.cli.common import (
-    AddVerb,
-    build_settings,
-    print_json,
+    AddVerb, build_settings, print_json,
 )
 from rocm_build_backend.errors import RocmBuildBackendError
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from rocm_build_backend.builder.project import plan_json, plan_project
+
     prepared, stale = plan_project(Path(args.path), build_settings(args))
     clean = prepared.project.settings.stale == "clean"
     data = plan_json(prepared, stale)
@@ -37,6 +35,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from rocm_build_backend.builder.project import build_project
+
     wheel, stale = build_project(Path(args.path), Path(args.outdir) if args.outdir else None,
                                  build_settings(args))
     for path, targets in stale:
@@ -47,6 +47,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_configure(args: argparse.Namespace) -> int:
+    from rocm_build_backend.builder.configure import configure
+
     if not Path(args.path).is_dir():
         raise RocmBuildBackendError(f"{args.path} is not a folder", hint="give the project's folder")
     result = configure(Path(args.path), write=not (args.diff or args.dry_run))

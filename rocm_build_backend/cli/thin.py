@@ -6,16 +6,15 @@ import argparse
 from pathlib import Path
 
 from rocm_build_backend.cli.common import (
-    AddVerb,
-    print_json,
+    AddVerb, print_json,
 )
-from rocm_build_backend.gpu.targets import parse_targets
-from rocm_build_backend.wheel.thin.run import thin_wheel
-from rocm_build_backend.wheel.thin.split import split_wheel
 
 
 def cmd_thin(args: argparse.Namespace) -> int:
     """Exit 0 written; 1 no code for a target; 2 a wheel thin does not take; 3 damaged."""
+    from rocm_build_backend.gpu.targets import parse_targets
+    from rocm_build_backend.wheel.thin.run import thin_wheel
+
     result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir))
     if args.json:
         print_json(result.to_json())
@@ -26,6 +25,8 @@ def cmd_thin(args: argparse.Namespace) -> int:
 
 def cmd_split(args: argparse.Namespace) -> int:
     """Exit codes as for thin."""
+    from rocm_build_backend.wheel.thin.split import split_wheel
+
     result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per)
     if args.json:
         print_json(result.to_json())

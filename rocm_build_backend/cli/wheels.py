@@ -5,30 +5,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.binary.audit import audit_paths
 from rocm_build_backend.cli.common import (
-    AddVerb,
-    check_devices,
-    detect_args,
-    detection,
-    print_json,
+    AddVerb, check_devices, detect_args, detection, print_json,
 )
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.gpu.detect import require_targets
-from rocm_build_backend.gpu.targets import parse_targets
-from rocm_build_backend.wheel.cache.run import list_cache, purge_cache
-from rocm_build_backend.wheel.check.environment import check_environment, default_cache_path
-from rocm_build_backend.wheel.check.wheels import check_wheels
-from rocm_build_backend.wheel.index.plan import named_targets
-from rocm_build_backend.wheel.index.run import build_index
-from rocm_build_backend.wheel.install.run import install_inspected
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from rocm_build_backend.binary.audit import audit_paths
+
     for path in args.paths:
         if not os.path.exists(path):
             raise RocmBuildBackendError(f"no such file or folder: {path}", hint="give wheels, .so files, code objects or folders")
@@ -41,9 +29,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.check.environment import check_environment
+
     if args.wheels:
         raise RocmBuildBackendError("check --env takes no wheels", hint="check wheels and environments in two runs")
     devices, notes, generic_ok = check_devices(args)
+    from rocm_build_backend.wheel.check.environment import default_cache_path
 
     report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
                                cache_path=None if args.no_cache else default_cache_path(), strict=args.strict)
@@ -55,6 +46,8 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.check.wheels import check_wheels
+
     if args.env is not None:
         return cmd_check_env(args)
     if not args.wheels:
@@ -73,9 +66,16 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.cache.run import list_cache, purge_cache
+    from rocm_build_backend.gpu.targets import parse_targets
+
     if args.targets is not None:
+        from rocm_build_backend.wheel.index.plan import named_targets
+
         targets = parse_targets(named_targets(args.targets))
     else:
+        from rocm_build_backend.gpu.detect import require_targets
+
         targets = [d.target for d in detection(args, keep_features=True).devices if d.included]
         if not targets:
             try:
@@ -97,6 +97,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    from rocm_build_backend.wheel.index.run import build_index
+    from rocm_build_backend.gpu.targets import parse_targets
+
+    from rocm_build_backend.wheel.index.plan import named_targets
+
     targets: Any = None
     if args.targets is not None:  # with --family, family names too: build_index parses them
         names = named_targets(args.targets)
@@ -112,6 +117,10 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from rocm_build_backend.wheel.install.run import install_inspected
+
     devices, notes, generic_ok = check_devices(args)
     env = dict(os.environ)
     if args.root:  # builds through the shim see the same GPUs as the check

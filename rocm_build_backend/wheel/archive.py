@@ -7,7 +7,6 @@ as they inflate), and whatever ``zipfile`` raises for a damaged member is turned
 ``WheelError`` that names the member.
 
 It holds no knowledge of stamps, pages or caches, writes nothing and extracts nothing to disk.
-Heavy modules (``zipfile``, ``packaging``) are imported inside the functions that need them.
 """
 
 from __future__ import annotations

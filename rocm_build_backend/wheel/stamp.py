@@ -7,8 +7,7 @@ version (``local_version`` makes ``1.0+gfx942``); ``read_stamp`` reads it back a
 ``data/stamp.schema.json``.
 
 It must not decide what a wheel's targets are when the stamp and the binaries disagree (that
-is ``reader.py``), nor touch a wheel's bytes itself. Heavy modules are imported inside the
-functions that need them.
+is ``reader.py``), nor touch a wheel's bytes itself.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Running AMD's detection programs (rocminfo, rocm_agent_enumerator, amdgpu-arch) under a
 time limit, found on PATH, under ``ROCM_PATH``/``HIP_PATH`` or ``<root>/opt/rocm``.
 
-The run itself (process group, output cap) is ``gpu/programs.py``. ``subprocess`` is
-imported only when a program really runs. Must not parse: the probe's parser
-turns the output into a ProbeResult.
+The run itself (process group, output cap) is ``gpu/programs.py``. Must not parse: the
+probe's parser turns the output into a ProbeResult.
 """
 
 from __future__ import annotations

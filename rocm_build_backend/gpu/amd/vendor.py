@@ -7,14 +7,14 @@ import: the probes are imported only when detection runs.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from rocm_build_backend.gpu.amd import loader, names
-from rocm_build_backend.gpu.amd.causes import hints
-from rocm_build_backend.gpu.amd.detection import detect_amd
-from rocm_build_backend.gpu.device import Probing, VendorDetection
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.gpu.vendor import RecordedOutput
+
+if TYPE_CHECKING:
+    from rocm_build_backend.gpu.device import Probing, VendorDetection
 
 
 class _Amd:
@@ -49,9 +49,13 @@ class _Amd:
         return loader.why_not(code, device, generic_ok=generic_ok)
 
     def detect(self, probing: Probing) -> VendorDetection:
+        from rocm_build_backend.gpu.amd.detection import detect_amd
+
         return detect_amd(probing)
 
     def hints(self, causes: Sequence[str]) -> list[str]:
+        from rocm_build_backend.gpu.amd.causes import hints
+
         return hints(causes)
 
 

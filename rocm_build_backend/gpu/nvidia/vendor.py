@@ -9,14 +9,15 @@ replay under the probe names ``nvidia-smi`` (``--query-gpu=index,name,compute_ca
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from rocm_build_backend.gpu.device import Probing, VendorDetection
 from rocm_build_backend.gpu.nvidia import loader
-from rocm_build_backend.gpu.nvidia.probe import detect_vendor
 from rocm_build_backend.gpu.nvidia.targets import _NAME, CudaTarget, parse_cuda_target
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.gpu.vendor import RecordedOutput
+
+if TYPE_CHECKING:
+    from rocm_build_backend.gpu.device import Probing, VendorDetection
 
 _HINTS = {
     "nvidia_not_found": "on an NVIDIA machine, check the driver with nvidia-smi",
@@ -70,6 +71,8 @@ class _Nvidia:
         return loader.why_not(code.processor, CudaTarget(dev.number))
 
     def detect(self, probing: Probing) -> VendorDetection:
+        from rocm_build_backend.gpu.nvidia.probe import detect_vendor
+
         return detect_vendor(probing)
 
     def hints(self, causes: Sequence[str]) -> list[str]:
