@@ -10,9 +10,15 @@ pure-Python sample (``sample_projects/pure_python``, setuptools), as pip's in-pr
 runner does: import the backend, call ``get_requires_for_build_wheel``.
 
     hooks, lazy        the hooks module as shipped: it loads the module of the hook it runs
+                       (once more with a target named in the config settings, which loads
+                       the GPU target model and the vendors)
     hooks, eager       the same, after importing ``builder.flow`` (every module the hooks can
                        load: what a hooks module that imported its targets at the top costs)
     wrapped alone      setuptools.build_meta's own hook, without the shim
+    cli, lazy/eager    building the command line's parser, as shipped (each verb imports what
+                       it runs when it runs) and with every verb's module imported
+    targets, lazy/eager  naming targets (the vendors are asked), as shipped (a vendor's probes
+                       load when detection runs) and with the probes imported
 """
 
 from __future__ import annotations
@@ -41,9 +47,24 @@ ROWS = {
     "python -c pass": "pass",
     "import rocm_build_backend": "import rocm_build_backend",
     "import rocm_build_backend.api": "import rocm_build_backend.api",
-    "cli: parser (--help)": "from rocm_build_backend.cli import parser; parser()",
+    "cli, lazy: parser (--help)": "from rocm_build_backend.cli import parser; parser()",
+    "cli, eager: parser + every verb's module":
+        "from rocm_build_backend.cli import parser; parser()\n"
+        "import rocm_build_backend.builder.configure, rocm_build_backend.builder.project\n"
+        "import rocm_build_backend.binary.audit, rocm_build_backend.gpu.detect\n"
+        "import rocm_build_backend.wheel.check.environment, rocm_build_backend.wheel.cache.run\n"
+        "import rocm_build_backend.wheel.index.run, rocm_build_backend.wheel.install.run\n"
+        "import rocm_build_backend.wheel.thin.run, rocm_build_backend.wheel.thin.split",
+    "targets, lazy: parse gfx90a and sm_90":
+        "from rocm_build_backend.gpu.targets import parse_targets; parse_targets('gfx90a sm_90')",
+    "targets, eager: the same + the vendors' probes":
+        "from rocm_build_backend.gpu.targets import parse_targets; parse_targets('gfx90a sm_90')\n"
+        "import rocm_build_backend.gpu.amd.detection, rocm_build_backend.gpu.nvidia.probe",
     "hooks, lazy: get_requires_for_build_wheel":
         "import rocm_build_backend as b; b.get_requires_for_build_wheel()",
+    "hooks, lazy: the same with targets = gfx90a":
+        "import rocm_build_backend as b\n"
+        "b.get_requires_for_build_wheel({'rocm-build-backend.targets': 'gfx90a'})",
     "hooks, eager: get_requires_for_build_wheel":
         "import rocm_build_backend as b, rocm_build_backend.builder.flow\n"
         "b.get_requires_for_build_wheel()",
@@ -92,7 +113,8 @@ def main() -> int:
         for name, body in ROWS.items():
             times[name].append(run_once(body)[0])
             # a hook row: the import time of what it loads beyond the wrapped backend alone
-            counted = set(loaded[name]) - (wrapped_set if "get_requires" in name else set())
+            hook = "get_requires" in name or "the same" in name
+            counted = set(loaded[name]) - (wrapped_set if hook else set())
             own = run_once(body, importtime=True)[2]
             imports[name].append(sum(us for m, us in own.items() if m in counted) / 1000)
     base = statistics.median(times["python -c pass"])
@@ -102,7 +124,7 @@ def main() -> int:
     print(f"{'row':44} {'wall ms':>8} {'- python':>9} {'/ wrapped':>9} {'imports ms':>11} {'modules':>8} {'ours':>5}")
     for name in ROWS:
         med = statistics.median(times[name])
-        ratio = f"{med / wrapped:.2f}" if "get_requires" in name else ""
+        ratio = f"{med / wrapped:.2f}" if "get_requires" in name or "the same" in name else ""
         ours = sum(m.startswith("rocm_build_backend") for m in loaded[name])
         print(f"{name:44} {med * 1000:8.1f} {(med - base) * 1000:9.1f} {ratio:>9} "
               f"{statistics.median(imports[name]):11.1f} {len(loaded[name]):8} {ours:5}")

@@ -2,6 +2,7 @@
 
     python3 tools/import_graph.py            # the numbers, the cycles, the function-level imports
     python3 tools/import_graph.py --json     # the same as one JSON document
+    python3 tools/import_graph.py --root DIR # the package under DIR instead of this checkout's
 
 An edge is one pair (importing module, imported module) inside ``rocm_build_backend``; an
 import of ``pkg.mod`` or ``from pkg import mod`` counts as an edge to the module, ``from pkg
@@ -161,8 +162,9 @@ def cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the folder that holds rocm_build_backend/")
     args = parser.parse_args(argv)
-    doc = graph()
+    doc = graph(args.root)
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
