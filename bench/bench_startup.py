@@ -113,7 +113,7 @@ def main() -> int:
         for name, body in ROWS.items():
             times[name].append(run_once(body)[0])
             # a hook row: the import time of what it loads beyond the wrapped backend alone
-            hook = "get_requires" in name or "the same" in name
+            hook = name.startswith(("hooks", "wrapped"))
             counted = set(loaded[name]) - (wrapped_set if hook else set())
             own = run_once(body, importtime=True)[2]
             imports[name].append(sum(us for m, us in own.items() if m in counted) / 1000)
@@ -124,7 +124,7 @@ def main() -> int:
     print(f"{'row':44} {'wall ms':>8} {'- python':>9} {'/ wrapped':>9} {'imports ms':>11} {'modules':>8} {'ours':>5}")
     for name in ROWS:
         med = statistics.median(times[name])
-        ratio = f"{med / wrapped:.2f}" if "get_requires" in name or "the same" in name else ""
+        ratio = f"{med / wrapped:.2f}" if name.startswith(("hooks", "wrapped")) else ""
         ours = sum(m.startswith("rocm_build_backend") for m in loaded[name])
         print(f"{name:44} {med * 1000:8.1f} {(med - base) * 1000:9.1f} {ratio:>9} "
               f"{statistics.median(imports[name]):11.1f} {len(loaded[name]):8} {ours:5}")
