@@ -146,20 +146,28 @@ def test_inflate_source_reads_the_end_once_then_sections_cheaply():
     assert src.inflated - first <= InflateSource.SPACING + InflateSource.OUT_STEP + 4096
 
 
-def test_lazy_imports():
+@pytest.mark.parametrize("fixture, zstd", [("hip_gfx90a_gfx942_cov5.so", False),  # an uncompressed bundle
+                                           ("ccob_v2_zstd_gfx90a_gfx942.bin", True)])
+def test_a_zstd_decoder_is_imported_only_for_zstd_data(fixture, zstd):
+    """Measured in a fresh isolated interpreter against the modules it had at its start (a
+    ``.pth`` file of an editable install may have loaded some already)."""
+    if zstd and _decompression._zstd_backend() is None:
+        pytest.skip("no zstd decoder installed (backports.zstd, or Python 3.14's compression.zstd)")
     code = (
         "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
         "before = set(sys.modules)\n"
         "import rocm_build_backend.binary.audit as a\n"
-        "a.audit_bytes(open(sys.argv[1], 'rb').read(), 'x.so')\n"
-        "heavy = [m for m in ('zipfile', 'zlib', 'backports.zstd', 'compression.zstd')\n"
-        "         if m in sys.modules and m not in before]\n"
-        "print(heavy)\n"
+        "report = a.audit_bytes(open(sys.argv[1], 'rb').read(), 'x.so')\n"
+        "print(report.targets)\n"
+        "print([m for m in ('backports.zstd', 'compression.zstd')\n"
+        "       if m in sys.modules and m not in before])\n"
     )
-    lib = str(DATA / "hip_gfx90a_gfx942_cov5.so")  # an uncompressed bundle needs neither
-    out = subprocess.run([sys.executable, "-c", code, lib], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1])
-    assert out.stdout.strip() == "[]"
+    out = subprocess.run([sys.executable, "-I", "-c", code, str(DATA / fixture)], capture_output=True, text=True,
+                         check=True)
+    targets, loaded = out.stdout.strip().splitlines()
+    assert "gfx90a" in targets
+    assert (loaded != "[]") is zstd, loaded
 
 
 # ------------------------------------------------------------------ paths, json, text

@@ -214,7 +214,7 @@ def test_pages_replaced_atomically(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(I.os, "replace", failing_replace)
+    monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError):
         I.build_index(wheels, out)
     monkeypatch.undo()

@@ -6,6 +6,7 @@ a buffer from a header field. It knows no container format.
 
 from __future__ import annotations
 
+import zlib
 from functools import lru_cache
 from typing import Any
 
@@ -90,8 +91,6 @@ def inflate_prefix(method: int, src: Source, start: int, end: int, want: int) ->
 
 
 def _inflate_zlib(src: Source, start: int, end: int, want: int) -> bytes:
-    import zlib
-
     d = zlib.decompressobj()
     out: list[bytes] = []
     got = 0
@@ -182,8 +181,6 @@ def zstd_frame(src: Source, start: int, end: int) -> tuple[int, int | None]:
 
 def zlib_stream_length(src: Source, start: int, end: int) -> int:
     """Length of the zlib stream at ``start`` (inflated in bounded pieces and discarded)."""
-    import zlib
-
     d = zlib.decompressobj()
     pos = start
     while pos < end and not d.eof:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import struct
 
 from rocm_build_backend.binary import elf as _elf
-from rocm_build_backend.binary.decompression import ZstdUnavailable, inflate_prefix, lz4_block
 from rocm_build_backend.binary.container import Container, add_note
+from rocm_build_backend.binary.decompression import ZstdUnavailable, inflate_prefix, lz4_block
 from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, SubSource, need
+from rocm_build_backend.binary.walk import walk
 
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
 KIND_PTX, KIND_ELF = 1, 2
@@ -192,8 +193,6 @@ def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: in
 
 def walk_fatbins(src: Source, where: str, *, cut: bool = False) -> tuple[list[Container], list[str]]:
     """Every fatbin container of a section or file, back to back."""
-    from rocm_build_backend.binary.walk import walk
-
     deferred: Deferred = []
 
     def reader(s: Source, pos: int, end: int, w: str, c: bool) -> tuple[Container, int | None]:

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.binary.container import Container
 from rocm_build_backend.binary.printable import printable
+from rocm_build_backend.errors import CANNOT_TELL, OK
 from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
 
 MAX_PROBLEMS = 100  # problems kept per file and per container
@@ -188,8 +189,6 @@ class AuditReport:
         """The ``audit`` command's exit status: 0 when every file was read completely, else
         3 (cannot tell what a damaged, cut or unread file holds). An audit says what is
         there; it has no "no" (1)."""
-        from rocm_build_backend.errors import CANNOT_TELL, OK
-
         return OK if self.ok else CANNOT_TELL
 
     @property

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import zlib
 from dataclasses import dataclass
 
 from rocm_build_backend.binary import bundle, ccob, decompression, offload_binary, walk
 from rocm_build_backend.binary.elf import BytesSource, Source, msg
-from rocm_build_backend.errors import FormatError
 from rocm_build_backend.binary.rewrite_plan import CannotThin, Plan, Selector
+from rocm_build_backend.errors import FormatError
 
 MAX_INFLATE = 1 << 30  # one compressed bundle inflated in memory, at most
 ZSTD_LEVEL = 3  # the offload bundler's zstd level (long-distance matching on)
@@ -198,8 +199,6 @@ def inflate_all(method: int, src: Source, start: int, end: int, usize: int) -> b
 
 def compress(method: int, data: bytes) -> bytes:
     if method == 0:
-        import zlib
-
         return zlib.compress(data, ZLIB_LEVEL)
     zstd = decompression.zstd_module()
     if zstd is None:  # pragma: no cover - a dependency before Python 3.14

@@ -3,7 +3,7 @@
 Edits ``pyproject.toml`` with tomlkit (comments and layout stay), then re-reads the result with
 tomllib and refuses, writing nothing, unless it parses and only ``[build-system]`` and
 ``[tool.rocm-build-backend]`` changed. A command, never imported by the build hooks: tomlkit is
-imported inside it. Builds nothing.
+imported where it edits (an error, not a traceback, where it is missing). Builds nothing.
 """
 
 from __future__ import annotations
@@ -16,9 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+import tomlkit
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from tomlkit.items import InlineTable
+
 from rocm_build_backend.builder.project import LEGACY, SHIM
 from rocm_build_backend.errors import CANNOT_TELL, ConfigError, RocmBuildBackendError
-
 
 REQUIREMENT = "rocm-build-backend"
 
@@ -59,14 +68,6 @@ def _diff_lines(text: str) -> list[str]:
     return lines
 
 
-def _tomllib() -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    return tomllib
-
-
 def _read_text(file: Path) -> str:
     try:
         with open(file, "rb") as fh:
@@ -83,7 +84,6 @@ def _read_text(file: Path) -> str:
 
 
 def _parse(text: str, file: Path) -> dict[str, Any]:
-    tomllib = _tomllib()
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -92,9 +92,6 @@ def _parse(text: str, file: Path) -> dict[str, Any]:
 
 
 def _has_requirement(requires: list[Any]) -> bool:
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     for item in requires:
         if not isinstance(item, str):
             continue
@@ -159,9 +156,6 @@ def _edit(text: str, system: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 
 def _with_ours(doc: Any, ours: dict[str, Any]) -> str:
     """DOC's text with our table: keys added to an existing one, else a new table at the end."""
-    import tomlkit
-    from tomlkit.items import InlineTable
-
     tool = doc.get("tool")
     if tool is not None and _TABLE in tool:
         for key, value in ours.items():
@@ -195,7 +189,6 @@ def _others(data: dict[str, Any]) -> dict[str, Any]:
 def _checked(before: dict[str, Any], candidates: list[str], system: dict[str, Any],
              ours: dict[str, Any]) -> str | None:
     """The first candidate that parses and changes nothing but our two tables."""
-    tomllib = _tomllib()
     for text in candidates:
         try:
             after = tomllib.loads(text)

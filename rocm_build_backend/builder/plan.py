@@ -10,11 +10,17 @@ one place that sets variables. It branches on no vendor.
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from rocm_build_backend.builder.settings import Settings
+from rocm_build_backend.builder.profiles import (
+    TARGET_LISTS,
+    profile_names,
+    select_profile,
+)
+from rocm_build_backend.builder.settings import PREFIX, Settings
 from rocm_build_backend.errors import ConfigError
 from rocm_build_backend.gpu.build import BuildInputs, Knobs, join_words, same_targets
 from rocm_build_backend.gpu.targets import GpuTarget, join_targets
@@ -103,8 +109,6 @@ def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[i
 def _unprefixed(forwarded: Mapping[str, Any]) -> list[str]:
     """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
     backend as it is, which is rarely what was meant; say so, with the right spelling."""
-    from rocm_build_backend.builder.settings import PREFIX
-
     ours = set(Settings.keys())
     notes = []
     for key, value in forwarded.items():
@@ -120,12 +124,9 @@ def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, st
     """The project profile's knobs for the code targets ``draft.code``; returns the profile's name, or None."""
     if settings.profile == "none":
         return None
-    from rocm_build_backend.builder.profiles import TARGET_LISTS, profile_names, select_profile
 
     profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
     if profile is None:
-        import difflib
-
         near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
         draft.problems.append(f"unknown profile '{settings.profile}'"
                               + (f" (did you mean '{near[0]}'?)" if near else "")

@@ -16,11 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from rocm_build_backend.builder.backend import backend_kind
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.plan import BuildPlan, Host, build_inputs, make_plan
 from rocm_build_backend.builder.settings import Settings
 from rocm_build_backend.builder.source import Project
-from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
 from rocm_build_backend.gpu.build import Toolchain, choose_vendor
+from rocm_build_backend.gpu.detect import detect, require_targets
+from rocm_build_backend.gpu.targets import join_targets, parse_targets
 from rocm_build_backend.gpu.vendor import build_side, vendor_names
 
 if TYPE_CHECKING:
@@ -69,8 +73,6 @@ def _env_request(settings: Settings, env: Mapping[str, str]) -> tuple[str, str] 
 
 def _explicit(settings: Settings, env: Mapping[str, str]) -> Resolved:
     """The targets setting, checked against the same vendor's variable in the environment."""
-    from rocm_build_backend.builder.plan import build_inputs
-    from rocm_build_backend.gpu.targets import join_targets, parse_targets
 
     targets = parse_targets(settings.targets)
     vendor = choose_vendor(settings.vendor, targets, [])
@@ -98,15 +100,12 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
         asked_by = dict(_request_vars())[var]
         targets = build_side(asked_by).parse_request(value, where=f" in {var}")
         return Resolved(targets, var, f"from {var}", vendor=choose_vendor(settings.vendor, targets, []))
-    from rocm_build_backend.gpu.detect import detect, require_targets
 
     found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
     detected = require_targets(found)
     vendor = choose_vendor(settings.vendor, [], detected)
     targets = [t for t in detected if t.vendor == vendor]
     if not targets:
-        from rocm_build_backend.errors import NoGpuDetectedError
-
         seen = " ".join(str(t) for t in detected)
         raise NoGpuDetectedError(f"vendor = \"{vendor}\" but no {vendor} GPU was found (found {seen})",
                                  hint=f"set targets for that vendor, e.g. targets = \"{build_side(vendor).example_target}\"")
@@ -114,8 +113,6 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
 
 
 def host_facts() -> Host:
-    from rocm_build_backend.builder.plan import Host
-
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
@@ -142,7 +139,6 @@ class Prepared:
 
 def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, str]) -> Toolchain | None:
     """Step 3: the vendor's compiler must emit every code target (the ``ptx`` choice applied)."""
-    from rocm_build_backend.builder.plan import build_inputs
 
     side = build_side(resolved.vendor)
     inputs = build_inputs(settings, env, "")
@@ -151,9 +147,6 @@ def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, s
 
 def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True) -> Prepared:
     """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing."""
-    from rocm_build_backend.builder.backend import backend_kind
-    from rocm_build_backend.builder.plan import make_plan
-
     env = os.environ if env is None else env
     settings = project.settings
     resolved = resolve_targets(settings, env)

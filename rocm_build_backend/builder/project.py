@@ -8,24 +8,27 @@ both use it, so that ``plan`` shows what ``build`` does.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
-from pathlib import Path
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
+from pyproject_hooks import BuildBackendHookCaller
+
+from rocm_build_backend.builder.diagnose import diagnose
+from rocm_build_backend.builder.freshness import StaleTree, find_stale, stale_wheels
+from rocm_build_backend.builder.prepare import Prepared, prepare
+from rocm_build_backend.builder.source import backend_build_dirs, load_project, read_pyproject
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
-
-if TYPE_CHECKING:
-    from rocm_build_backend.builder.freshness import StaleTree
-    from rocm_build_backend.builder.prepare import Prepared
+from rocm_build_backend.wheel.stamp import read_stamp
 
 SHIM = "rocm_build_backend"
 LEGACY = "setuptools.build_meta:__legacy__"  # what pip uses for a project without pyproject.toml
 
 
 def _declared(path: Path) -> tuple[str | None, list[str]]:
-    from rocm_build_backend.builder.source import read_pyproject
-
     system = read_pyproject(path).get("build-system") or {}
     backend = system.get("build-backend")
     return (backend if isinstance(backend, str) else None), list(system.get("backend-path") or [])
@@ -58,10 +61,6 @@ def shim_settings(path: Path, config_settings: Mapping[str, Any]) -> dict[str, A
 def plan_project(path: Path, config_settings: Mapping[str, Any]) -> tuple[Prepared, list[StaleTree]]:
     """What ``build`` would do with PATH: the prepared plan, and the stale trees that would stop it
     (or that ``stale = "clean"`` would remove). Builds nothing, removes nothing."""
-    from rocm_build_backend.builder.freshness import find_stale
-    from rocm_build_backend.builder.prepare import prepare
-    from rocm_build_backend.builder.source import backend_build_dirs, load_project
-
     path = project_folder(path)
     project = load_project(shim_settings(path, config_settings), source_dir=path)
     prepared = prepare(project)
@@ -76,9 +75,6 @@ _LINE = 4096  # bytes of one line kept
 def _tee_runner(tail: deque[str]) -> Callable[..., None]:
     """A pyproject-hooks runner: the hook's output goes to our stderr as it comes (stdout stays
     for the wheel's path), and its last lines are kept in ``tail``."""
-    import os
-    import subprocess
-
     def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
         env = dict(os.environ)
         env.update(extra_environ or {})
@@ -115,10 +111,6 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
 
     Returns the wheel and the other wheels in the output folder built for other targets.
     """
-    import subprocess
-
-    from pyproject_hooks import BuildBackendHookCaller
-
     path = project_folder(path)
     outdir = (outdir or path / "dist").resolve()
     outdir.mkdir(parents=True, exist_ok=True)
@@ -128,16 +120,12 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
     try:
         name = caller.build_wheel(str(outdir), settings)
     except subprocess.CalledProcessError:
-        from rocm_build_backend.builder.diagnose import diagnose
-
         cause = diagnose("".join(tail))
         if cause is not None:
             raise RocmBuildBackendError(f"building {path.name} failed: {cause.what}", hint=cause.todo) from None
         raise RocmBuildBackendError(f"building {path.name} failed (see the lines above)",
                                     hint="fix what the error lines say, then build again") from None
     wheel = outdir / name
-    from rocm_build_backend.builder.freshness import stale_wheels
-    from rocm_build_backend.wheel.stamp import read_stamp
 
     stamp = read_stamp(wheel) or {}
     targets = (stamp.get("requested") or {}).get("targets") or []

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.wheel.variant.properties import make_variant_wheel
 
 
 def under_pip(env: Mapping[str, str] | None = None) -> bool:
@@ -28,7 +29,6 @@ def variant_wheel(wheel: Path, env: Mapping[str, str] | None = None) -> Path:
         log("warning: variant = true, but pip rejects variant wheels: keeping the plain wheel "
             "(build variant wheels with `python -m build` or `uv build`)")
         return wheel
-    from rocm_build_backend.wheel.variant.properties import make_variant_wheel
 
     out = make_variant_wheel(wheel, keep_original=False)
     log(f"variant wheel {out.name}")

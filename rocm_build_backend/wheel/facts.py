@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rocm_build_backend.errors import UnknownTargetError
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.compat import why_not
+from rocm_build_backend.gpu.targets import GpuTarget, _sort_key, parse_target
+from rocm_build_backend.gpu.vendor import vendor_of
 
 OK, FAILS, UNKNOWN = "ok", "fails", "unknown"
 Modules = tuple[tuple[tuple[str, ...], int], ...]  # (targets, how many modules have them)
@@ -168,8 +170,6 @@ class WheelTargets:
 
 @lru_cache(maxsize=4096)
 def _name_key(name: str) -> tuple[int, tuple[object, ...], str]:
-    from rocm_build_backend.gpu.targets import _sort_key, parse_target
-
     try:
         return (0, _sort_key(parse_target(name)), name)
     except UnknownTargetError:
@@ -183,8 +183,6 @@ def sorted_names(names: Iterable[str]) -> list[str]:
 
 def _why_not(code: str, device: GpuTarget | str, generic_ok: bool) -> str | None:
     """compat.why_not, tolerant of target names the table does not know."""
-    from rocm_build_backend.gpu.compat import why_not
-
     try:
         return why_not(code, device, generic_ok=generic_ok)
     except UnknownTargetError:
@@ -213,8 +211,6 @@ def _module_loads(targets: Iterable[str], device: GpuTarget | str, generic_ok: b
 
 
 def _per_module_loading(device: GpuTarget | str) -> bool:
-    from rocm_build_backend.gpu.vendor import vendor_of
-
     return vendor_of(str(device).split(":")[0]).per_module_loading
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote, unquote
+import json
 
 SBOM_DIR = "sboms/"
 _PURL = re.compile(rb"pkg:pypi/([A-Za-z0-9._%-]+)@([A-Za-z0-9._%+!-]+)(\?[^\s\"'#<>]*)?")
@@ -37,7 +39,6 @@ def renamed_sbom(data: bytes, old_wheel: str, new_wheel: str) -> bytes:
     """``data`` naming ``new_wheel`` (file name) wherever it named ``old_wheel``."""
     if old_wheel == new_wheel:
         return data
-    from urllib.parse import quote, unquote
 
     dist, old_version = old_wheel.split("-")[:2]
     new_version = new_wheel.split("-")[1]
@@ -56,7 +57,6 @@ def renamed_sbom(data: bytes, old_wheel: str, new_wheel: str) -> bytes:
 
 def _json_versions(data: bytes, dist: str, old_version: str, new_version: str) -> bytes:
     """A JSON document's ``version``/``versionInfo`` fields of ``dist`` set to the new version."""
-    import json
 
     try:
         doc = json.loads(data)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocm_build_backend.binary.printable import printable_lines
+
 SCHEMA_VERSION = 1  # of the --json output: docs/json/cache.md, data/schemas/cache.schema.json
 
 
@@ -114,6 +116,5 @@ class CacheReport:
         else:
             done = sum(e.action == "removed" for e in bad)
             lines.append(f"{done} of {len(bad)} removed")
-        from rocm_build_backend.binary.printable import printable_lines
 
         return printable_lines(lines)

@@ -27,17 +27,22 @@ import csv
 import io
 import json
 import os
+import site
 import subprocess
+import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from rocm_build_backend.binary.audit import sorted_targets
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
 from rocm_build_backend.wheel.check.audit_cache import AuditCache as AuditCache
 from rocm_build_backend.wheel.check.audit_cache import default_cache_path as default_cache_path
 from rocm_build_backend.wheel.check.candidates import device_candidates as device_candidates
 from rocm_build_backend.wheel.check.candidates import elf_may_hold_device_code as elf_may_hold_device_code
 from rocm_build_backend.wheel.check.candidates import may_hold_device_code as may_hold_device_code
+from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 
 SCHEMA_VERSION = 1
 _MAX_RECORD = 64 << 20
@@ -77,10 +82,6 @@ def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
             "if site.ENABLE_USER_SITE: dirs.append(site.getusersitepackages())\n"
             "print(json.dumps({'python': sys.executable, 'dirs': dirs}))\n")
     if python is None:
-        import site
-        import sys
-        import sysconfig
-
         paths = sysconfig.get_paths()
         dirs = [paths["purelib"], paths["platlib"]]
         if site.ENABLE_USER_SITE:
@@ -164,8 +165,6 @@ class DistCheck:
 
     @property
     def targets(self) -> list[str]:
-        from rocm_build_backend.binary.audit import sorted_targets
-
         return sorted_targets(t for f in self.files.values() for t in f["targets"])
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,8 +227,6 @@ class EnvReport:
 
 def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,
            cache: AuditCache, strict: bool = False) -> DistCheck | None:
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
-
     files: dict[str, dict[str, Any]] = {}
     facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
     for path in paths:

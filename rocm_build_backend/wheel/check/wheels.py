@@ -24,10 +24,12 @@ itself. The names it used to hold (``wheel_targets``, ``WheelTargets``, ...) are
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from rocm_build_backend.binary.printable import printable_lines
 from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.wheel.facts import FAILS, OK, UNKNOWN, DeviceFile, WheelTargets  # noqa: F401 (re-exported)
@@ -160,7 +162,6 @@ class CheckReport:
             f"{good} of {len(self.wheels)} wheel{'s' if len(self.wheels) != 1 else ''} "
             f"load{'s' if len(self.wheels) == 1 else ''} on every device"
         )
-        from rocm_build_backend.binary.printable import printable_lines
 
         return printable_lines(lines)
 
@@ -237,8 +238,6 @@ def generic_ok_for(rocm_version: str | None) -> bool | None:
 
 def host_rocm_version(*, root: Path = Path("/"), env: Mapping[str, str] | None = None) -> str | None:
     """The ROCm version installed under ``root`` (``$ROCM_PATH`` or /opt/rocm), if it says."""
-    import os
-
     environ: Mapping[str, str] = os.environ if env is None else env
     bases = []
     for var in ("ROCM_PATH", "ROCM_HOME", "HIP_PATH"):

@@ -64,12 +64,13 @@ not delete anything outside the output folder nor anything it did not write ther
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
+from rocm_build_backend.binary.printable import printable_lines
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 from rocm_build_backend.wheel.index.files import (
     FILES_DIR,
     Layout,
@@ -89,8 +90,13 @@ from rocm_build_backend.wheel.index.pages import (  # noqa: F401 (API_VERSION, n
     root_json,
     version_key,
 )
-from rocm_build_backend.wheel.index.plan import families, family_of, index_plan, named_targets  # noqa: F401
-from rocm_build_backend.wheel.index.wheels import gather, write_sidecars
+from rocm_build_backend.wheel.index.plan import (  # noqa: F401
+    families,
+    family_of,
+    index_plan,
+    named_targets,
+)
+from rocm_build_backend.wheel.index.split import prune, split_sources
 from rocm_build_backend.wheel.index.state import (
     STATE_NAME,
     STATE_VERSION,
@@ -99,9 +105,8 @@ from rocm_build_backend.wheel.index.state import (
     locked,
     remove_owned,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.index.variants import INDEX, json_files
+from rocm_build_backend.wheel.index.wheels import gather, write_sidecars
 
 __all__ = [
     "API_VERSION",
@@ -176,7 +181,6 @@ class IndexResult:
         lines += [f"warning: {w}" for w in self.warnings]
         if self.metadata_upload:
             lines.append(f"note: upload the .metadata files in {self.metadata_upload} beside the wheels")
-        from rocm_build_backend.binary.printable import printable_lines
 
         return printable_lines(lines)
 
@@ -186,8 +190,6 @@ class IndexResult:
 
 
 def _facts(path: Path, rec: Record) -> "WheelTargets":
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
-
     def device_file(row: list[Any]) -> DeviceFile:
         path, targets, complete, problems, *more = row  # records written before modules have 4
         return DeviceFile(path, tuple(targets), tuple(complete), tuple(problems),
@@ -279,7 +281,6 @@ def build_index(
     with locked(lay.out_dir):  # runs into one folder (CI jobs publishing at once) take turns
         if not split:
             return _build(lay, targets, family, generic_ok, variants)
-        from rocm_build_backend.wheel.index.split import prune, split_sources
 
         skipped: dict[str, str] = {}
         lay.sources, used = split_sources(lay.wheel_dir, lay.out_dir, skipped)
@@ -303,8 +304,6 @@ def _index_one(lay: Layout, index: str, listed: list[str], wheels: dict[str, Rec
 def _variant_index(lay: Layout, wheels: dict[str, Record], result: IndexResult) -> tuple[
         dict[Path, bytes], dict[str, Any]]:
     """The variants index: its JSON files written (before any page links them), its pages."""
-    from rocm_build_backend.wheel.index.variants import INDEX, json_files
-
     listed = sorted(fn for fn, rec in wheels.items() if "variant" in rec)
     files, extra = json_files(lay, wheels, listed)
     for path, data in files.items():
@@ -349,8 +348,6 @@ def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family:
         all_pages.update(pages)
         stale += [rel for rel in old_indexes.get(index, {}).get("pages", []) if rel not in new_indexes[index]["pages"]]
     if variants:
-        from rocm_build_backend.wheel.index.variants import INDEX
-
         pages, new_indexes[INDEX] = _variant_index(lay, wheels, result)
         all_pages.update(pages)
         stale += [rel for rel in old_indexes.get(INDEX, {}).get("pages", []) if rel not in new_indexes[INDEX]["pages"]]

@@ -6,17 +6,18 @@ the cache bypass (``install_with_uv``). Only the subprocess runner touches the w
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.check.environment import check_environment, distributions
 from rocm_build_backend.wheel.install.args import SplitArgs
 from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error
 
-def _uv_exe(env: Mapping[str, str]) -> str:
-    import shutil
 
+def _uv_exe(env: Mapping[str, str]) -> str:
     exe = shutil.which("uv", path=env.get("PATH"))
     if not exe:
         raise RocmBuildBackendError("uv is not installed", hint="install uv, or leave out --tool uv")
@@ -32,8 +33,6 @@ def _uv(argv: list[str], env: Mapping[str, str], run: Runner, what: str) -> "sub
 
 
 def _staged_rows(stage: Path, output: str, devices: Sequence[Any], generic_ok: bool | None, origin: str) -> list[Row]:
-    from rocm_build_backend.wheel.check.environment import check_environment, distributions
-
     report = check_environment("", devices, generic_ok=generic_ok, locations=[stage])
     judged = {d.dist.dist_info: d for d in report.dists}
     rows = []

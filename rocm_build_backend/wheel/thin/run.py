@@ -4,7 +4,7 @@ given targets.
 The wheel is read member by member and written to a temporary file in the output folder,
 moved into place only when everything succeeded. A member that may hold device code (an
 ELF file, a bundle, a CCOB, a fatbin) is inflated into a bounded buffer (memory up to
-``thin_zip.MEMORY_CAP``, beyond that a temporary file) and thinned by ``binary.rewrite``;
+``thin.stream.MEMORY_CAP``, beyond that a temporary file) and thinned by ``binary.rewrite``;
 every other member's compressed bytes are copied as they are. RECORD is rebuilt from the
 bytes written; the stamp (``.dist-info/rocm_build.json``) is updated or added with the new
 targets, the audit of the new files, and ``thinned_from`` (the original wheel's name,
@@ -19,108 +19,30 @@ import hashlib
 import os
 import tempfile
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from rocm_build_backend.errors import FormatError, RocmBuildBackendError, TargetMismatchError, WheelError
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from rocm_build_backend.binary.report import sorted_targets
+from rocm_build_backend.errors import FormatError, RocmBuildBackendError, WheelError
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.wheel.stamp import read_stamp
+from rocm_build_backend.wheel.thin import write as thin_write
+from rocm_build_backend.wheel.thin.result import (
+    SIGNATURES,
+    DamagedWheel,
+    MemberResult,
+    NoCodeForTarget,
+    ThinInputError,
+    ThinResult,
+)
 
-SIGNATURES = ("RECORD.jws", "RECORD.p7s")
-STAMP_NAME = "rocm_build.json"
-COMPRESS_LEVEL = 6
-
-
-class ThinInputError(RocmBuildBackendError):
-    """A wheel ``thin`` does not take: signed, without device code, or unusual."""
-
-    exit_code = 2
-
-
-class NoCodeForTarget(TargetMismatchError):
-    """The wheel holds no device code that loads on a requested target."""
-
-    exit_code = 1
-
-
-class DamagedWheel(WheelError):
-    """A member, or a binary inside one, is damaged."""
-
-    exit_code = 3
-
-
-@dataclass
-class MemberResult:
-    name: str
-    action: str  # unchanged, thinned, dropped, kept-whole
-    kept: list[str] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
-    reason: str = ""
-    size_before: int = 0
-    size_after: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.name, "action": self.action, "kept": _sorted(self.kept),
-                               "dropped": _sorted(self.dropped), "size_before": self.size_before,
-                               "size_after": self.size_after}
-        if self.reason:
-            out["reason"] = self.reason
-        return out
-
-
-@dataclass
-class ThinResult:
-    source: Path
-    output: Path
-    targets: list[str]
-    members: list[MemberResult] = field(default_factory=list)
-    wheel_before: int = 0
-    wheel_after: int = 0
-    installed_before: int = 0
-    installed_after: int = 0
-    had: list[str] = field(default_factory=list)  # every device target the source held
-    sha256: str = ""
-
-    @property
-    def kept_whole(self) -> list[MemberResult]:
-        return [m for m in self.members if m.action == "kept-whole"]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema_version": 1, "source": str(self.source), "output": str(self.output),
-                "targets": list(self.targets), "source_targets": _sorted(self.had),
-                "source_sha256": self.sha256,
-                "wheel_size": {"before": self.wheel_before, "after": self.wheel_after},
-                "installed_size": {"before": self.installed_before, "after": self.installed_after},
-                "files": [m.to_json() for m in self.members]}
-
-    def to_text(self) -> str:
-        lines = [f"{self.output}"]
-        for m in self.members:
-            what = {"thinned": f"kept {', '.join(_sorted(m.kept)) or 'nothing'}; dropped "
-                               f"{', '.join(_sorted(m.dropped))}",
-                    "dropped": f"removed (held {', '.join(_sorted(m.dropped))})",
-                    "unchanged": f"unchanged ({', '.join(_sorted(m.kept))})",
-                    "kept-whole": f"KEPT WHOLE: {m.reason}"}[m.action]
-            lines.append(f"  {m.name}: {what}")
-        lines.append(f"wheel {_mib(self.wheel_before)} -> {_mib(self.wheel_after)}; installed "
-                     f"{_mib(self.installed_before)} -> {_mib(self.installed_after)}")
-        return "\n".join(lines)
-
-
-def _sorted(targets: list[str]) -> list[str]:
-    from rocm_build_backend.binary.audit import sorted_targets
-
-    return sorted_targets(targets)
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MiB"
+__all__ = ["thin_wheel", "output_name", "DamagedWheel", "MemberResult", "NoCodeForTarget",
+           "ThinInputError", "ThinResult"]
 
 
 def _check_wheel(zf: zipfile.ZipFile, name: str) -> str:
     """The wheel's .dist-info folder, after refusing what thin does not take."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     try:
         parse_wheel_filename(name)
     except InvalidWheelFilename as exc:
@@ -171,8 +93,6 @@ def _refuse_existing(dst: Path, src: Path) -> None:
                              hint="give another --outdir")
     if not dst.exists():
         return
-    from rocm_build_backend.wheel.stamp import read_stamp
-
     try:
         made_by_us = "thinned_from" in (read_stamp(dst) or {})
     except RocmBuildBackendError:
@@ -185,8 +105,6 @@ def _refuse_existing(dst: Path, src: Path) -> None:
 def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: str | os.PathLike[str],
                *, new_version: str | None = None) -> ThinResult:
     """Write the thinned wheel into ``outdir``; see the module docstring."""
-    from rocm_build_backend.wheel.thin import write as thin_write
-
     src = Path(wheel)
     out = Path(outdir)
     if not src.is_file():
@@ -255,8 +173,6 @@ def _remove_if_empty(top: Path, out: Path) -> None:
 
 def _settle(result: ThinResult) -> None:
     """Refuse a result with nothing to show for the requested targets (before the move)."""
-    from rocm_build_backend.binary.audit import sorted_targets
-
     if not result.had:
         raise ThinInputError(f"{result.source.name} holds no GPU device code; there is nothing to thin",
                              hint="thin wheels with HIP or CUDA code; this one loads on any GPU as it is")

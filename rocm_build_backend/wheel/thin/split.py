@@ -15,9 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import parse_wheel_filename
+
+from rocm_build_backend.binary.audit import audit_wheel
 from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
 from rocm_build_backend.gpu.vendor import build_side
-from rocm_build_backend.wheel.thin.run import DamagedWheel, ThinInputError, ThinResult
+from rocm_build_backend.wheel.index.plan import family_of
+from rocm_build_backend.wheel.stamp import local_version
+from rocm_build_backend.wheel.thin.run import (
+    DamagedWheel,
+    ThinInputError,
+    ThinResult,
+    thin_wheel,
+)
 
 
 @dataclass
@@ -53,8 +63,6 @@ def _devices(held: list[str]) -> list[GpuTarget]:
 
 def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
     """Unit name -> the targets of one split wheel."""
-    from rocm_build_backend.wheel.index.run import family_of
-
     units: dict[str, list[GpuTarget]] = {}
     for t in _devices(held):
         key = family_of(t.processor) if per == "family" else str(t)
@@ -63,12 +71,6 @@ def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
 
 
 def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target") -> SplitResult:
-    from packaging.utils import parse_wheel_filename
-
-    from rocm_build_backend.binary.audit import audit_wheel
-    from rocm_build_backend.wheel.stamp import local_version
-    from rocm_build_backend.wheel.thin.run import thin_wheel
-
     src = Path(wheel)
     if per not in ("target", "family"):
         raise ThinInputError(f"--per {per}: expected target or family")

@@ -23,20 +23,30 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import tempfile
+import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
+
+from packaging.utils import parse_wheel_filename
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
 from rocm_build_backend.gpu.build import VariantProvider
 from rocm_build_backend.gpu.vendor import build_side, vendor_of, vendors
+from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.reader import wheel_targets
+from rocm_build_backend.wheel.stamp import rewrite_wheel
 from rocm_build_backend.wheel.variant.names import LABEL_RE as LABEL_RE
-from rocm_build_backend.wheel.variant.names import split_variant_name as split_variant_name
+from rocm_build_backend.wheel.variant.names import (
+    split_variant_name as split_variant_name,
+)
 from rocm_build_backend.wheel.variant.names import variant_filename as variant_filename
-from rocm_build_backend.wheel.variant.names import variants_json_name as variants_json_name
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.variant.names import (
+    variants_json_name as variants_json_name,
+)
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
 DIST_INFO_NAME = "variant.json"  # variantlib constants.py:8
@@ -205,8 +215,6 @@ def index_files(wheels: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[st
 
 def index_files_for(paths: Iterable[str | Path]) -> dict[str, bytes]:
     """``index_files`` for the wheels at ``paths`` (those without a label are passed over)."""
-    from packaging.utils import parse_wheel_filename
-
     entries = []
     for path in paths:
         found = read_variant(path)
@@ -228,8 +236,6 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
 
     Raises WheelError when the label and the ``variant.json`` inside disagree or it is missing.
     """
-    import zipfile
-
     path = Path(path)
     _, label = split_variant_name(filename or path.name)
     if label is None:
@@ -267,14 +273,6 @@ def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, 
     removed once the variant wheel is in place. Raises WheelError for a wheel that cannot be
     read, RocmBuildBackendError for a bad label.
     """
-    import os
-    import shutil
-    import tempfile
-    import zipfile
-
-    from rocm_build_backend.wheel.reader import wheel_targets
-    from rocm_build_backend.wheel.stamp import rewrite_wheel
-
     src = Path(wheel)
     if facts is None:
         facts = wheel_targets(src)
