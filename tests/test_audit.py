@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.binary import audit
 from rocm_build_backend.binary import decompression as _decompression
 from rocm_build_backend.binary import members as _members
@@ -191,8 +192,8 @@ def test_json_shape():
 
 
 def test_text_table():
-    text = audit_paths([DATA / "hip_two_tu_cov4.so", DATA / "cuda_two_tu_dlink_stub.so",
-                        DATA / "trunc_hip_two_tu_cov4.so"]).to_text()
+    text = render.audit(audit_paths([DATA / "hip_two_tu_cov4.so", DATA / "cuda_two_tu_dlink_stub.so",
+                                    DATA / "trunc_hip_two_tu_cov4.so"]))
     lines = text.splitlines()
     assert lines[1].split()[:4] == ["FILE", "KIND", "TARGETS", "EVERY"]
     assert any("hip_two_tu_cov4.so" in ln and "gfx908, gfx90a" in ln and ln.split()[-3] == "gfx90a" for ln in lines)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.wheel.cache import run as K
 from rocm_build_backend.wheel.check.wheels import devices_from_detection
 from rocm_build_backend.errors import RocmBuildBackendError
@@ -208,7 +209,7 @@ def test_variables_pick_the_caches(tmp_path):
     report = K.list_cache(["gfx90a"], env={"PIP_CACHE_DIR": str(tmp_path / "p"),
                                            "UV_CACHE_DIR": str(tmp_path / "nothing")})
     assert [(t, s) for t, _p, s in report.caches] == [("pip", "0 built wheels"), ("uv", "not found")]
-    assert report.exit_code == 0 and "no cached wheel misfits" in report.to_text()
+    assert report.exit_code == 0 and "no cached wheel misfits" in render.cache(report)
     only_uv = K.list_cache("gfx90a", env={"UV_CACHE_DIR": str(tmp_path / "nothing")}, tools=("uv",))
     assert [t for t, _p, _s in only_uv.caches] == ["uv"]
 
@@ -250,19 +251,19 @@ def test_pip_layout_by_hand(tmp_path):
     assert statuses == {"gpu_demo-1.0-py3-none-any.whl": "fails", pure.name: "ok"}
     bad = report.misfits[0]
     assert bad.remove == [entry / "gpu_demo-1.0-py3-none-any.whl", entry / "origin.json"]
-    assert "gfx942: gpu_demo/_k.so has code for gfx90a, not for gfx942" in report.to_text()
+    assert "gfx942: gpu_demo/_k.so has code for gfx90a, not for gfx942" in render.cache(report)
     assert report.exit_code == 1
     dry = K.purge_cache([GpuTarget("gfx942")], yes=False, cache_dirs=[cache])
     assert dry.misfits[0].action == "would remove" and dry.exit_code == 1
     assert (entry / "gpu_demo-1.0-py3-none-any.whl").exists()
-    assert "run again with --yes" in dry.to_text()
+    assert "run again with --yes" in render.cache(dry)
     done = K.purge_cache([GpuTarget("gfx942")], yes=True, cache_dirs=[cache])
     assert done.exit_code == 0 and done.misfits[0].action == "removed"
     assert not entry.exists() and not (cache / "wheels/6e").exists()
     assert pure.exists() and (cache / "http-v2/a/b/0123.body").exists() and (cache / "wheels").is_dir()
     # gfx90a still fits: nothing to do there
     assert K.list_cache(["gfx90a"], cache_dirs=[cache]).misfits == []
-    doc = json.loads(done.to_json())
+    doc = done.to_json()
     assert doc["mode"] == "purge" and doc["entries"][0]["action"] == "removed"
 
 
@@ -274,7 +275,7 @@ def test_unreadable_entries_are_kept_and_reported(tmp_path):
     report = K.purge_cache(["gfx90a"], yes=True, cache_dirs=[cache])
     (e,) = report.entries
     assert e.status == "unknown" and e.action is None and broken.exists()
-    assert "not a readable wheel" in report.to_text()
+    assert "not a readable wheel" in render.cache(report)
 
 
 def test_read_only_cache_is_reported_not_raised(tmp_path, monkeypatch):
@@ -293,7 +294,7 @@ def test_read_only_cache_is_reported_not_raised(tmp_path, monkeypatch):
     (e,) = report.misfits
     assert e.action == "not removed" and "Permission denied" in e.errors[0]
     assert report.exit_code == 1
-    assert "error: cannot remove" in report.to_text()
+    assert "error: cannot remove" in render.cache(report)
     assert (entry / "gpu_demo-1.0-py3-none-any.whl").exists()
 
 

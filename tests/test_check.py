@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.wheel.check import wheels as C
 from rocm_build_backend.errors import WheelError
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target
@@ -82,7 +83,7 @@ def test_every_device_must_load(tmp_path):
     report = C.check_wheels([wheel], devices, audit=False)
     assert [v.status for v in report.wheels[0].verdicts] == ["ok", "fails"]
     assert report.wheels[0].status == "fails"
-    text = report.to_text()
+    text = render.check(report)
     assert "gfx1036: p/k.so has code for gfx90a, gfx1100, not for gfx1036" in text
 
 
@@ -105,7 +106,7 @@ def test_exit_codes_over_several_wheels(tmp_path):
 def test_missing_file_is_unknown_not_a_crash(tmp_path):
     report = C.check_wheels([tmp_path / "nope-1.0-py3-none-any.whl"], [GpuTarget("gfx90a")])
     assert report.exit_code == 3
-    assert "no such file" in report.to_text()
+    assert "no such file" in render.check(report)
     with pytest.raises(WheelError):
         C.wheel_targets(tmp_path / "nope-1.0-py3-none-any.whl")
 
@@ -116,7 +117,7 @@ def test_no_devices(tmp_path):
     report = C.check_wheels([gpu, pure], [], audit=False)
     assert [w.status for w in report.wheels] == ["unknown", "ok"]
     assert report.exit_code == 3
-    assert "devices: none found" in report.to_text()
+    assert "devices: none found" in render.check(report)
 
 
 def test_foreign_wheel_without_binaries_is_pure(tmp_path):
@@ -133,7 +134,7 @@ def test_corrupt_stamp(tmp_path):
     assert any("not valid JSON" in p for p in facts.problems)
     # without a usable stamp the binaries decide; these dummy bytes hold no device code
     report = C.check_wheels([wheel], [GpuTarget("gfx90a")])
-    assert "not valid JSON" in report.to_text()
+    assert "not valid JSON" in render.check(report)
 
 
 def test_stamp_with_wrong_shape_and_newer_schema(tmp_path):
@@ -151,7 +152,7 @@ def test_stamp_with_wrong_shape_and_newer_schema(tmp_path):
 def test_json_and_text(tmp_path):
     wheel = make_wheel(tmp_path, "pkg", "1.0", device={"p/k.so": ["gfx90a:xnack+"]})
     report = C.check_wheels([wheel], ["gfx90a:sramecc+:xnack-"], audit=False, notes=["a note"])
-    doc = json.loads(report.to_json())
+    doc = report.to_json()
     assert doc["exit_code"] == 1
     assert doc["notes"] == ["a note"]
     (w,) = doc["wheels"]
@@ -159,7 +160,7 @@ def test_json_and_text(tmp_path):
     assert w["files"] == {"p/k.so": {"targets": ["gfx90a:xnack+"], "complete": ["gfx90a:xnack+"]}}
     assert w["devices"][0]["device"] == "gfx90a:sramecc+:xnack-"
     assert "xnack+" in w["devices"][0]["reason"]
-    text = report.to_text()
+    text = render.check(report)
     assert text.splitlines()[0] == "devices: gfx90a:sramecc+:xnack-"
     assert "note: a note" in text and "fails" in text
 
@@ -220,7 +221,7 @@ def test_override_reported_by_detection(tmp_path):
     assert [str(d) for d in devices] == ["gfx1100"]
     report = C.check_wheels([wheel], devices, notes=notes, audit=False)
     assert report.exit_code == 0
-    assert "HSA_OVERRIDE_GFX_VERSION" in report.to_text()
+    assert "HSA_OVERRIDE_GFX_VERSION" in render.check(report)
 
 
 def test_detection_with_full_target_ids(tmp_path):
@@ -255,8 +256,8 @@ def test_stamp_that_disagrees_with_the_binaries(tmp_path):
     assert facts.mismatch and "gfx1100" in facts.mismatch[0] and "gfx942" in facts.mismatch[0]
     report = C.check_wheels([wheel], [GpuTarget("gfx942")])
     assert report.exit_code == 0  # the binaries decide
-    assert "the stamp disagrees with the binaries" in report.to_text()
-    assert json.loads(report.to_json())["wheels"][0]["stamp_mismatch"]
+    assert "the stamp disagrees with the binaries" in render.check(report)
+    assert report.to_json()["wheels"][0]["stamp_mismatch"]
     # a file the stamp does not list at all
     extra = make_wheel(tmp_path / "x", "pkg", "1.0", members={"pkg/_k.so": so}, stamp=stamp_for({}))
     assert "does not list" in C.wheel_targets(extra).mismatch[0]
@@ -282,4 +283,4 @@ def test_truncated_binary_cannot_tell(tmp_path):
         report = C.check_wheels([wheel], [GpuTarget(device)])
         assert report.wheels[0].status == "unknown"
         assert report.exit_code == 3
-        assert "could not be read completely: truncated" in report.to_text()
+        assert "could not be read completely: truncated" in render.check(report)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.gpu import detect as D
 from rocm_build_backend.gpu.amd.amdsmi import parse_amd_smi
 from rocm_build_backend.gpu.amd.kfd import read_kfd
@@ -647,7 +648,7 @@ def test_to_json_and_text(tmp_path):
         "target": "gfx1030", "processor": "gfx1030", "physical": "gfx1032", "kind": "dgpu", "included": True}
     assert data["devices"][1]["included"] is False and data["devices"][1]["reason"]
     assert data["warnings"] == got.warnings
-    text = got.to_text()
+    text = render.detection(got)
     assert "build targets: gfx1030  (decided by kfd)" in text
     assert "gfx1032" in text and "a discrete GPU is present" in text
     row = next(line for line in text.splitlines() if "gfx1036" in line)
@@ -655,7 +656,8 @@ def test_to_json_and_text(tmp_path):
 
 
 def test_text_when_nothing_found():
-    text = D.detect(recorded={"rocminfo": fixture("err_rock_not_loaded_secureboot.rocminfo.txt")}, env={}).to_text()
+    text = render.detection(D.detect(recorded={"rocminfo": fixture("err_rock_not_loaded_secureboot.rocminfo.txt")},
+                                     env={}))
     assert text.splitlines()[0] == "no AMD GPU found"
     assert "build targets: (none)" in text and "rocminfo: 'ROCk module is NOT loaded" in text
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.binary import bundle as _bundle
 from rocm_build_backend.binary import ccob as _ccob
 from rocm_build_backend.binary import decompression as _decompression
@@ -396,7 +397,7 @@ def test_control_characters_from_binaries_are_escaped():
     arch = b"gfx90a\n\x1b[31mFAKE: all good\x1b[0m"
     blob = hostile.offload_binary([(-1, 2)], [(b"triple", b"amdgcn-amd-amdhsa"), (b"arch", arch)])
     report = _audit.AuditReport(files=[audit_bytes(blob, "evil\n.so")]).finish()
-    text = report.to_text()
+    text = render.audit(report)
     assert "\x1b" not in text and "\nFAKE" not in text and "evil\\n.so" in text
     assert "gfx90a\\n\\x1b[31mFAKE" in text
     assert printable("ok gfx90a ünïcode") == "ok gfx90a ünïcode"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from realinputs import real_wheel, wheel_pin
+from rocm_build_backend.cli import render
 from rocm_build_backend.binary.audit import audit_wheel
 from rocm_build_backend.wheel.check.wheels import check_wheels
 from rocm_build_backend.wheel.check.environment import check_environment
@@ -60,7 +61,7 @@ def test_cufft_kernels_in_its_data_are_found(cufft):
 def test_cufft_verdicts(cufft):
     for device, status in (("sm_90", "ok"), ("sm_121", "ok"), ("sm_70", "fails")):
         got = check_wheels([cufft], [device])
-        assert got.wheels[0].status == status, (device, got.to_text())
+        assert got.wheels[0].status == status, (device, render.check(got))
     sm90 = check_wheels([cufft], ["sm_90"]).wheels[0].verdicts[0]
     assert "8,524 of 11,255 kernel modules have code for sm_90" in (sm90.reason or "")
     assert check_wheels([cufft], ["sm_90"], strict=True).exit_code == 1
@@ -73,7 +74,7 @@ def test_cusparse_per_gpu_modules(cusparse):
     assert {t: n for t, n in lib.modules if len(t) == 1} == {("sm_80",): 8, ("sm_86",): 8, ("sm_75",): 4}
     report = check_wheels([cusparse], ["sm_90"])
     assert report.exit_code == 0
-    assert "113 of 133 kernel modules have code for sm_90; 20 hold only sm_75, sm_80, sm_86" in report.to_text()
+    assert "113 of 133 kernel modules have code for sm_90; 20 hold only sm_75, sm_80, sm_86" in render.check(report)
     assert check_wheels([cusparse], ["sm_90"], strict=True).exit_code == 1
     assert check_wheels([cusparse], ["sm_70"]).exit_code == 1  # no module for it at all
 
@@ -87,7 +88,7 @@ def test_environment_with_nvidia_libraries(cufft, cusparse, tmp_path):
     report = check_environment("python", ["sm_90"], locations=[site])
     assert {d.dist.name: d.status for d in report.dists} == {"nvidia-cufft": "ok", "nvidia-cusparse": "ok"}
     assert report.exit_code == 0
-    assert "nvidia-cusparse loads: sm_90: nvidia/cu13/lib/libcusparse.so.12: 113 of 133" in report.to_text()
+    assert "nvidia-cusparse loads: sm_90: nvidia/cu13/lib/libcusparse.so.12: 113 of 133" in render.environment(report)
     strict = check_environment("python", ["sm_90"], locations=[site], strict=True)
     assert strict.exit_code == 1
     old = check_environment("python", ["sm_70"], locations=[site])
@@ -137,5 +138,5 @@ def test_json_outputs_with_modules_validate(cusparse, tmp_path):
     with zipfile.ZipFile(cusparse) as zf:
         zf.extractall(site)
     report = check_environment("python", ["sm_90"], locations=[site])
-    doc = validate("check-env", json.dumps(report.to_dict()))
+    doc = validate("check-env", json.dumps(report.to_json()))
     assert doc["distributions"][0]["notes"] and doc["distributions"][0]["status"] == "ok"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
     AddVerb, print_json,
 )
@@ -19,7 +20,7 @@ def cmd_thin(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.thin(result))
     return 0
 
 
@@ -31,7 +32,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.split(result))
     return 0
 
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
     AddVerb, check_devices, detect_args, detection, print_json,
 )
@@ -24,7 +25,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.audit(report))
     return report.exit_code
 
 
@@ -39,9 +40,9 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
                                cache_path=None if args.no_cache else default_cache_path(), strict=args.strict)
     if args.json:
-        print_json(report.to_dict())
+        print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.environment(report))
     return report.exit_code
 
 
@@ -61,7 +62,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.check(report))
     return report.exit_code
 
 
@@ -92,7 +93,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.cache(result))
     return result.exit_code
 
 
@@ -112,7 +113,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.index(result))
     return result.exit_code
 
 
@@ -128,7 +129,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
         result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
                                    dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
-        print(result.to_text())
+        print(render.install(result))
     return result.exit_code
 
 

@@ -10,7 +10,8 @@ bytes written; the stamp (``.dist-info/rocm_build.json``) is updated or added wi
 targets, the audit of the new files, and ``thinned_from`` (the original wheel's name,
 sha256 and targets). Exit codes of the errors raised here: 2 for input the command does not
 take (a signed wheel, no device code, an unusual wheel), 1 when the wheel has no code for a
-requested target, 3 for a damaged wheel or binary. Nothing prints here.
+requested target, 3 for a damaged wheel or binary. Nothing prints here (``cli/render.py``
+lays the result out as text).
 """
 
 from __future__ import annotations
@@ -93,28 +94,11 @@ class ThinResult:
                 "installed_size": {"before": self.installed_before, "after": self.installed_after},
                 "files": [m.to_json() for m in self.members]}
 
-    def to_text(self) -> str:
-        lines = [f"{self.output}"]
-        for m in self.members:
-            what = {"thinned": f"kept {', '.join(_sorted(m.kept)) or 'nothing'}; dropped "
-                               f"{', '.join(_sorted(m.dropped))}",
-                    "dropped": f"removed (held {', '.join(_sorted(m.dropped))})",
-                    "unchanged": f"unchanged ({', '.join(_sorted(m.kept))})",
-                    "kept-whole": f"KEPT WHOLE: {m.reason}"}[m.action]
-            lines.append(f"  {m.name}: {what}")
-        lines.append(f"wheel {_mib(self.wheel_before)} -> {_mib(self.wheel_after)}; installed "
-                     f"{_mib(self.installed_before)} -> {_mib(self.installed_after)}")
-        return "\n".join(lines)
-
 
 def _sorted(targets: list[str]) -> list[str]:
     from rocm_build_backend.binary.audit import sorted_targets
 
     return sorted_targets(targets)
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MiB"
 
 
 def _check_wheel(zf: zipfile.ZipFile, name: str) -> str:

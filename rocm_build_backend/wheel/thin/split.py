@@ -5,7 +5,8 @@ The targets come from an audit of the wheel: each AMD processor it has code for 
 dropped: ``gfx90a:xnack-`` is split as ``gfx90a``, which keeps both xnack variants), each
 NVIDIA SM (``sm_90a`` as ``sm_90``; PTX-only ``compute_90`` as ``sm_90``). Per family, AMD
 processors are grouped by the family names ``index --family`` uses; the label lists the
-family's targets (``1.0+gfx906.gfx908.gfx90a``). Nothing prints here.
+family's targets (``1.0+gfx906.gfx908.gfx90a``). Nothing prints here (``cli/render.py`` lays
+the result out as text).
 """
 
 from __future__ import annotations
@@ -35,13 +36,6 @@ class SplitResult:
                             "wheel_size": r.wheel_after, "installed_size": r.installed_after,
                             "kept_whole": [m.name for m in r.kept_whole]}
                            for unit, r in zip(self.units, self.wheels)]}
-
-    def to_text(self) -> str:
-        lines = [str(self.source)]
-        for unit, r in zip(self.units, self.wheels):
-            note = f"  ({len(r.kept_whole)} file(s) kept whole)" if r.kept_whole else ""
-            lines.append(f"  {unit}: {r.output.name}  {r.wheel_after / (1 << 20):.1f} MiB{note}")
-        return "\n".join(lines)
 
 
 def _devices(held: list[str]) -> list[GpuTarget]:
