@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from rocm_build_backend.binary.printable import printable, printable_lines
-from rocm_build_backend.binary.report import sorted_targets
 
 if TYPE_CHECKING:  # pragma: no cover
     from rocm_build_backend.binary.report import AuditReport
@@ -278,12 +277,15 @@ def thin(result: ThinResult) -> str:
     """``thin``: the wheel written, what happened to each file with device code, the sizes."""
     lines = [f"{result.output}"]
     for m in result.members:
-        kept, dropped = sorted_targets(m.kept), sorted_targets(m.dropped)
+        data = m.to_json()  # its targets in target order
+        kept, dropped = data["kept"], data["dropped"]
         what = {"thinned": f"kept {', '.join(kept) or 'nothing'}; dropped {', '.join(dropped)}",
                 "dropped": f"removed (held {', '.join(dropped)})",
                 "unchanged": f"unchanged ({', '.join(kept)})",
                 "kept-whole": f"KEPT WHOLE: {m.reason}"}[m.action]
         lines.append(f"  {m.name}: {what}")
+    if result.missing:
+        lines.append(f"no code for {', '.join(result.missing)}: the new wheel does not load there")
     lines.append(f"wheel {_mib(result.wheel_before)} -> {_mib(result.wheel_after)}; installed "
                  f"{_mib(result.installed_before)} -> {_mib(result.installed_after)}")
     return "\n".join(lines)

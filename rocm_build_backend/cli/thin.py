@@ -12,7 +12,8 @@ from rocm_build_backend.cli.common import (
 
 
 def cmd_thin(args: argparse.Namespace) -> int:
-    """Exit 0 written; 1 no code for a target; 2 a wheel thin does not take; 3 damaged."""
+    """Exit 0 written; 1 no code for a target, or a file kept whole; 2 a wheel thin does not
+    take; 3 damaged."""
     from rocm_build_backend.gpu.targets import parse_targets
     from rocm_build_backend.wheel.thin.run import thin_wheel
 
@@ -21,7 +22,7 @@ def cmd_thin(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         print(render.thin(result))
-    return 0
+    return result.exit_code
 
 
 def cmd_split(args: argparse.Namespace) -> int:
@@ -33,19 +34,19 @@ def cmd_split(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         print(render.split(result))
-    return 0
+    return result.exit_code
 
 
 def register(add: AddVerb) -> None:
     sp = add("thin", cmd_thin, "write a copy of a wheel whose GPU code is only what loads on the targets")
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--targets", required=True, help="the GPUs to keep code for (gfx942, sm_90, ...)")
-    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
+    sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
     sp.add_argument("--json", action="store_true")
 
 
     sp = add("split", cmd_split, "write one thinned wheel per target (or AMD family), with a local version")
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--per", choices=["target", "family"], default="target")
-    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
+    sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
     sp.add_argument("--json", action="store_true")

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+SCHEMA_VERSION = 1  # of InstallResult.to_json: docs/json/install.md, data/schemas/install.schema.json
 
 
 @dataclass
@@ -53,6 +54,12 @@ class InstallResult:
         if any(r.refused for r in self.rows):
             return CANNOT_TELL
         return 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``install --json`` document."""
+        return {"schema_version": SCHEMA_VERSION, "devices": list(self.devices), "notes": list(self.notes),
+                "distributions": [r.to_json() for r in self.rows], "dry_run": self.dry_run,
+                "installed": self.installed, "exit_code": self.exit_code}
 
 
 def _last_error(proc: "subprocess.CompletedProcess[str]") -> str:

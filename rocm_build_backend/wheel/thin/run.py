@@ -10,7 +10,9 @@ bytes written; the stamp (``.dist-info/rocm_build.json``) is updated or added wi
 targets, the audit of the new files, and ``thinned_from`` (the original wheel's name,
 sha256 and targets). Exit codes of the errors raised here: 2 for input the command does not
 take (a signed wheel, no device code, an unusual wheel), 1 when the wheel has no code for a
-requested target, 3 for a damaged wheel or binary. Nothing prints here (``cli/render.py``
+requested target, 3 for a damaged wheel or binary. A wheel written is exit 0, or 1
+(``ThinResult.exit_code``) when it is not the wheel asked for: a file kept whole still holds code
+for other GPUs, or a requested target has no code in it. Nothing prints here (``cli/render.py``
 lays the result out as text).
 """
 
@@ -24,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.errors import FormatError, RocmBuildBackendError, TargetMismatchError, WheelError
+from rocm_build_backend.errors import (
+    DEFINITE_NO, OK, FormatError, RocmBuildBackendError, TargetMismatchError, WheelError,
+)
 from rocm_build_backend.gpu.targets import GpuTarget
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -81,10 +85,17 @@ class ThinResult:
     installed_after: int = 0
     had: list[str] = field(default_factory=list)  # every device target the source held
     sha256: str = ""
+    missing: list[str] = field(default_factory=list)  # requested targets the new wheel has no code for
 
     @property
     def kept_whole(self) -> list[MemberResult]:
         return [m for m in self.members if m.action == "kept-whole"]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the new wheel holds only code that loads on the targets, and code for each;
+        1 (a definite no) when a file was kept whole or a target has no code in it."""
+        return DEFINITE_NO if self.kept_whole or self.missing else OK
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": 1, "source": str(self.source), "output": str(self.output),
@@ -92,7 +103,8 @@ class ThinResult:
                 "source_sha256": self.sha256,
                 "wheel_size": {"before": self.wheel_before, "after": self.wheel_after},
                 "installed_size": {"before": self.installed_before, "after": self.installed_after},
-                "files": [m.to_json() for m in self.members]}
+                "files": [m.to_json() for m in self.members],
+                "missing_targets": list(self.missing), "exit_code": self.exit_code}
 
 
 def _sorted(targets: list[str]) -> list[str]:
@@ -192,7 +204,7 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
                 thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out))
                 fh.flush()
                 os.fsync(fh.fileno())
-            _settle(result)
+            _settle(result, targets)
             os.replace(tmp, dst)
             tmp = ""
         except FormatError as exc:
@@ -237,9 +249,11 @@ def _remove_if_empty(top: Path, out: Path) -> None:
         pass
 
 
-def _settle(result: ThinResult) -> None:
-    """Refuse a result with nothing to show for the requested targets (before the move)."""
+def _settle(result: ThinResult, targets: list[GpuTarget]) -> None:
+    """Refuse a result with nothing to show for the requested targets (before the move); note
+    the targets that have no code in it."""
     from rocm_build_backend.binary.audit import sorted_targets
+    from rocm_build_backend.binary.rewrite_plan import CannotThin, Selector
 
     if not result.had:
         raise ThinInputError(f"{result.source.name} holds no GPU device code; there is nothing to thin",
@@ -250,4 +264,11 @@ def _settle(result: ThinResult) -> None:
             f"{result.source.name} holds device code for {', '.join(sorted_targets(result.had))}; "
             f"none of it loads on {', '.join(result.targets)}",
             hint="pick targets the wheel has code for, or build the wheel for these targets")
+    for target in targets:
+        try:
+            served = any(Selector([target]).keeps(code) for code in set(kept))
+        except CannotThin:
+            served = False
+        if not served:
+            result.missing.append(str(target))
 
