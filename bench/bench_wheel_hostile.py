@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from wheelmaker import damage_member, make_wheel  # noqa: E402
+from helpers import damage_member, make_wheel  # noqa: E402
 
 
 def bomb(folder: Path, member: str, mib: int) -> Path:

@@ -249,7 +249,7 @@ def _audit_targets(path: Path) -> tuple[list[str], list[str]]:
 
 
 def _wheel_of(so: Path, folder: Path, name: str) -> Path:
-    from wheelmaker import make_wheel
+    from helpers import make_wheel
 
     return make_wheel(folder, name, "0.1", members={f"{name.replace('-', '_')}/kernel.so": so.read_bytes()},
                       stamp=False)
