@@ -30,6 +30,7 @@ from rocm_build_backend.builder.project import LEGACY, SHIM
 from rocm_build_backend.errors import CANNOT_TELL, ConfigError, RocmBuildBackendError
 
 REQUIREMENT = "rocm-build-backend"
+SCHEMA_VERSION = 1  # of Configured.to_json
 
 
 class UnreadableFileError(RocmBuildBackendError):
@@ -51,6 +52,13 @@ class Configured:
     message: str
     before: str  # "" when the file did not exist
     after: str
+    written: bool = False  # False with write=False, or when nothing changed
+    wrapped: str | None = None  # the backend the shim now wraps; None when it already built through it
+
+    def to_json(self) -> dict[str, Any]:
+        """``configure --json``: schema ``data/schemas/configure.schema.json``, docs/json/configure.md."""
+        return {"schema_version": SCHEMA_VERSION, "file": str(self.file), "changed": self.changed,
+                "written": self.written, "wrapped": self.wrapped, "message": self.message, "diff": self.diff()}
 
     def diff(self) -> str:
         """A unified diff of the change ("" when nothing changes)."""
@@ -250,7 +258,7 @@ def configure(path: Path, *, write: bool = True) -> Configured:
         if not (path / "setup.py").is_file():
             raise ConfigError([f"{path} has no pyproject.toml or setup.py"], hint="give a Python project's folder")
         done = Configured(file, True, f"{'wrote' if write else 'would write'} {file}: builds through "
-                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE)
+                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE, written=write, wrapped=LEGACY)
         if write:
             _write_atomically(file, _NEW_FILE)
         return done
@@ -261,4 +269,4 @@ def configure(path: Path, *, write: bool = True) -> Configured:
     if write:
         _write_atomically(file, after)
     return Configured(file, True, f"{verb} {file}: builds through rocm-build-backend, wrapping {wrapped}",
-                      before, after)
+                      before, after, written=write, wrapped=wrapped)

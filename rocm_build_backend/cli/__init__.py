@@ -26,7 +26,7 @@ from rocm_build_backend.errors import RocmBuildBackendError
 
 EXIT_CODES = """exit codes, the same for every command:
   0  success, or yes (every wheel loads here, targets found, ...)
-  1  a definite no: does not load, build refused, a problem found
+  1  a definite no: does not load, build refused or failed, a problem found
   2  a usage or input error (bad option, unknown target, missing file)
   3  cannot tell: no GPU found, a file that cannot be read"""
 

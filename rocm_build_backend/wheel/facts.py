@@ -45,7 +45,7 @@ class DeviceFile:
     modules: Modules | None = None  # kernel modules by targets; None: not known (a stamp)
     unread: Modules = ()  # modules whose targets or kernels could not be read
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"targets": list(self.targets), "complete": list(self.complete)}
         if self.problems:
             out["problems"] = list(self.problems)
@@ -152,7 +152,7 @@ class WheelTargets:
     def serves(self, device: GpuTarget | str, *, generic_ok: bool | None = True, strict: bool = False) -> bool:
         return self.verdict(device, generic_ok=generic_ok, strict=strict)[0] == OK
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "path": str(self.path),
             "name": self.name,
@@ -162,7 +162,7 @@ class WheelTargets:
             "source": self.source,
             "targets": self.targets,
             "complete": self.complete,
-            "files": {f.path: f.to_dict() for f in self.files},
+            "files": {f.path: f.to_json() for f in self.files},
             "stamp_mismatch": list(self.mismatch),
             "problems": list(self.problems),
         }

@@ -167,7 +167,7 @@ class DistCheck:
     def targets(self) -> list[str]:
         return sorted_targets(t for f in self.files.values() for t in f["targets"])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.dist.name, "version": self.dist.version, "location": str(self.dist.location),
                 "status": self.status, "reason": self.reason, "notes": list(self.notes),
                 "targets": self.targets, "files": self.files}
@@ -192,7 +192,7 @@ class EnvReport:
             return CANNOT_TELL
         return 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "python": self.python,
@@ -200,29 +200,10 @@ class EnvReport:
             "devices": list(self.devices),
             "generic_targets": {True: "load", False: "do not load", None: "unknown"}[self.generic_ok],
             "notes": list(self.notes),
-            "distributions": [d.to_dict() for d in self.dists],
+            "distributions": [d.to_json() for d in self.dists],
             "scanned": dict(self.scanned),
             "exit_code": self.exit_code,
         }
-
-    def to_text(self) -> str:
-        head = ("DISTRIBUTION", "FILES WITH DEVICE CODE", "TARGETS", "LOADS HERE")
-        rows = [(f"{d.dist.name} {d.dist.version}", str(len(d.files)), ", ".join(d.targets) or "(none read)",
-                 {"ok": "yes", "fails": "no", "unknown": "cannot tell"}[d.status]) for d in self.dists]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
-        lines = [f"python: {self.python}", "devices: " + (", ".join(self.devices) or "none found")]
-        lines += [f"note: {n}" for n in self.notes]
-        for r in [head, *rows]:
-            lines.append("  ".join(f"{c:<{widths[i]}}" for i, c in enumerate(r[:3])) + "  " + r[3])
-        for d in self.dists:
-            if d.status != "ok" and d.reason:
-                lines.append(f"{d.dist.name}: {d.reason}")
-            elif d.status == "ok" and d.notes:
-                lines.append(f"{d.dist.name} loads: " + "; ".join(d.notes))
-        s = self.scanned
-        lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
-                     f"{len(self.dists)} with device code")
-        return "\n".join(lines)
 
 
 def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,

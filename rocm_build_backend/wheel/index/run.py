@@ -68,7 +68,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from rocm_build_backend.binary.printable import printable_lines
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 from rocm_build_backend.wheel.index.files import (
@@ -147,7 +146,7 @@ class IndexResult:
     def exit_code(self) -> int:
         return 1 if self.skipped else 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "out_dir": str(self.out_dir),
@@ -163,26 +162,6 @@ class IndexResult:
             "metadata_upload": str(self.metadata_upload) if self.metadata_upload else None,
             "exit_code": self.exit_code,
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def to_text(self) -> str:
-        lines = []
-        for name, wheels in self.indexes.items():
-            lines.append(f"{name}: {len(wheels)} wheel{'s' if len(wheels) != 1 else ''} -> {self.out_dir / name / 'simple'}/")
-        lines.append(
-            f"{len(self.pages_written)} page{'s' if len(self.pages_written) != 1 else ''} written, "
-            f"{self.unchanged} unchanged, {len(self.removed)} removed; "
-            f"{self.read} wheel{'s' if self.read != 1 else ''} read, {self.reused} from the cache"
-        )
-        for fn, why in self.skipped.items():
-            lines.append(f"skipped {fn}: {why}")
-        lines += [f"warning: {w}" for w in self.warnings]
-        if self.metadata_upload:
-            lines.append(f"note: upload the .metadata files in {self.metadata_upload} beside the wheels")
-
-        return printable_lines(lines)
 
 
 # --------------------------------------------------------------------------------------------

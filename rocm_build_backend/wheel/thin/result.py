@@ -1,7 +1,7 @@
 """What ``thin`` reports and raises: the result of one thinned wheel and of each member, the
 errors with their exit codes, and the names both the run and the member loop share.
 
-It holds data and its JSON/text forms only: it opens no wheel and writes nothing.
+It holds data and its JSON form only (``cli/render.py`` lays it out as text): it opens no wheel and writes nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.binary.report import sorted_targets
-from rocm_build_backend.errors import RocmBuildBackendError, TargetMismatchError, WheelError
+from rocm_build_backend.errors import DEFINITE_NO, OK, RocmBuildBackendError, TargetMismatchError, WheelError
 
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 STAMP_NAME = "rocm_build.json"
@@ -67,10 +67,17 @@ class ThinResult:
     installed_after: int = 0
     had: list[str] = field(default_factory=list)  # every device target the source held
     sha256: str = ""
+    missing: list[str] = field(default_factory=list)  # requested targets the new wheel has no code for
 
     @property
     def kept_whole(self) -> list[MemberResult]:
         return [m for m in self.members if m.action == "kept-whole"]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the new wheel holds only code that loads on the targets, and code for each;
+        1 (a definite no) when a file was kept whole or a target has no code in it."""
+        return DEFINITE_NO if self.kept_whole or self.missing else OK
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": 1, "source": str(self.source), "output": str(self.output),
@@ -78,25 +85,9 @@ class ThinResult:
                 "source_sha256": self.sha256,
                 "wheel_size": {"before": self.wheel_before, "after": self.wheel_after},
                 "installed_size": {"before": self.installed_before, "after": self.installed_after},
-                "files": [m.to_json() for m in self.members]}
-
-    def to_text(self) -> str:
-        lines = [f"{self.output}"]
-        for m in self.members:
-            what = {"thinned": f"kept {', '.join(_sorted(m.kept)) or 'nothing'}; dropped "
-                               f"{', '.join(_sorted(m.dropped))}",
-                    "dropped": f"removed (held {', '.join(_sorted(m.dropped))})",
-                    "unchanged": f"unchanged ({', '.join(_sorted(m.kept))})",
-                    "kept-whole": f"KEPT WHOLE: {m.reason}"}[m.action]
-            lines.append(f"  {m.name}: {what}")
-        lines.append(f"wheel {_mib(self.wheel_before)} -> {_mib(self.wheel_after)}; installed "
-                     f"{_mib(self.installed_before)} -> {_mib(self.installed_after)}")
-        return "\n".join(lines)
+                "files": [m.to_json() for m in self.members],
+                "missing_targets": list(self.missing), "exit_code": self.exit_code}
 
 
 def _sorted(targets: list[str]) -> list[str]:
     return sorted_targets(targets)
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MiB"

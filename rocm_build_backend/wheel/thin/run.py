@@ -10,7 +10,10 @@ bytes written; the stamp (``.dist-info/rocm_build.json``) is updated or added wi
 targets, the audit of the new files, and ``thinned_from`` (the original wheel's name,
 sha256 and targets). Exit codes of the errors raised here: 2 for input the command does not
 take (a signed wheel, no device code, an unusual wheel), 1 when the wheel has no code for a
-requested target, 3 for a damaged wheel or binary. Nothing prints here.
+requested target, 3 for a damaged wheel or binary. A wheel written is exit 0, or 1
+(``ThinResult.exit_code``) when it is not the wheel asked for: a file kept whole still holds code
+for other GPUs, or a requested target has no code in it. Nothing prints here (``cli/render.py``
+lays the result out as text).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from rocm_build_backend.wheel.thin.result import (
     ThinInputError,
     ThinResult,
 )
+from rocm_build_backend.binary.rewrite_plan import CannotThin, Selector
 
 __all__ = ["thin_wheel", "output_name", "DamagedWheel", "MemberResult", "NoCodeForTarget",
            "ThinInputError", "ThinResult"]
@@ -126,7 +130,7 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
                 thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out))
                 fh.flush()
                 os.fsync(fh.fileno())
-            _settle(result)
+            _settle(result, targets)
             os.replace(tmp, dst)
             tmp = ""
         except FormatError as exc:
@@ -171,8 +175,10 @@ def _remove_if_empty(top: Path, out: Path) -> None:
         pass
 
 
-def _settle(result: ThinResult) -> None:
-    """Refuse a result with nothing to show for the requested targets (before the move)."""
+def _settle(result: ThinResult, targets: list[GpuTarget]) -> None:
+    """Refuse a result with nothing to show for the requested targets (before the move); note
+    the targets that have no code in it."""
+
     if not result.had:
         raise ThinInputError(f"{result.source.name} holds no GPU device code; there is nothing to thin",
                              hint="thin wheels with HIP or CUDA code; this one loads on any GPU as it is")
@@ -182,4 +188,11 @@ def _settle(result: ThinResult) -> None:
             f"{result.source.name} holds device code for {', '.join(sorted_targets(result.had))}; "
             f"none of it loads on {', '.join(result.targets)}",
             hint="pick targets the wheel has code for, or build the wheel for these targets")
+    for target in targets:
+        try:
+            served = any(Selector([target]).keeps(code) for code in set(kept))
+        except CannotThin:
+            served = False
+        if not served:
+            result.missing.append(str(target))
 

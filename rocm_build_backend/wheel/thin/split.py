@@ -37,19 +37,18 @@ class SplitResult:
     wheels: list[ThinResult] = field(default_factory=list)
     units: dict[str, list[str]] = field(default_factory=dict)
 
+    @property
+    def exit_code(self) -> int:
+        """0 when every wheel is exactly its unit's code; 1 when a file of one was kept whole."""
+        return max((r.exit_code for r in self.wheels), default=0)
+
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": 1, "source": str(self.source), "per": self.per,
                 "wheels": [{"unit": unit, "targets": r.targets, "output": str(r.output),
                             "wheel_size": r.wheel_after, "installed_size": r.installed_after,
                             "kept_whole": [m.name for m in r.kept_whole]}
-                           for unit, r in zip(self.units, self.wheels)]}
-
-    def to_text(self) -> str:
-        lines = [str(self.source)]
-        for unit, r in zip(self.units, self.wheels):
-            note = f"  ({len(r.kept_whole)} file(s) kept whole)" if r.kept_whole else ""
-            lines.append(f"  {unit}: {r.output.name}  {r.wheel_after / (1 << 20):.1f} MiB{note}")
-        return "\n".join(lines)
+                           for unit, r in zip(self.units, self.wheels)],
+                "exit_code": self.exit_code}
 
 
 def _devices(held: list[str]) -> list[GpuTarget]:
