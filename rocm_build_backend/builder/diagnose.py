@@ -68,8 +68,8 @@ def _torch_cuda(text: str, torch: Callable[[], str | None]) -> Cause | None:
         return None
     return Cause(f"the installed torch {version} is not a ROCm build, so PyTorch builds the extension "
                  "for CUDA with nvcc instead of hipcc",
-                 "install ROCm's torch for your ROCm version (pip install torch --index-url "
-                 "https://download.pytorch.org/whl/rocmX.Y), then build again")
+                 "install ROCm's torch for your ROCm version (the ROCm command of PyTorch's install "
+                 "selector: pip install torch with PyTorch's rocmX.Y index), then build again")
 
 
 def _nvidia(text: str, torch: Callable[[], str | None]) -> Cause | None:
