@@ -8,11 +8,15 @@ skip; ``-m "not realinputs"`` deselects these tests.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 import sys
 from pathlib import Path
 
