@@ -315,6 +315,7 @@ def test_the_json_page_of_an_http_index_is_read(tmp_path, monkeypatch):
         got = pinned_file(pin, tmp_path / "got")
     finally:
         server.shutdown()
+        server.server_close()
         realinputs.pip_sources.cache_clear()
     assert got.read_bytes() == path.read_bytes()
     assert accepts and accepts[0].startswith("application/vnd.pypi.simple.v1+json")
