@@ -1,38 +1,33 @@
 """The plan: everything a build gets, computed from its inputs and nothing else.
 
-``make_plan`` is pure (for NVIDIA targets it calls ``gpu.nvidia.plan.nvidia_build_env``
-instead of the AMD knobs): targets, settings, the environment it is handed, the wrapped
-backend's kind and a few host facts in; a BuildPlan out. It reads no files, no clock
-and no ``os.environ``; ``build.applied(plan)`` is the one place that sets variables.
+``make_plan`` is pure: targets, settings, the environment it is handed, the wrapped backend's
+kind and a few host facts in; a BuildPlan out. The targets' vendor gives its knobs and code
+targets (``BuildVendor.knobs``: ``gpu/<vendor>/plan.py``); this module adds what every build
+gets (``MAX_JOBS``, the project profile's knobs, warnings about our settings spelled without
+our prefix). It reads no files, no clock and no ``os.environ``; ``build.applied(plan)`` is the
+one place that sets variables. It branches on no vendor.
 """
 
 from __future__ import annotations
 
-import re
+import difflib
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from rocm_build_backend.builder.profiles import (
+    TARGET_LISTS,
+    profile_names,
+    select_profile,
+)
+from rocm_build_backend.builder.settings import PREFIX, Settings
 from rocm_build_backend.errors import ConfigError
-from rocm_build_backend.builder.settings import Settings
-from rocm_build_backend.gpu.targets import GpuTarget, join_targets, parse_targets
+from rocm_build_backend.gpu.build import BuildInputs, Knobs, join_words, same_targets
+from rocm_build_backend.gpu.targets import GpuTarget, join_targets
+from rocm_build_backend.gpu.vendor import build_side, vendor_names
 
 _GIB = 1 << 30
-# CMake variables that name HIP targets, in rocm-cmake's order of precedence.
-CMAKE_VARS = ("CMAKE_HIP_ARCHITECTURES", "GPU_TARGETS", "AMDGPU_TARGETS")
-_ARCH_FLAG = re.compile(r"^--(?:offload-arch|amdgpu-target)=")
-_CMAKE_DEF = re.compile(r"^-D(" + "|".join(CMAKE_VARS) + r")(?::[A-Z]+)?=")
-_PLAIN_WORD = re.compile(r"[\w@%+=:,./;-]+", re.ASCII)  # shlex.quote's safe set, and ';'
-
-
-def join_words(words: Sequence[str]) -> str:
-    """Words as one variable that ``shlex.split`` (and a plain ``.split()``) gives back.
-
-    ``shlex.join`` quotes every word holding ';' (``'-DGPU_TARGETS=gfx90a;gfx942'``), which made
-    CMAKE_ARGS unreadable in the log and breaks readers that split on spaces; a ';' needs no
-    quotes inside a word, so only words with spaces, quotes or other shell characters get them.
-    """
-    return " ".join(w if _PLAIN_WORD.fullmatch(w) else shlex.quote(w) for w in words)
+__all__ = ["BuildPlan", "Host", "build_inputs", "join_words", "make_plan"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +53,7 @@ class BuildPlan:
     pinned_tools: bool = True
     notes: list[str] = field(default_factory=list)
     source_detail: str = ""  # the same in words, for the log: "from -C rocm-build-backend.targets"
-    vendor: str = "amd"  # the one vendor the build targets: "amd" or "nvidia"
+    vendor: str = ""  # the one vendor the build targets (a name of the vendor registry)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,18 +86,9 @@ class BuildPlan:
         if self.profile:
             lines.append(f"profile {self.profile}")
         if self.pinned_tools:
-            lines.append("pinned nvidia-smi reports the targets (rocminfo & co. report no AMD GPU)"
-                         if self.vendor == "nvidia" else
-                         "pinned rocminfo, rocm_agent_enumerator, amdgpu-arch, offload-arch report the targets")
+            lines.append(build_side(self.vendor).pinned_note)
         lines += self.notes
         return lines
-
-
-def _same_targets(value: str, targets: Sequence[GpuTarget]) -> bool:
-    try:
-        return parse_targets(value) == list(targets)
-    except Exception:
-        return False
 
 
 def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[int, str]:
@@ -120,143 +106,59 @@ def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[i
                   f"{settings.memory_per_job} GiB a job")
 
 
-@dataclass
-class _Draft:
-    """The plan while it is being made: variables, the user's kept and replaced ones, problems."""
-
-    env: dict[str, str] = field(default_factory=dict)
-    kept: dict[str, str] = field(default_factory=dict)
-    replaced: dict[str, tuple[str, str]] = field(default_factory=dict)
-    forwarded: dict[str, Any] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    lenient: bool = False  # verify = "off": the project declares no GPU code
-    profile: str | None = None  # the NVIDIA profile nvidia_build_env applied
-
-    def words(self, env: Mapping[str, str], var: str) -> list[str] | None:
-        """The user's ``var`` split as the shell would; None (and a problem) when it does not split."""
-        try:
-            return shlex.split(env.get(var, ""))
-        except ValueError as exc:
-            what = f"{var} is not a list of shell words ({exc}): {env[var]!r}"
-            if self.lenient:
-                self.notes.append(f"warning: {what}; left as it is, the targets are not added to it")
-            else:
-                self.problems.append(what)
-            return None
-
-
-def _target_vars(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
-    """The variables that name the targets; the user's value is kept when it names the same."""
-    semi, comma = join_targets(targets, ";"), join_targets(targets, ",")
-    wanted: dict[str, str] = {
-        "PYTORCH_ROCM_ARCH": semi,
-        "GPU_TARGETS": semi,
-        "AMDGPU_TARGETS": semi,
-        "HCC_AMDGPU_TARGET": comma,
-        "HIP_PLATFORM": "amd",
-    }
-    for var, value in wanted.items():
-        user = env.get(var)
-        if user is not None and (user == value or (var != "HIP_PLATFORM" and _same_targets(user, targets))):
-            draft.kept[var] = draft.env[var] = user
-        else:
-            if user is not None:
-                draft.replaced[var] = (user, value)
-            draft.env[var] = value
-
-
-def _hipcc_flags(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
-    """hipcc: our --offload-arch flags, after the user's other flags."""
-    flags = [f"--offload-arch={t}" for t in targets]
-    user_flags = draft.words(env, "HIPCC_COMPILE_FLAGS_APPEND")
-    if user_flags is None:
-        return
-    others = [f for f in user_flags if not _ARCH_FLAG.match(f)]
-    if [f for f in user_flags if _ARCH_FLAG.match(f)] not in ([], flags):
-        draft.replaced["HIPCC_COMPILE_FLAGS_APPEND"] = (env["HIPCC_COMPILE_FLAGS_APPEND"], shlex.join(others + flags))
-    draft.env["HIPCC_COMPILE_FLAGS_APPEND"] = shlex.join(others + flags)
-
-
-def _cmake(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str], backend_kind: str) -> None:
-    """CMake: definitions through CMAKE_ARGS (read by scikit-build-core, llama-cpp-python, ...),
-    and scikit-build-core's cmake.define.* config settings."""
-    semi = join_targets(targets, ";")
-    defs = [f"-D{var}={semi}" for var in CMAKE_VARS]
-    user_args = draft.words(env, "CMAKE_ARGS")
-    if user_args is not None:
-        keep_args = [a for a in user_args if not _CMAKE_DEF.match(a)]
-        old_defs = {a for a in user_args if _CMAKE_DEF.match(a)}
-        if old_defs and not old_defs <= set(defs):
-            draft.replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], join_words(keep_args + defs))
-        draft.env["CMAKE_ARGS"] = join_words(keep_args + defs)
-    if backend_kind == "scikit-build-core":
-        for var in CMAKE_VARS:
-            key = f"cmake.define.{var}"
-            given = draft.forwarded.get(key) or draft.forwarded.get(f"skbuild.{key}")
-            if given is not None and not _same_targets(str(given), targets):
-                draft.problems.append(f"-C {key}={given} conflicts with the targets {semi}")
-            draft.forwarded.setdefault(key, semi)
-
-
-def _nvidia(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env: Mapping[str, str],
-            backend_kind: str, dist_name: str | None) -> list[GpuTarget]:
-    """The NVIDIA half of the plan (``gpu.nvidia.plan.nvidia_build_env``); returns the code
-    targets after the ``ptx`` choice: what nvcc emits, the audit must find and the stamp names."""
-    from rocm_build_backend.gpu.nvidia.plan import nvidia_build_env
-
-    nv = nvidia_build_env([str(t) for t in targets], settings.ptx, env, backend_kind=backend_kind,
-                          config_settings=draft.forwarded, dist_name=dist_name, profile=settings.profile)
-    draft.env.update(nv.env)
-    draft.kept.update(nv.kept)
-    draft.replaced.update(nv.replaced)
-    draft.forwarded = dict(nv.config_settings)
-    draft.notes += nv.notes
-    draft.profile = nv.profile
-    return [GpuTarget(str(t)) for t in nv.code]
-
-
-def _unprefixed(draft: _Draft) -> None:
+def _unprefixed(forwarded: Mapping[str, Any]) -> list[str]:
     """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
     backend as it is, which is rarely what was meant; say so, with the right spelling."""
-    from rocm_build_backend.builder.settings import PREFIX
-
     ours = set(Settings.keys())
-    for key, value in draft.forwarded.items():
+    notes = []
+    for key, value in forwarded.items():
         if key in ours:
             shown = ";".join(value) if isinstance(value, list) else str(value)
-            draft.notes.append(f"warning: -C {key}={shown} is not read by rocm-build-backend: it goes to the "
-                               f"wrapped backend as it is; rocm-build-backend's setting is -C {PREFIX}{key}={shown}")
+            notes.append(f"warning: -C {key}={shown} is not read by rocm-build-backend: it goes to the "
+                         f"wrapped backend as it is; rocm-build-backend's setting is -C {PREFIX}{key}={shown}")
+    return notes
 
 
-def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env: Mapping[str, str],
+def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, str],
              backend_kind: str, dist_name: str | None) -> str | None:
-    """The project profile's knobs; returns the profile's name, or None."""
+    """The project profile's knobs for the code targets ``draft.code``; returns the profile's name, or None."""
     if settings.profile == "none":
         return None
-    from rocm_build_backend.builder.profiles import profile_names, select_profile
 
     profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
     if profile is None:
-        import difflib
-
         near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
         draft.problems.append(f"unknown profile '{settings.profile}'"
                               + (f" (did you mean '{near[0]}'?)" if near else "")
                               + "; known: " + ", ".join(profile_names()))
         return None
-    for var, value in profile.env(targets).items():
-        if var in env and env[var] != value and not _same_targets(env[var], targets):
+    targets = draft.code
+    variables, defines = profile.env(targets), profile.cmake_defines(targets)
+    if profile.name == TARGET_LISTS and not variables and not defines:
+        return None  # no target list of a known project is this vendor's
+    for var, value in variables.items():
+        if var in env and env[var] != value and not same_targets(env[var], targets):
             draft.replaced[var] = (env[var], value)
         draft.env[var] = value
     if backend_kind == "scikit-build-core":
-        for var, value in profile.cmake_defines(targets).items():
-            draft.forwarded.setdefault(f"cmake.define.{var}", value)
+        for var, value in defines.items():
+            draft.config_settings.setdefault(f"cmake.define.{var}", value)
     else:
-        extra = [f"-D{var}={value}" for var, value in profile.cmake_defines(targets).items()]
+        extra = [f"-D{var}={value}" for var, value in defines.items()]
         if extra and "CMAKE_ARGS" in draft.env:
             draft.env["CMAKE_ARGS"] = join_words(shlex.split(draft.env["CMAKE_ARGS"]) + extra)
+    for knob in profile.omitted(vendor):
+        if draft.env.pop(knob.name, None) is not None:
+            draft.replaced.pop(knob.name, None)
+            draft.notes.append(f"{knob.name} not set for {profile.title}: {knob.why}")
     return profile.name
+
+
+def build_inputs(settings: Settings, env: Mapping[str, str], backend_kind: str,
+                 config_settings: Mapping[str, Any] | None = None) -> BuildInputs:
+    """What a vendor's knobs and checks are computed from, from the settings."""
+    return BuildInputs(env=env, backend_kind=backend_kind, config_settings=dict(config_settings or {}),
+                       ptx=settings.ptx, compiler=settings.compiler, lenient=settings.verify == "off")
 
 
 def make_plan(
@@ -277,30 +179,27 @@ def make_plan(
     if len(vendors) > 1:
         raise ConfigError([f"the targets {join_targets(targets)} name GPUs of more than one vendor"],
                           hint="a build targets one vendor: build once per vendor")
-    vendor = vendors.pop() if vendors else "amd"
-    draft = _Draft(forwarded=dict(config_settings or {}), lenient=settings.verify == "off")
-    _unprefixed(draft)
-    if not targets:  # verify = "off" and no GPU: the project compiles nothing for a GPU
-        draft.notes.append("no GPU targets: no target variables, no pinned tools")
-    elif vendor == "nvidia":
-        targets = _nvidia(draft, targets, settings, env, backend_kind, dist_name)
-    else:
-        _target_vars(draft, targets, env)
-        _hipcc_flags(draft, targets, env)
-        _cmake(draft, targets, env, backend_kind)
+    vendor = vendors.pop() if vendors else vendor_names()[0]
+    inputs = build_inputs(settings, env, backend_kind, config_settings)
+    notes = _unprefixed(inputs.config_settings)
+    if targets:
+        draft = build_side(vendor).knobs(targets, inputs)  # the code targets: after the ptx choice
+    else:  # verify = "off" and no GPU: the project compiles nothing for a GPU
+        draft = Knobs(config_settings=dict(inputs.config_settings),
+                      notes=["no GPU targets: no target variables, no pinned tools"])
+    draft.notes[:0] = notes
     jobs, why = _max_jobs(settings, env, host)
     draft.env["MAX_JOBS"] = str(jobs)
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
         draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
-    profile_name = (draft.profile if vendor == "nvidia" or not targets
-                    else _profile(draft, targets, settings, env, backend_kind, dist_name))
+    profile_name = _profile(draft, vendor, settings, env, backend_kind, dist_name) if targets else None
     if draft.problems:
         hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
                 else "drop the -C cmake.define setting, or set the same targets")
         raise ConfigError(draft.problems, hint=hint)
     return BuildPlan(
-        targets=targets, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
-        config_settings=draft.forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
+        targets=draft.code, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
+        config_settings=draft.config_settings, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
         profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
         source_detail=source_detail or source, vendor=vendor,
     )

@@ -15,10 +15,14 @@ Unknown keys and bad values are collected and reported together.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
+from rocm_build_backend.gpu.build import PTX_CHOICES
+from rocm_build_backend.gpu.targets import parse_targets, split_targets
+from rocm_build_backend.gpu.vendor import vendor_names
 
 PREFIX = "rocm-build-backend."
 ENV_PREFIX = "ROCM_BUILD_BACKEND_"
@@ -90,8 +94,6 @@ def _gib(value: Any) -> int:
 
 
 def _targets(value: Any) -> str | list[str]:
-    from rocm_build_backend.gpu.targets import parse_targets, split_targets
-
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     if not isinstance(value, (str, list)) or not all(isinstance(v, str) for v in value):
@@ -102,9 +104,13 @@ def _targets(value: Any) -> str | list[str]:
 
 
 def _ptx(value: Any) -> str:
-    from rocm_build_backend.gpu.nvidia.knobs import PTX_CHOICES
 
     return str(_choice(*PTX_CHOICES)(value))
+
+
+def _vendor(value: Any) -> str:
+
+    return str(_choice("auto", *vendor_names())(value))
 
 
 def _paths(value: Any) -> list[str]:
@@ -139,7 +145,7 @@ class Settings:
     backend: str = field(default="setuptools.build_meta", metadata={"parse": _backend, "doc": "the wrapped build backend, `module:object`"})
     backend_path: list[str] = field(default_factory=list, metadata={"parse": _paths, "doc": "folders (inside the project) to load an in-tree backend from"})
     targets: str | list[str] = field(default="auto", metadata={"parse": _targets, "doc": "`auto` (detect this machine's GPUs) or a list: `gfx90a;gfx942`"})
-    vendor: str = field(default="auto", metadata={"parse": _choice("auto", "amd", "nvidia"), "doc": "`auto` (the vendor of the targets, else of the only vendor's GPUs found), `amd` or `nvidia`"})
+    vendor: str = field(default="auto", metadata={"parse": _vendor, "doc": "`auto` (the vendor of the targets, else of the only vendor's GPUs found), `amd` or `nvidia`"})
     ptx: str = field(default="none", metadata={"parse": _ptx, "doc": "NVIDIA: also emit PTX for newer GPUs: `none`, `highest` (for the highest target) or `all`"})
     features: bool = field(default=False, metadata={"parse": _bool, "doc": "keep detected xnack/sramecc modes in the build targets (`gfx90a:xnack-`)"})
     max_jobs: int | str = field(default="auto", metadata={"parse": _jobs, "doc": "parallel compile jobs; `auto` sizes by cores and available memory"})
@@ -169,8 +175,6 @@ def env_name(key: str) -> str:
 
 
 def _near(key: str) -> str:
-    import difflib
-
     near = difflib.get_close_matches(key, Settings.keys(), n=1, cutoff=0.6)
     return f" (did you mean '{near[0]}'?)" if near else ""
 
@@ -198,8 +202,6 @@ def load_settings(
 
     ``pyproject`` is the parsed ``pyproject.toml`` (the whole document).
     """
-    from rocm_build_backend.errors import RocmBuildBackendError
-
     problems: list[str] = []
     tool = (pyproject or {}).get("tool") or {}
     table = tool.get("rocm-build-backend") if isinstance(tool, Mapping) else None

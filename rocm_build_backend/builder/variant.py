@@ -16,7 +16,9 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from rocm_build_backend.builder.frontend import variant_verdict
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.wheel.variant.properties import make_variant_wheel
 
 
 def under_pip(env: Mapping[str, str] | None = None) -> bool:
@@ -27,14 +29,11 @@ def under_pip(env: Mapping[str, str] | None = None) -> bool:
 def variant_wheel(wheel: Path, directory: str | None = None, env: Mapping[str, str] | None = None) -> Path:
     """The variant wheel made from ``wheel`` (which is removed), where the frontend takes it
     back (``frontend.variant_verdict``); ``wheel`` itself elsewhere, with the reason logged."""
-    from rocm_build_backend.builder.frontend import variant_verdict
-
     ok, why = variant_verdict(directory or wheel.parent, os.environ if env is None else env)
     if not ok:
         log(f"warning: variant = true, but {why}: keeping the plain wheel "
             "(variant wheels are made under `python -m build` and `uv build`)")
         return wheel
-    from rocm_build_backend.wheel.variant.properties import make_variant_wheel
 
     out = make_variant_wheel(wheel, keep_original=False)
     log(f"variant wheel {out.name} ({why})")

@@ -18,8 +18,9 @@ SYSFS_ENV, TARGETS_ENV = "ROCM_BUILD_BACKEND_SYSFS_ROOT", "ROCM_BUILD_BACKEND_TA
 AddVerb = Callable[[str, Command, str], argparse.ArgumentParser]  # name, function, help -> its parser
 
 
-def print_json(data: Any) -> None:
-    print(data if isinstance(data, str) else json.dumps(data, indent=2, sort_keys=False))
+def print_json(data: dict[str, Any]) -> None:
+    """A ``--json`` document: the plain data a result's ``to_json()`` returns, indented by 2."""
+    print(json.dumps(data, indent=2, sort_keys=False))
 
 
 def detect_args(p: argparse.ArgumentParser) -> None:

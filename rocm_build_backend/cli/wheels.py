@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
     AddVerb, check_devices, detect_args, detection, print_json, targets_from_env,
 )
@@ -24,7 +26,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.audit(report))
     return report.exit_code
 
 
@@ -39,9 +41,9 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
                                cache_path=None if args.no_cache else default_cache_path(), strict=args.strict)
     if args.json:
-        print_json(report.to_dict())
+        print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.environment(report))
     return report.exit_code
 
 
@@ -61,7 +63,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.check(report))
     return report.exit_code
 
 
@@ -97,7 +99,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.cache(result))
     return result.exit_code
 
 
@@ -111,14 +113,28 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.targets is not None:  # with --family, family names too: build_index parses them
         names = named_targets(args.targets)
         targets = names if args.family else parse_targets(names)
-    result = build_index(Path(args.wheel_dir), Path(args.out_dir), targets=targets,
+    result = build_index(Path(args.wheel_dir), Path(outdir(args)), targets=targets,
                          family=args.family, base_url=args.base_url,
                          variants=args.variants, split=args.split)
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.index(result))
+    if args.out_dir is not None:  # after the run: an error stays the first line of its output
+        print("warning: OUT_DIR as a second argument is deprecated; use -o/--outdir", file=sys.stderr)
     return result.exit_code
+
+
+def outdir(args: argparse.Namespace) -> str:
+    """``index``'s output folder: -o/--outdir, or the deprecated second positional argument."""
+    if args.out_dir is not None and args.outdir is not None and args.out_dir != args.outdir:
+        raise RocmBuildBackendError(f"two output folders: {args.out_dir} and -o {args.outdir}",
+                                    hint="give the output folder once, as -o/--outdir")
+    if args.out_dir is not None:
+        return str(args.out_dir)
+    if args.outdir is None:
+        args.index_parser.error("give the output folder: -o/--outdir DIR")  # usage, exit 2
+    return str(args.outdir)
 
 
 def cmd_install(args: argparse.Namespace) -> int:
@@ -135,7 +151,10 @@ def cmd_install(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
         result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
                                    dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
-        print(result.to_text())
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(render.install(result))
     return result.exit_code
 
 
@@ -184,14 +203,17 @@ def register(add: AddVerb) -> None:
     sp.add_argument("--python", metavar="PYTHON", help="the interpreter whose pip collects and installs (default: this one)")
     sp.add_argument("--tool", choices=["pip", "uv"], default="pip", help="the installer that resolves and installs")
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    sp.add_argument("--json", action="store_true", help="print the table as JSON")
     sp.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="PIP_ARGS",
                     help="pip's arguments: requirements and index options (put them after --)")
     detect_args(sp)
 
 
     sp = add("index", cmd_index, "write a static package index per GPU target")
-    sp.add_argument("wheel_dir")
-    sp.add_argument("out_dir")
+    sp.add_argument("wheel_dir", metavar="WHEEL_DIR")
+    sp.add_argument("out_dir", nargs="?", metavar="OUT_DIR", help="deprecated spelling of -o/--outdir")
+    sp.add_argument("-o", "--outdir", metavar="DIR", help="where the index goes")
+    sp.set_defaults(index_parser=sp)
     sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from rocm_build_backend.errors import ConfigError, FormatError, NoGpuDetectedError
 from rocm_build_backend.gpu.device import Device, ProbeResult, Probing, VendorDetection
 from rocm_build_backend.gpu.nvidia.detect import NvidiaDetection, detect_nvidia
+from rocm_build_backend.gpu.nvidia.smi import run_capped
 from rocm_build_backend.gpu.targets import GpuTarget
 
 VENDOR = "nvidia"
@@ -32,8 +33,6 @@ _ABSENT = "not installed (no NVIDIA driver library libnvidia-ml.so.1, no nvidia-
 
 def _runner(probing: Probing) -> Any:
     """(argv) -> (status, text) within the deadline, through ``probing.run`` when given."""
-    from rocm_build_backend.gpu.nvidia.smi import run_capped
-
     def run(argv: Sequence[str]) -> tuple[int, str]:
         left = max(0.5, min(20.0, probing.time_left()))
         if probing.run is None:

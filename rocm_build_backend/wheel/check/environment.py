@@ -29,11 +29,15 @@ import csv
 import io
 import json
 import os
+import site
 import subprocess
+import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from rocm_build_backend.binary.audit import sorted_targets
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
 from rocm_build_backend.wheel.check.audit_cache import AuditCache as AuditCache
 from rocm_build_backend.wheel.check.audit_cache import default_cache_path as default_cache_path
@@ -41,6 +45,7 @@ from rocm_build_backend.wheel.check.candidates import device_candidates as devic
 from rocm_build_backend.wheel.check.candidates import elf_may_hold_device_code as elf_may_hold_device_code
 from rocm_build_backend.wheel.check.candidates import may_hold_device_code as may_hold_device_code
 from rocm_build_backend.wheel.check.editable import editable_files
+from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 
 SCHEMA_VERSION = 1
 _MAX_RECORD = 64 << 20
@@ -80,10 +85,6 @@ def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
             "if site.ENABLE_USER_SITE: dirs.append(site.getusersitepackages())\n"
             "print(json.dumps({'python': sys.executable, 'dirs': dirs}))\n")
     if python is None:
-        import site
-        import sys
-        import sysconfig
-
         paths = sysconfig.get_paths()
         dirs = [paths["purelib"], paths["platlib"]]
         if site.ENABLE_USER_SITE:
@@ -169,11 +170,9 @@ class DistCheck:
 
     @property
     def targets(self) -> list[str]:
-        from rocm_build_backend.binary.audit import sorted_targets
-
         return sorted_targets(t for f in self.files.values() for t in f["targets"])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.dist.name, "version": self.dist.version, "location": str(self.dist.location),
                 "status": self.status, "reason": self.reason, "notes": list(self.notes),
                 "targets": self.targets, "files": self.files}
@@ -198,7 +197,7 @@ class EnvReport:
             return CANNOT_TELL
         return 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "python": self.python,
@@ -206,35 +205,14 @@ class EnvReport:
             "devices": list(self.devices),
             "generic_targets": {True: "load", False: "do not load", None: "unknown"}[self.generic_ok],
             "notes": list(self.notes),
-            "distributions": [d.to_dict() for d in self.dists],
+            "distributions": [d.to_json() for d in self.dists],
             "scanned": dict(self.scanned),
             "exit_code": self.exit_code,
         }
 
-    def to_text(self) -> str:
-        head = ("DISTRIBUTION", "FILES WITH DEVICE CODE", "TARGETS", "LOADS HERE")
-        rows = [(f"{d.dist.name} {d.dist.version}", str(len(d.files)), ", ".join(d.targets) or "(none read)",
-                 {"ok": "yes", "fails": "no", "unknown": "cannot tell"}[d.status]) for d in self.dists]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
-        lines = [f"python: {self.python}", "devices: " + (", ".join(self.devices) or "none found")]
-        lines += [f"note: {n}" for n in self.notes]
-        for r in [head, *rows]:
-            lines.append("  ".join(f"{c:<{widths[i]}}" for i, c in enumerate(r[:3])) + "  " + r[3])
-        for d in self.dists:
-            if d.status != "ok" and d.reason:
-                lines.append(f"{d.dist.name}: {d.reason}")
-            elif d.status == "ok" and d.notes:
-                lines.append(f"{d.dist.name} loads: " + "; ".join(d.notes))
-        s = self.scanned
-        lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
-                     f"{len(self.dists)} with device code")
-        return "\n".join(lines)
-
 
 def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,
            cache: AuditCache, strict: bool = False) -> DistCheck | None:
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
-
     files: dict[str, dict[str, Any]] = {}
     facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
     for path in paths:

@@ -22,9 +22,13 @@ import hashlib
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from rocm_build_backend.errors import WheelError
 from rocm_build_backend.wheel.index.files import HASH_DIR, Layout, Record
 from rocm_build_backend.wheel.index.pages import Entry, normalize
+from rocm_build_backend.wheel.variant.names import split_variant_name
+from rocm_build_backend.wheel.variant.properties import index_files, read_variant
 
 INDEX = "variants"
 JSON_SUFFIX = "-variants.json"
@@ -33,9 +37,6 @@ JSON_SUFFIX = "-variants.json"
 def variant_label(fn: str) -> tuple[str, str | None]:
     """(the file name without its variant label, the label or None); the name unchanged when
     it is not a variant wheel's."""
-    from rocm_build_backend.errors import WheelError
-    from rocm_build_backend.wheel.variant.names import split_variant_name
-
     try:
         return split_variant_name(fn)
     except WheelError:
@@ -44,9 +45,6 @@ def variant_label(fn: str) -> tuple[str, str | None]:
 
 def read_variant_json(path: Path, filename: str) -> dict[str, Any]:
     """The ``variant.json`` of a variant wheel (WheelError when it is missing or disagrees)."""
-    from rocm_build_backend.errors import WheelError
-    from rocm_build_backend.wheel.variant.properties import read_variant
-
     found = read_variant(path, filename)
     if found is None:
         raise WheelError(f"{filename} is not a variant wheel")
@@ -73,8 +71,6 @@ def json_files(lay: Layout, wheels: dict[str, Record], listed: list[str]) -> tup
 
     Raises WheelError when one label stands for two property sets in one version.
     """
-    from rocm_build_backend.wheel.variant.properties import index_files
-
     listed = [fn for fn in listed if "variant" in wheels[fn]]  # the plain fallback has no variants JSON
     entries = []
     for fn in listed:
@@ -96,8 +92,6 @@ def json_files(lay: Layout, wheels: dict[str, Record], listed: list[str]) -> tup
 
 
 def _href(lay: Layout, fn: str, path: Path, page_dir: Path) -> str:
-    from urllib.parse import quote
-
     if lay.base_url is not None:
         return f"{lay.base_url}/{quote(fn)}"
     rel = os.path.relpath(path, page_dir).replace(os.sep, "/")

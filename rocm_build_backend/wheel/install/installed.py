@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.check.environment import check_environment, distributions, site_dirs
 from rocm_build_backend.wheel.install.result import InstallResult, Row
 
 _PATHS = """import json, site, sys, sysconfig
@@ -58,8 +62,6 @@ def target_dirs(install_args: Sequence[str], python: str) -> list[Path]:
     root = _option(install_args, "--root")
     user = "--user" in install_args
     if not prefix and not root and not user:
-        from rocm_build_backend.wheel.check.environment import site_dirs
-
         return site_dirs(python)[1] or [Path(p) for p in _ask(python, "", False)]
     dirs = [Path(p) for p in _ask(python, str(Path(prefix).resolve()) if prefix else "", user)]
     if root:
@@ -105,10 +107,6 @@ def read_back(wanted: Sequence[tuple[str, str]], dirs: Sequence[Path], devices: 
               generic_ok: bool | None) -> dict[str, Installed]:
     """(name, version) -> what is installed of it in ``dirs``: the first folder holding it wins,
     as on ``sys.path``. Keyed by the canonical name."""
-    from packaging.utils import canonicalize_name
-
-    from rocm_build_backend.wheel.check.environment import check_environment, distributions
-
     report = check_environment("", devices, generic_ok=generic_ok, locations=[d for d in dirs if d.is_dir()])
     judged = {d.dist.dist_info: d for d in report.dists}
     found: dict[str, Any] = {}
@@ -134,8 +132,6 @@ def read_back(wanted: Sequence[tuple[str, str]], dirs: Sequence[Path], devices: 
 
 
 def _normal(version: str) -> str:
-    from packaging.version import InvalidVersion, Version
-
     try:
         return str(Version(version))
     except InvalidVersion:
@@ -160,8 +156,6 @@ def verify_installed(result: InstallResult, install_options: Sequence[str], pyth
 
 
 def _read_back(result: InstallResult, dirs: Sequence[Path], generic_ok: bool | None) -> list[Row]:
-    from packaging.utils import canonicalize_name
-
     found = read_back([(r.name, r.version) for r in result.rows], dirs, result.devices, generic_ok=generic_ok)
     wrong = []
     for row in result.rows:

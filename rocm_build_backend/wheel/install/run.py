@@ -36,9 +36,15 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from packaging.utils import parse_wheel_filename
+
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.cache.run import default_cache_dirs
+from rocm_build_backend.wheel.check.wheels import check_wheels
 from rocm_build_backend.wheel.install.args import SplitArgs, split_args
+from rocm_build_backend.wheel.install.installed import verify_installed
 from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
+from rocm_build_backend.wheel.install.uv import install_with_uv
 
 __all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
            "judge", "origin_of", "rebuild", "split_args"]
@@ -69,7 +75,6 @@ def _pip_cache(split: SplitArgs, env: Mapping[str, str]) -> Path | None:
             return Path(arg.split("=", 1)[1])
     if env.get("PIP_NO_CACHE_DIR", "").lower() in ("1", "true", "yes", "on"):
         return None
-    from rocm_build_backend.wheel.cache.run import default_cache_dirs
 
     return default_cache_dirs(env)["pip"]
 
@@ -88,8 +93,6 @@ def origin_of(wheel: Path, output: str, cache: Path | None) -> str:
 
 
 def _name_version(wheel: Path) -> tuple[str, str]:
-    from packaging.utils import parse_wheel_filename
-
     name, version, _, _ = parse_wheel_filename(wheel.name)
     return str(name), str(version)
 
@@ -115,8 +118,6 @@ def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str,
 
 def judge(rows: Sequence[Row], devices: Sequence[Any], *, generic_ok: bool | None) -> None:
     """Fill each row's targets, status and reason from the check of its wheel."""
-    from rocm_build_backend.wheel.check.wheels import check_wheels
-
     # stamp first: a wheel built through the shim says what it holds; one without a stamp is audited
     report = check_wheels([r.wheel for r in rows], devices, generic_ok=generic_ok, audit=False)
     for row, wc in zip(rows, report.wheels):
@@ -173,8 +174,6 @@ def install_inspected(
                                           for a in split.options):
         raise RocmBuildBackendError("nothing to install", hint="give requirements, e.g. install torch")
     if tool == "uv":
-        from rocm_build_backend.wheel.install.uv import install_with_uv
-
         return install_with_uv(split, devices, work_dir=work_dir, generic_ok=generic_ok, notes=notes,
                                dry_run=dry_run, python=python, env=env, run=run)
     rows = collect(split, work_dir / "collected", python=python, env=env, run=run)
@@ -195,8 +194,6 @@ def install_inspected(
         return result
     _pip_install(rows, split.install, python=python, env=env, run=run)
     result.installed = True
-    from rocm_build_backend.wheel.install.installed import verify_installed
-
     verify_installed(result, split.install, python, generic_ok,
                      lambda wrong: _pip_install(wrong, [*split.install, *_force(split.install)],
                                                 python=python, env=env, run=run))

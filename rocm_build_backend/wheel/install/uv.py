@@ -6,18 +6,19 @@ the cache bypass (``install_with_uv``). Only the subprocess runner touches the w
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.check.environment import check_environment, distributions
 from rocm_build_backend.wheel.install.args import SplitArgs
+from rocm_build_backend.wheel.install.installed import verify_installed
 from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
 
 
 def _uv_exe(env: Mapping[str, str]) -> str:
-    import shutil
-
     exe = shutil.which("uv", path=env.get("PATH"))
     if not exe:
         raise RocmBuildBackendError("uv is not installed", hint="install uv, or leave out --tool uv")
@@ -33,8 +34,6 @@ def _uv(argv: list[str], env: Mapping[str, str], run: Runner, what: str) -> "sub
 
 
 def _staged_rows(stage: Path, output: str, devices: Sequence[Any], generic_ok: bool | None, origin: str) -> list[Row]:
-    from rocm_build_backend.wheel.check.environment import check_environment, distributions
-
     report = check_environment("", devices, generic_ok=generic_ok, locations=[stage])
     judged = {d.dist.dist_info: d for d in report.dists}
     rows = []
@@ -102,8 +101,6 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
     final = [uv, "pip", "install", "--python", python, *split.install, *split.options, *extra, *split.requirements]
     _uv(final, env, run, "install the checked packages")
     result.installed = True
-    from rocm_build_backend.wheel.install.installed import verify_installed
-
     # uv keeps an installed distribution of the same version too: --reinstall-package replaces it
     verify_installed(result, split.install, python, generic_ok, lambda wrong: _uv(
         [*final, *[a for r in wrong for a in ("--reinstall-package", r.name)]], env, run, "reinstall the checked packages"))
