@@ -3,7 +3,7 @@
 Edits ``pyproject.toml`` with tomlkit (comments and layout stay), then re-reads the result with
 tomllib and refuses, writing nothing, unless it parses and only ``[build-system]`` and
 ``[tool.rocm-build-backend]`` changed. A command, never imported by the build hooks: tomlkit is
-imported inside it. Builds nothing.
+imported where it edits (an error, not a traceback, where it is missing). Builds nothing.
 """
 
 from __future__ import annotations
@@ -16,11 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+import tomlkit
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from tomlkit.items import InlineTable
+
 from rocm_build_backend.builder.project import LEGACY, SHIM
 from rocm_build_backend.errors import CANNOT_TELL, ConfigError, RocmBuildBackendError
 
-
 REQUIREMENT = "rocm-build-backend"
+SCHEMA_VERSION = 1  # of Configured.to_json
 
 
 class UnreadableFileError(RocmBuildBackendError):
@@ -42,6 +52,13 @@ class Configured:
     message: str
     before: str  # "" when the file did not exist
     after: str
+    written: bool = False  # False with write=False, or when nothing changed
+    wrapped: str | None = None  # the backend the shim now wraps; None when it already built through it
+
+    def to_json(self) -> dict[str, Any]:
+        """``configure --json``: schema ``data/schemas/configure.schema.json``, docs/json/configure.md."""
+        return {"schema_version": SCHEMA_VERSION, "file": str(self.file), "changed": self.changed,
+                "written": self.written, "wrapped": self.wrapped, "message": self.message, "diff": self.diff()}
 
     def diff(self) -> str:
         """A unified diff of the change ("" when nothing changes)."""
@@ -57,14 +74,6 @@ def _diff_lines(text: str) -> list[str]:
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n\\ No newline at end of file\n"
     return lines
-
-
-def _tomllib() -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    return tomllib
 
 
 def _read_text(file: Path) -> str:
@@ -83,7 +92,6 @@ def _read_text(file: Path) -> str:
 
 
 def _parse(text: str, file: Path) -> dict[str, Any]:
-    tomllib = _tomllib()
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -92,9 +100,6 @@ def _parse(text: str, file: Path) -> dict[str, Any]:
 
 
 def _has_requirement(requires: list[Any]) -> bool:
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     for item in requires:
         if not isinstance(item, str):
             continue
@@ -159,9 +164,6 @@ def _edit(text: str, system: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 
 def _with_ours(doc: Any, ours: dict[str, Any]) -> str:
     """DOC's text with our table: keys added to an existing one, else a new table at the end."""
-    import tomlkit
-    from tomlkit.items import InlineTable
-
     tool = doc.get("tool")
     if tool is not None and _TABLE in tool:
         for key, value in ours.items():
@@ -195,7 +197,6 @@ def _others(data: dict[str, Any]) -> dict[str, Any]:
 def _checked(before: dict[str, Any], candidates: list[str], system: dict[str, Any],
              ours: dict[str, Any]) -> str | None:
     """The first candidate that parses and changes nothing but our two tables."""
-    tomllib = _tomllib()
     for text in candidates:
         try:
             after = tomllib.loads(text)
@@ -257,7 +258,7 @@ def configure(path: Path, *, write: bool = True) -> Configured:
         if not (path / "setup.py").is_file():
             raise ConfigError([f"{path} has no pyproject.toml or setup.py"], hint="give a Python project's folder")
         done = Configured(file, True, f"{'wrote' if write else 'would write'} {file}: builds through "
-                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE)
+                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE, written=write, wrapped=LEGACY)
         if write:
             _write_atomically(file, _NEW_FILE)
         return done
@@ -268,4 +269,4 @@ def configure(path: Path, *, write: bool = True) -> Configured:
     if write:
         _write_atomically(file, after)
     return Configured(file, True, f"{verb} {file}: builds through rocm-build-backend, wrapping {wrapped}",
-                      before, after)
+                      before, after, written=write, wrapped=wrapped)

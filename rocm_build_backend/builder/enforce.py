@@ -1,11 +1,13 @@
 """Enforcement: the compiler builds exactly the chosen targets, even when a project lists its own.
 
-Each vendor's ``gpu.<vendor>.enforce`` module says how (clang's ``--no-offload-arch=all`` last on
-every HIP compile; a pinned nvcc that rewrites the target options) through the same functions:
-``describe`` and ``plan_env`` (pure, for the plan), ``identity``, ``fill`` and ``variables``
-(the programs the build runs). This module holds what is the same for every vendor:
+Each vendor's build side says how (``BuildVendor.enforce``, a ``gpu.build.Enforcer``: clang's
+``--no-offload-arch=all`` last on every HIP compile; a pinned nvcc that rewrites the target
+options): ``describe`` and ``plan_env`` (pure, for the plan), ``identity``, ``fill`` and
+``variables`` (the programs the build runs); a vendor without one enforces nothing. This module
+holds what is the same for every vendor:
 
-- ``plan_lines`` / ``plan_env``: what the plan says and sets (pure);
+- ``enforcer``, ``plan_lines`` / ``plan_env``: the vendor's ``Enforcer``, what the plan says and
+  sets (pure);
 - ``install``: writes the vendor's programs once into
   ``$XDG_CACHE_HOME/rocm-build-backend/enforce/<hash of their content>`` (a build tree that
   cached a compiler path finds it again on the next build with the same targets; folders unused
@@ -13,13 +15,12 @@ every HIP compile; a pinned nvcc that rewrites the target options) through the s
 - ``read_record``: what the programs did, from the record they append to (one JSON line per
   compile), as ``Enforced``: the log lines and the stamp's ``enforced`` object.
 
-It names no vendor: the plan's ``vendor`` picks the module.
+It names no vendor: the plan's ``vendor`` picks the build side.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -29,8 +30,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Mapping, Sequence
+
+from rocm_build_backend.gpu.build import Enforcer
+from rocm_build_backend.gpu.vendor import build_side, vendor_named
 
 RECORD_VAR = "ROCM_BUILD_BACKEND_ENFORCE_RECORD"
 _TARGET = re.compile(r"(sm|compute)_\d+[af]?|gfx[0-9a-z]+(:[a-z]+[+-])*")  # not native, all, all-major
@@ -39,18 +42,34 @@ _RECORD_LIMIT = 4 << 20  # bytes of the record read back
 _SHOWN = 8  # compiles left whole named in the log and the stamp
 
 
-def vendor_module(vendor: str) -> ModuleType:
-    return importlib.import_module(f"rocm_build_backend.gpu.{vendor}.enforce")
+def enforcer(vendor: str) -> Enforcer | None:
+    """The vendor's way to hold compiles to the targets; None when it has none."""
+    return build_side(vendor).enforce
 
 
 def plan_lines(vendor: str, targets: Sequence[str]) -> list[str]:
-    """What the plan says enforcement does (pure)."""
-    return list(vendor_module(vendor).describe(list(targets), "none"))
+    """What the plan says enforcement does (pure); ``[]`` for a vendor without enforcement."""
+    found = enforcer(vendor)
+    return list(found.describe(list(targets))) if found is not None else []
+
+
+def not_enforced(vendor: str) -> str:
+    """The plan's words for a build of a vendor without enforcement."""
+    named = vendor_named(vendor)
+    return (f"enforce: {named.label if named else vendor} builds have no pinned compilers: "
+            "the compiler builds the targets the project lists")
 
 
 def plan_env(vendor: str, targets: Sequence[str], planned: Mapping[str, str]) -> dict[str, str]:
     """The variables enforcement changes in the plan (pure)."""
-    return dict(vendor_module(vendor).plan_env(list(targets), "none", planned))
+    found = enforcer(vendor)
+    return dict(found.plan_env(list(targets), planned)) if found is not None else {}
+
+
+def uncounted(vendor: str) -> str:
+    """What the vendor's programs see but do not count, for the build log."""
+    found = enforcer(vendor)
+    return found.uncounted if found is not None else ""
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
@@ -74,18 +93,20 @@ def _prune(base: Path, keep: Path) -> None:
 def install(vendor: str, targets: Sequence[str], env: Mapping[str, str], record: Path) -> dict[str, str]:
     """Write the vendor's programs (once per content) and return the build's variables, the record
     file's name among them. ``OSError`` (``FileNotFoundError`` without a toolkit) when they cannot
-    be written."""
-    module = vendor_module(vendor)
+    be written, or when the vendor has no enforcement."""
+    module = enforcer(vendor)
+    if module is None:
+        raise FileNotFoundError(f"no pinned compilers for {vendor} builds")
     python = os.path.realpath(sys.executable)
     names = list(targets)
-    digest = hashlib.sha256(module.identity(names, "none", env, python).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(module.identity(names, env, python).encode()).hexdigest()[:16]
     base = cache_dir(env)
     base.mkdir(parents=True, exist_ok=True)
     final = base / f"{vendor}-{digest}"
     if not final.is_dir():
         work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
         try:
-            module.fill(work, final, names, "none", env, python)
+            module.fill(work, final, names, env, python)
             os.rename(work, final)
         except OSError:
             if not final.is_dir():  # another build wrote the same folder first: theirs is ours

@@ -10,15 +10,18 @@ ends). Computes nothing: the plan is made before.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
+from rocm_build_backend.builder.enforce import RECORD_VAR, install
 from rocm_build_backend.builder.log import log
-
-if TYPE_CHECKING:
-    from rocm_build_backend.builder.plan import BuildPlan
+from rocm_build_backend.builder.parallel import merged_config
+from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
+from rocm_build_backend.builder.plan import BuildPlan
 
 
 @dataclass
@@ -34,9 +37,6 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
 
     ``None`` (no plan) changes nothing.
     """
-    import shutil
-    import tempfile
-
     saved = dict(os.environ)
     tools = None
     world = World()
@@ -45,15 +45,11 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
             os.environ.update(plan.env)
             tools = tempfile.mkdtemp(prefix="rocm-build-backend-tools-")
             if plan.pinned_tools:
-                from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
-
                 write_pinned_tools(Path(tools), plan.targets)
                 os.environ.update(pinned_env(Path(tools), dict(os.environ)))  # PATH and CMAKE_PROGRAM_PATH
             if plan.enforce is not None:
                 world.record = _enforce(plan, Path(tools) / "enforced.jsonl")
             if plan.build_ext_parallel > 1:
-                from rocm_build_backend.builder.parallel import merged_config
-
                 os.environ["DIST_EXTRA_CONFIG"] = str(merged_config(
                     Path(tools), plan.build_ext_parallel, os.environ.get("DIST_EXTRA_CONFIG")))
         yield world
@@ -66,8 +62,6 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
 
 def _enforce(plan: BuildPlan, record: Path) -> Path | None:
     """Put the pinned compilers in place; a build goes on without them when they cannot be written."""
-    from rocm_build_backend.builder.enforce import install
-
     try:
         variables = install(plan.vendor, [str(t) for t in plan.targets], dict(os.environ), record)
     except OSError as exc:
@@ -75,6 +69,6 @@ def _enforce(plan: BuildPlan, record: Path) -> Path | None:
         return None
     record.touch()
     os.environ.update(variables)
-    shown = " ".join(f"{k}={v}" for k, v in variables.items() if k not in ("PATH",) and not k.endswith("_RECORD"))
+    shown = " ".join(f"{k}={v}" for k, v in variables.items() if k not in ("PATH", RECORD_VAR))
     log(f"enforce: {shown}")
     return record

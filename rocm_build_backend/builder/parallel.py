@@ -35,6 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
+from rocm_build_backend.builder.profiles import normalize
 from rocm_build_backend.data import path as data_path
 
 _CONSTRUCTORS = frozenset({"Extension", "CUDAExtension", "CppExtension", "Pybind11Extension", "HIPExtension",
@@ -93,9 +94,9 @@ def read_extensions(source_dir: Path, env: Mapping[str, str]) -> Extensions:
 def _cxx_apart() -> bool:
     """Whether this setuptools compiles C++ sources with ``compiler_so_cxx``, apart from the
     ``compiler_so`` that torch's non-ninja build swaps for nvcc while a .cu file compiles."""
-    try:
+    try:  # an optional dependency, probed where it is used
         from setuptools._distutils.unixccompiler import UnixCCompiler
-    except Exception:  # no setuptools here, or another layout: do not build side by side
+    except (ImportError, AttributeError):  # no setuptools here, or another layout: not side by side
         return False
     return "compiler_so_cxx" in getattr(UnixCCompiler, "executables", {})
 
@@ -174,8 +175,6 @@ def _table() -> dict[str, Any]:
 def job_variables(dist_name: str | None, jobs: int, budget: int) -> dict[str, tuple[str, str]]:
     """The project's own job variables for ``jobs`` per extension within ``budget``:
     name -> (value, where the project reads it), from ``data/jobs.json``."""
-    from rocm_build_backend.builder.profiles import normalize
-
     if not dist_name:
         return {}
     out: dict[str, tuple[str, str]] = {}

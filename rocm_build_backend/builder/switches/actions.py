@@ -21,32 +21,31 @@ import re
 import shlex
 from typing import Any, Mapping, Sequence
 
-from rocm_build_backend.builder.switches import Finding, Switch
+from rocm_build_backend.builder.enforce import enforcer
+from rocm_build_backend.builder.switches.findings import Finding, Switch
 from rocm_build_backend.builder.switches.names import vendor as vendor_of
+from rocm_build_backend.gpu.vendor import build_side, vendor_named
 
 #: The knobs every build gets; any other variable the plan sets comes from the project's profile.
 GENERIC = frozenset({"TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "NVCC_APPEND_FLAGS", "CMAKE_ARGS", "PYTORCH_ROCM_ARCH",
                      "GPU_TARGETS", "AMDGPU_TARGETS", "HCC_AMDGPU_TARGET", "HIP_PLATFORM",
                      "HIPCC_COMPILE_FLAGS_APPEND", "MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL"})
 _ON = ("1", "TRUE", "ON", "YES", "Y")
-_LABEL = {"amd": "AMD", "nvidia": "NVIDIA"}
+
+
+def _label(vendor: str) -> str:
+    found = vendor_named(vendor)
+    return found.label if found is not None else vendor
 
 
 def render(targets: Sequence[str], default: str | None, name: str, vendor: str) -> str:
-    """The targets in the form of ``default`` (``80;90;100`` -> numbers, ``8.0;9.0`` -> compute
-    capabilities, ``sm_80,sm_90``, ``gfx90a gfx942``), with its separator; PTX targets left out."""
+    """The targets in the form of ``default``, with its separator: the vendor spells them
+    (``BuildVendor.switches.spell``: NVIDIA's ``80;90;100`` -> numbers, ``8.0;9.0`` -> compute
+    capabilities, ``sm_80,sm_90``, PTX targets left out; AMD's as they are)."""
     sep = next((s for s in (";", ",", " ") if default and s in default.strip()), ";")
-    if vendor == "amd":
-        return sep.join(targets)
-    sass = [t for t in targets if t.startswith("sm_")] or list(targets)
-    numbers = [t.split("_", 1)[1] for t in sass]
     sample = (default or "").strip().split(sep)[0] if default else ""
-    if sample.startswith("sm_") or (not sample and "SM" in name.upper()):
-        return sep.join(sass)
-    if re.fullmatch(r"\d+\.\d+[af]?(\+PTX)?", sample) or (not sample and "TORCH" in name.upper()):
-        parts = [re.match(r"(\d+)(\D*)", n) for n in numbers]
-        return sep.join(f"{m.group(1)[:-1]}.{m.group(1)[-1]}{m.group(2)}" for m in parts if m)
-    return sep.join(numbers)
+    switches = build_side(vendor).switches
+    return sep.join(switches.spell(targets, sample, name) if switches is not None else targets)
 
 
 def _defined(name: str, env_out: Mapping[str, str], forwarded: Mapping[str, Any]) -> str | None:
@@ -112,7 +111,7 @@ def _unset(f: Finding, ctx: dict[str, Any]) -> Switch:
 
 def _option(f: Finding, ctx: dict[str, Any]) -> Switch:
     if f.vendor and f.vendor != ctx["vendor"]:
-        return Switch(f, "info", f"for {_LABEL[f.vendor]} builds")
+        return Switch(f, "info", f"for {_label(f.vendor)} builds")
     passed = [e for e in ctx["findings"] if e.kind == "env" and e.name == f.name]
     if passed and f.kind == "cmake-option":
         return Switch(f, "info", f"{passed[0].where} passes the environment variable {f.name} on to CMake")
@@ -152,14 +151,12 @@ def _download(f: Finding, done: list[Switch]) -> Switch:
 
 def _hard(f: Finding, ctx: dict[str, Any]) -> Switch:
     if f.vendor and f.vendor != ctx["vendor"]:
-        return Switch(f, "info", f"for {_LABEL[f.vendor]} builds")
+        return Switch(f, "info", f"for {_label(f.vendor)} builds")
     chosen = " ".join(ctx["targets"])
-    if ctx["enforce"]:
-        from rocm_build_backend.builder.enforce import vendor_module
-
+    held = enforcer(ctx["vendor"]) if ctx["enforce"] else None
+    if held is not None:
         listed = (f.value or "").split()
-        return Switch(f, "enforced", f"lists {f.value}; enforced: "
-                      + vendor_module(ctx["vendor"]).outcome(listed, list(ctx["targets"])))
+        return Switch(f, "enforced", f"lists {f.value}; enforced: " + held.outcome(listed, list(ctx["targets"])))
     return Switch(f, "warn", f"lists {f.value}; enforce = false: the compiler builds that list, not {chosen}")
 
 
@@ -175,7 +172,7 @@ def resolve(findings: Sequence[Finding], *, vendor: str, targets: Sequence[str],
     for f in findings:
         other = f.vendor or vendor_of(f.name, f.role)
         if f.kind in ("env", "cmake-env") and other and other != ctx["vendor"]:
-            done.append(Switch(f, "info", f"for {_LABEL[other]} builds"
+            done.append(Switch(f, "info", f"for {_label(other)} builds"
                                + (" (read in a branch for them only)" if f.vendor else "")))
         elif f.kind in ("env", "cmake-env", "skbuild-define", "setup-cfg"):
             done.append(_env(f, ctx) if f.kind != "skbuild-define" or f.role != "gpu-on" else _option(f, ctx))

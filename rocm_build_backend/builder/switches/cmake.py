@@ -19,16 +19,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.builder.switches import Budget, Finding
-from rocm_build_backend.builder.switches.names import option_role, role, vendor
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from rocm_build_backend.builder.switches.findings import Budget, Finding
+from rocm_build_backend.builder.switches.names import option_role, role, vendor, vendor_switches
+from rocm_build_backend.gpu.vendor import vendor_of
 
 _OPTION = re.compile(r"^\s*option\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s+(\"[^\"]*\"|\S+)\s+(OFF|FALSE|NO|0)\s*\)", re.I | re.M)
 _ENV = re.compile(r"ENV\{([A-Za-z_][A-Za-z0-9_]*)\}")  # $ENV{X} and if(DEFINED ENV{X})
 _ARCH_SET = re.compile(r"^\s*set\s*\(\s*(CMAKE_CUDA_ARCHITECTURES|CMAKE_HIP_ARCHITECTURES|GPU_TARGETS|AMDGPU_TARGETS)"
                        r"\s+([^)$]*?)\s*(?:CACHE[^)]*)?\)", re.I | re.M)
 _PROP = re.compile(r"(?<![A-Za-z_])(?:CUDA|HIP)_ARCHITECTURES\s+(\"[0-9a-z;\- ]+\"|[0-9a-z;\-]+)", re.I)
-_HIP_FLAG = re.compile(r"--(?:offload-arch|amdgpu-target)=(gfx[0-9a-z]+)")
-_CUDA_FLAG = re.compile(r"code=\[?((?:sm|compute)_\d+[af]?)")
 _FOLLOW = re.compile(r"^\s*(add_subdirectory|include)\s*\(\s*\"?([^\s\")]+)", re.I | re.M)
 _VARS = ("CMAKE_CURRENT_SOURCE_DIR", "CMAKE_CURRENT_LIST_DIR", "PROJECT_SOURCE_DIR", "CMAKE_SOURCE_DIR")
 _TEXT = 160
@@ -84,18 +88,25 @@ def scan_text(text: str, file: str) -> list[Finding]:
         if targets:
             n = _line_of(code, m.start(1))
             found.append(Finding(file, n, "hard-coded", m.group(1), "hard-coded", " ".join(targets),
-                                 vendor="nvidia" if "CUDA" in m.group(1).upper() else "amd", text=show(n)))
-    for pattern, flag, who in ((_HIP_FLAG, "--offload-arch", "amd"), (_CUDA_FLAG, "-gencode", "nvidia"),
-                               (_PROP, "ARCHITECTURES", None)):
-        hits = list(pattern.finditer(code))
-        if hits:
-            targets = list(dict.fromkeys(t for h in hits for t in _targets(flag, h.group(1))))
-            if targets:
-                n = _line_of(code, hits[0].start())
-                owner = who or ("amd" if targets[0].startswith("gfx") else "nvidia")
-                name = flag if who else hits[0].group(0).split()[0].upper()
-                found.append(Finding(file, n, "hard-coded", name, "hard-coded", " ".join(targets), vendor=owner,
-                                     text=show(n)))
+                                 vendor=vendor_of(targets[0]).name, text=show(n)))
+    hits = list(_PROP.finditer(code))
+    targets = list(dict.fromkeys(t for h in hits for t in _targets("ARCHITECTURES", h.group(1))))
+    if targets:
+        n = _line_of(code, hits[0].start())
+        found.append(Finding(file, n, "hard-coded", hits[0].group(0).split()[0].upper(), "hard-coded",
+                             " ".join(targets), vendor=vendor_of(targets[0]).name, text=show(n)))
+    code_lines = code.splitlines()
+    for name, sw in vendor_switches():  # the vendors' compiler options: --offload-arch=, -gencode
+        listed: list[str] = []
+        first = 0
+        for n, line in enumerate(code_lines, 1):
+            here = [t for t in sw.flag_targets(line) if t not in listed]
+            if here:
+                first = first or n
+                listed += here
+        if listed:
+            found.append(Finding(file, first, "hard-coded", sw.flag, "hard-coded", " ".join(listed), vendor=name,
+                                 text=show(first)))
     return sorted(found, key=lambda f: f.line)
 
 
@@ -149,10 +160,6 @@ def _defines(table: Any) -> dict[str, Any]:
 
 def scan_pyproject(text: str, file: str) -> list[Finding]:
     """scikit-build-core's ``cmake.define`` entries that are GPU switches."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, ValueError):

@@ -9,12 +9,17 @@
 and debug switches, run-time device selection, features of a backend such as
 ``ENABLE_HIP_FMHA_RTN_BF16_CONVERT``). ``option_role`` is stricter for CMake options,
 which projects have by the dozen: only a backend's main switch (``GGML_CUDA``, ``USE_ROCM``), not
-its sub-features (``GGML_CUDA_F16``). ``vendor(name)`` tells a name that is one vendor's alone.
+its sub-features (``GGML_CUDA_F16``). ``vendor(name)`` tells a name that is one vendor's alone
+(each vendor's ``BuildVendor.switches`` knows its own words); ``vendor_switches()`` lists the
+vendors that know any.
 """
 
 from __future__ import annotations
 
 import re
+
+from rocm_build_backend.gpu.build import Switches
+from rocm_build_backend.gpu.vendor import build_side, vendor_names
 
 _NOT = re.compile(r"(^|_)(HOME|PATH|ROOT|DIR|DIRS|VERSION|VISIBLE_DEVICES|ABI|DEBUG|VERBOSE|LOCAL_VERSION|"
                   r"INCLUDE|LIB|LIBRARY|BIN|EXECUTABLE|COMPILER|CC|CXX)($|_)|^NVIDIA_|^CI$|"
@@ -33,9 +38,6 @@ _FLAGS = re.compile(r"FLAGS($|_)")
 _CPU_ONLY = re.compile(r"ONLY_CPU|CPU_ONLY")
 _MAIN_OPTION = re.compile(r"(^|_)(CUDA|HIP|ROCM|HIPBLAS|CUBLAS|GPU)$")
 _GPU_WORD = re.compile(r"CUDA|HIP|ROCM|CUBLAS|GPU")
-_AMD = re.compile(r"HIP|ROCM|AMDGPU|(^|_)CK($|_)")
-_NVIDIA = re.compile(r"CUBLAS|NVCC|CUTLASS|NVIDIA")
-_NVIDIA_TARGETS = re.compile(r"CUDA|CUBLAS|NVCC|CUTLASS|NVIDIA")
 
 
 def role(name: str) -> str | None:
@@ -68,11 +70,22 @@ def option_role(name: str) -> str | None:
     return "gpu-on" if _MAIN_OPTION.search(up) and len(_GPU_WORD.findall(up)) == 1 else None
 
 
+def vendor_switches() -> list[tuple[str, Switches]]:
+    """(vendor name, its ``Switches``) for each registered vendor that has them, in registry order."""
+    out = []
+    for name in vendor_names():
+        found = build_side(name).switches
+        if found is not None:
+            out.append((name, found))
+    return out
+
+
 def vendor(name: str, switch_role: str | None = None) -> str | None:
-    """``amd`` or ``nvidia`` for a name that belongs to one vendor, else None. ``CUDA`` alone does
-    not say it for a switch (the PyTorch world's ``FORCE_CUDA`` builds ROCm code too), but does for a
-    target list (``TORCH_CUDA_ARCH_LIST``, ``FLASH_ATTN_CUDA_ARCHS`` name NVIDIA targets)."""
+    """The vendor a name belongs to alone (its registry name), else None: exactly one vendor's
+    words are in it. For a target list or a CMake backend option (``switch_role`` ``targets`` or
+    ``gpu-on-cmake``) more words count (``CUDA`` names NVIDIA targets in ``TORCH_CUDA_ARCH_LIST``,
+    while the PyTorch world's ``FORCE_CUDA`` builds ROCm code too)."""
     up = name.upper()
-    nvidia_words = _NVIDIA_TARGETS if switch_role in ("targets", "gpu-on-cmake") else _NVIDIA
-    amd, nvidia = bool(_AMD.search(up)), bool(nvidia_words.search(up))
-    return "amd" if amd and not nvidia else "nvidia" if nvidia and not amd else None
+    targets = switch_role in ("targets", "gpu-on-cmake")
+    owners = [n for n, sw in vendor_switches() if sw.owns_name(up, targets=targets)]
+    return owners[0] if len(owners) == 1 else None

@@ -24,14 +24,11 @@ import configparser
 import re
 from typing import Iterator
 
-from rocm_build_backend.builder.switches import Finding
-from rocm_build_backend.builder.switches.names import role
+from rocm_build_backend.builder.switches.findings import Finding
+from rocm_build_backend.builder.switches.names import role, vendor_switches
 
 _ON = ("1", "TRUE", "ON", "YES", "Y")
 _DOWNLOADS = frozenset({"urlretrieve", "urlopen", "download_url", "wget", "download"})
-_CUDA_CODE = re.compile(r"\bcode=\[?\"?((?:sm|compute)_\d+[af]?(?:,(?:sm|compute)_\d+[af]?)*)")
-_CUDA_ARCH = re.compile(r"(?:^|\s)-arch[= ](sm_\d+[af]?)")
-_HIP_ARCH = re.compile(r"--(?:offload-arch|amdgpu-target)=(gfx[0-9a-z]+(?:[:+-][a-z+-]*)?)")
 _TEXT = 160
 
 
@@ -119,16 +116,18 @@ def _env_name(node: ast.AST) -> tuple[str, str | None] | None:
     return None
 
 
-_AMD_WORD = re.compile(r"rocm|hip", re.I)
-
-
-def _sign(test: ast.AST) -> int:
-    """+1 when an ``if`` test asks for AMD's toolchain (``IS_ROCM``, ``torch.version.hip``,
-    ``BUILD_TARGET == "rocm"``), -1 when it asks for its absence (``not IS_ROCM``), else 0."""
+def _sign(test: ast.AST) -> tuple[str, int] | None:
+    """(vendor, +1) when an ``if`` test asks for a vendor's toolchain (AMD's: ``IS_ROCM``,
+    ``torch.version.hip``, ``BUILD_TARGET == "rocm"``; ``BuildVendor.switches.picks_toolchain``),
+    (vendor, -1) when it asks for its absence (``not IS_ROCM``), else None."""
     parents = {child: node for node in ast.walk(test) for child in ast.iter_child_nodes(node)}
+    vendors = vendor_switches()
     for node in ast.walk(test):
         text = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else _const(node) or ""
-        if not text or not _AMD_WORD.search(text) or isinstance(parents.get(node), ast.Attribute):
+        if not text or isinstance(parents.get(node), ast.Attribute):
+            continue
+        picked = next((name for name, sw in vendors if sw.picks_toolchain(text)), None)
+        if picked is None:
             continue
         sign, here = 1, node
         while here in parents:
@@ -138,21 +137,25 @@ def _sign(test: ast.AST) -> int:
             if isinstance(up, ast.Compare) and any(isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)) for op in up.ops):
                 sign = -sign
             here = up
-        return sign
-    return 0
+        return picked, sign
+    return None
 
 
 def _branch(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
-    """``amd`` or ``nvidia`` when ``node`` sits in a branch taken only for one vendor's build."""
+    """The vendor (its registry name) whose builds alone take the branch ``node`` sits in: the
+    one its test picks, or for the other branch the one other vendor there is."""
     here = node
     while here in parents:
         up = parents[here]
         if isinstance(up, (ast.If, ast.IfExp)):
-            sign = _sign(up.test)
+            found = _sign(up.test)
             body = up.body if isinstance(up.body, list) else [up.body]
-            if sign and here is not up.test:
-                sign = sign if here in body else -sign
-                return "amd" if sign > 0 else "nvidia"
+            if found and here is not up.test:
+                picked, sign = found
+                if (sign > 0) == (here in body):
+                    return picked
+                others = [name for name, _ in vendor_switches() if name != picked]
+                return others[0] if len(others) == 1 else None
         here = up
     return None
 
@@ -210,17 +213,20 @@ def _number(target: str) -> tuple[int, str]:
 
 
 def _hard_coded(tree: ast.AST, file: str, lines: list[str]) -> list[Finding]:
+    """One finding per vendor whose compilers' target options (``BuildVendor.switches.flag_targets``)
+    the file's strings hold, with every target they name."""
+    vendors = vendor_switches()
     found: dict[str, tuple[int, list[str]]] = {}
     for lineno, text in _strings(tree):
-        cuda = [t for m in _CUDA_CODE.finditer(text) for t in m.group(1).split(",")] + _CUDA_ARCH.findall(text)
-        hip = _HIP_ARCH.findall(text)
-        for flag, targets in (("-gencode", cuda), ("--offload-arch", hip)):
+        for name, sw in vendors:
+            targets = sw.flag_targets(text)
             if targets:
-                first, have = found.get(flag, (lineno, []))
-                found[flag] = (min(first, lineno), have + [t for t in targets if t not in have])
-    return [Finding(file, line, "hard-coded", flag, "hard-coded", " ".join(sorted(targets, key=_number)),
-                    vendor="nvidia" if flag == "-gencode" else "amd", text=_line(lines, line))
-            for flag, (line, targets) in found.items()]
+                first, have = found.get(name, (lineno, []))
+                found[name] = (min(first, lineno), have + [t for t in targets if t not in have])
+    flags = dict((name, sw.flag) for name, sw in vendors)
+    return [Finding(file, line, "hard-coded", flags[name], "hard-coded", " ".join(sorted(targets, key=_number)),
+                    vendor=name, text=_line(lines, line))
+            for name, (line, targets) in found.items()]
 
 
 def scan_python(text: str, file: str) -> list[Finding]:

@@ -98,4 +98,29 @@ def variables(directory: Path, env: Mapping[str, str]) -> dict[str, str]:
     return {"CMAKE_HIP_COMPILER_LAUNCHER": ours + (";" + user if user and ours not in user else "")}
 
 
-__all__ = ["VARIABLES", "describe", "fill", "flags", "identity", "plan_env", "variables"]
+class AmdEnforcer:
+    """AMD's ``gpu.build.Enforcer`` (``BuildVendor.enforce``): the functions above, for the code
+    targets of a plan (the ``ptx`` choice is already applied, so none is passed on)."""
+
+    uncounted = UNCOUNTED
+
+    def describe(self, targets: Sequence[str]) -> list[str]:
+        return describe(targets, "none")
+
+    def outcome(self, listed: Sequence[str], targets: Sequence[str]) -> str:
+        return outcome(listed, targets)
+
+    def plan_env(self, targets: Sequence[str], planned: Mapping[str, str]) -> dict[str, str]:
+        return plan_env(targets, "none", planned)
+
+    def identity(self, targets: Sequence[str], env: Mapping[str, str], python: str) -> str:
+        return identity(targets, "none", env, python)
+
+    def fill(self, directory: Path, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str) -> None:
+        fill(directory, home, targets, "none", env, python)
+
+    def variables(self, directory: Path, env: Mapping[str, str]) -> dict[str, str]:
+        return variables(directory, env)
+
+
+__all__ = ["VARIABLES", "AmdEnforcer", "describe", "fill", "flags", "identity", "plan_env", "variables"]

@@ -13,7 +13,7 @@ keeps every compile to the chosen targets):
 - ``CUDACXX``: CMake's CUDA language (first configure);
 - ``PATH``: the view's ``bin`` first, for ``nvcc`` called by name.
 
-``write_pinned`` writes the program, its ``sh`` starter and the view into ``directory`` (a folder
+``fill`` writes the program, its ``sh`` starter and the view into ``directory`` (a folder
 named by everything it holds, so a build tree that cached the path finds it again on the next
 build with the same targets) and returns the variables. Pure apart from that one folder; the
 real toolkit is found the way PyTorch's ``_find_cuda_home`` does, skipping views of ours.
@@ -185,3 +185,28 @@ def variables(directory: Path, env: Mapping[str, str]) -> dict[str, str]:
     if cxx and os.path.basename(cxx) != "nvcc":
         del out["CUDACXX"]  # the user's CUDA compiler is not nvcc (clang): theirs stays
     return out
+
+
+class NvidiaEnforcer:
+    """NVIDIA's ``gpu.build.Enforcer`` (``BuildVendor.enforce``): the functions above, for the code
+    targets of a plan (the ``ptx`` choice is already applied: its PTX targets are among them)."""
+
+    uncounted = ""
+
+    def describe(self, targets: Sequence[str]) -> list[str]:
+        return describe(targets, "none")
+
+    def outcome(self, listed: Sequence[str], targets: Sequence[str]) -> str:
+        return outcome(listed, targets)
+
+    def plan_env(self, targets: Sequence[str], planned: Mapping[str, str]) -> dict[str, str]:
+        return plan_env(targets, "none", planned)
+
+    def identity(self, targets: Sequence[str], env: Mapping[str, str], python: str) -> str:
+        return identity(targets, "none", env, python)
+
+    def fill(self, directory: Path, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str) -> None:
+        fill(directory, home, targets, "none", env, python)
+
+    def variables(self, directory: Path, env: Mapping[str, str]) -> dict[str, str]:
+        return variables(directory, env)

@@ -4,7 +4,9 @@
 to (or a container started on) a machine with another GPU. The environment's site-packages
 folders come from the interpreter itself (``sysconfig``: purelib, platlib; the user site when
 it is on; a PEP 405 venv's one folder is read from its layout, without starting it); each
-``*.dist-info/RECORD`` there lists the files a distribution installed. Files that cannot hold
+``*.dist-info/RECORD`` there lists the files a distribution installed; an editable install's
+are followed to its sources (``editable.py``: setuptools' finder ``MAPPING``, ``.pth`` path
+entries, ``direct_url.json``). Files that cannot hold
 device code are skipped before anything is opened: by name (source, text, images, Python),
 then by size (under 64 bytes), then by their first bytes (an ELF file, an offload bundle, a
 CCOB, an offload binary or a CUDA fatbin; nothing else is read further); a host ELF library is
@@ -27,17 +29,23 @@ import csv
 import io
 import json
 import os
+import site
 import subprocess
+import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from rocm_build_backend.binary.audit import sorted_targets
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
 from rocm_build_backend.wheel.check.audit_cache import AuditCache as AuditCache
 from rocm_build_backend.wheel.check.audit_cache import default_cache_path as default_cache_path
 from rocm_build_backend.wheel.check.candidates import device_candidates as device_candidates
 from rocm_build_backend.wheel.check.candidates import elf_may_hold_device_code as elf_may_hold_device_code
 from rocm_build_backend.wheel.check.candidates import may_hold_device_code as may_hold_device_code
+from rocm_build_backend.wheel.check.editable import editable_files
+from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 
 SCHEMA_VERSION = 1
 _MAX_RECORD = 64 << 20
@@ -77,10 +85,6 @@ def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
             "if site.ENABLE_USER_SITE: dirs.append(site.getusersitepackages())\n"
             "print(json.dumps({'python': sys.executable, 'dirs': dirs}))\n")
     if python is None:
-        import site
-        import sys
-        import sysconfig
-
         paths = sysconfig.get_paths()
         dirs = [paths["purelib"], paths["platlib"]]
         if site.ENABLE_USER_SITE:
@@ -113,7 +117,7 @@ class Distribution:
     version: str
     location: Path  # the site-packages folder
     dist_info: Path
-    files: tuple[str, ...]  # paths from RECORD, relative to ``location``
+    files: tuple[str, ...]  # paths from RECORD, relative to ``location``; absolute: an editable install's sources
 
 
 def _meta(dist_info: Path) -> tuple[str, str]:
@@ -146,6 +150,8 @@ def distributions(location: Path) -> list[Distribution]:
         except OSError:
             continue
         paths = tuple(row[0] for row in csv.reader(io.StringIO(text)) if row and row[0])
+        # an editable install's code is where its finder, .pth or direct_url.json points
+        paths += tuple(editable_files(location, dist_info, paths))
         name, version = _meta(dist_info)
         out.append(Distribution(name, version, location, dist_info, paths))
     return out
@@ -164,11 +170,9 @@ class DistCheck:
 
     @property
     def targets(self) -> list[str]:
-        from rocm_build_backend.binary.audit import sorted_targets
-
         return sorted_targets(t for f in self.files.values() for t in f["targets"])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.dist.name, "version": self.dist.version, "location": str(self.dist.location),
                 "status": self.status, "reason": self.reason, "notes": list(self.notes),
                 "targets": self.targets, "files": self.files}
@@ -193,7 +197,7 @@ class EnvReport:
             return CANNOT_TELL
         return 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "python": self.python,
@@ -201,42 +205,22 @@ class EnvReport:
             "devices": list(self.devices),
             "generic_targets": {True: "load", False: "do not load", None: "unknown"}[self.generic_ok],
             "notes": list(self.notes),
-            "distributions": [d.to_dict() for d in self.dists],
+            "distributions": [d.to_json() for d in self.dists],
             "scanned": dict(self.scanned),
             "exit_code": self.exit_code,
         }
 
-    def to_text(self) -> str:
-        head = ("DISTRIBUTION", "FILES WITH DEVICE CODE", "TARGETS", "LOADS HERE")
-        rows = [(f"{d.dist.name} {d.dist.version}", str(len(d.files)), ", ".join(d.targets) or "(none read)",
-                 {"ok": "yes", "fails": "no", "unknown": "cannot tell"}[d.status]) for d in self.dists]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
-        lines = [f"python: {self.python}", "devices: " + (", ".join(self.devices) or "none found")]
-        lines += [f"note: {n}" for n in self.notes]
-        for r in [head, *rows]:
-            lines.append("  ".join(f"{c:<{widths[i]}}" for i, c in enumerate(r[:3])) + "  " + r[3])
-        for d in self.dists:
-            if d.status != "ok" and d.reason:
-                lines.append(f"{d.dist.name}: {d.reason}")
-            elif d.status == "ok" and d.notes:
-                lines.append(f"{d.dist.name} loads: " + "; ".join(d.notes))
-        s = self.scanned
-        lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
-                     f"{len(self.dists)} with device code")
-        return "\n".join(lines)
-
 
 def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,
            cache: AuditCache, strict: bool = False) -> DistCheck | None:
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
-
     files: dict[str, dict[str, Any]] = {}
     facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
     for path in paths:
         entry = cache.audit(path)
         if not entry["targets"] and not entry.get("problems"):
             continue  # an ELF file without device code
-        rel = os.path.relpath(path, dist.location).replace(os.sep, "/")
+        inside = Path(os.path.abspath(path)).is_relative_to(dist.location)
+        rel = os.path.relpath(path, dist.location).replace(os.sep, "/") if inside else str(path)
         files[rel] = entry
         facts.files.append(DeviceFile(rel, tuple(entry["targets"]), tuple(entry["complete"]),
                                       tuple(entry.get("problems", ())), modules_from_json(entry.get("modules")),

@@ -20,7 +20,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from rocm_build_backend.binary.audit import audit_wheel
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.index.variants import variant_label
+from rocm_build_backend.wheel.thin.split import split_wheel, units_for
 
 SPLIT_DIR = ".split"
 MARKER = ".rocm-build-backend-split.json"
@@ -30,10 +33,6 @@ _NAME = re.compile(r"[A-Za-z0-9_.+!-]+-[0-9]+-[0-9]+")
 def _units(path: Path) -> int:
     """How many split wheels ``path`` would give (0: no device code; 1 for a variant wheel,
     which is indexed as it is)."""
-    from rocm_build_backend.binary.audit import audit_wheel
-    from rocm_build_backend.wheel.index.variants import variant_label
-    from rocm_build_backend.wheel.thin.split import units_for
-
     if variant_label(path.name)[1] is not None:
         return 1
 
@@ -53,8 +52,6 @@ def _read_marker(folder: Path) -> list[str] | None:
 
 def _split_one(path: Path, final: Path) -> list[str]:
     """Split ``path`` into ``final`` (written under a temporary name, moved in whole)."""
-    from rocm_build_backend.wheel.thin.split import split_wheel
-
     work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
     try:
         result = split_wheel(path, work)

@@ -29,7 +29,8 @@ _INSTALL_ONLY = {
     "--require-virtualenv", "--python",
 }
 # options the single-project rebuild does not repeat (they name other projects or caches)
-_NOT_FOR_REBUILD = {"-r", "--requirement", "-e", "--editable", "--cache-dir", "--no-binary", "--only-binary"}
+_NOT_FOR_REBUILD = {"-r", "--requirement", "-e", "--editable", "--cache-dir", "--no-binary", "--only-binary",
+                    "--no-deps"}  # the rebuild says --no-deps itself (uv refuses it twice)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The member loop of ``thin``: every member of the source wheel, in order, written to the
-new wheel thinned, copied, renamed or left out; then the stamp and a rebuilt RECORD.
+new wheel thinned, copied, renamed or left out (with a new version: METADATA's version and the
+SBOMs' names of the wheel updated); then the stamp and a rebuilt RECORD.
 
 One member is in memory (or in a mapped temporary file) at a time. Nothing prints here,
 and nothing is written outside the open output file handed in by ``thin.thin_wheel``.
@@ -7,6 +8,7 @@ and nothing is written outside the open output file handed in by ``thin.thin_whe
 
 from __future__ import annotations
 
+import base64
 import csv
 import hashlib
 import io
@@ -15,19 +17,32 @@ import os
 import zipfile
 from typing import IO, Any, Callable
 
-from rocm_build_backend.errors import FormatError
-from rocm_build_backend.binary.rewrite import FileResult, might_hold_device_code, thin_buffer
+from rocm_build_backend._version import __version__
+from rocm_build_backend.binary.audit import audit_bytes
+from rocm_build_backend.binary.report import sorted_targets
+from rocm_build_backend.binary.rewrite import (
+    FileResult,
+    might_hold_device_code,
+    thin_buffer,
+)
 from rocm_build_backend.binary.rewrite_plan import CannotThin, Selector
+from rocm_build_backend.errors import FormatError
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.wheel.archive import MAX_TEXT, read_member
+from rocm_build_backend.wheel.sbom import is_sbom, renamed_sbom
+from rocm_build_backend.wheel.stamp import make_stamp, set_metadata_version, stamp_bytes
 from rocm_build_backend.wheel.thin import stream as thin_zip
-from rocm_build_backend.wheel.thin.run import COMPRESS_LEVEL, STAMP_NAME, MemberResult, ThinResult
+from rocm_build_backend.wheel.thin.result import (
+    COMPRESS_LEVEL,
+    STAMP_NAME,
+    MemberResult,
+    ThinResult,
+)
 
 MAX_STAMP = 1 << 20
 
 
 def _record_hash(digest: Any) -> str:
-    import base64
-
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
 
 
@@ -106,8 +121,6 @@ class _Writer:
         self.result.members.append(m)
 
     def _audit(self, name: str, view: memoryview, m: MemberResult) -> None:
-        from rocm_build_backend.binary.audit import audit_bytes
-
         report = audit_bytes(view, name)  # type: ignore[arg-type]  # any buffer works
         self.audit[name] = {"targets": list(report.targets), "complete": list(report.complete)}
         if m.action == "kept-whole":
@@ -128,7 +141,6 @@ def _keeps(sel: Selector, target: str) -> bool:
 def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, targets: list[GpuTarget],
           result: ThinResult, new_version: str | None, tmpdir: str) -> None:
     """Write the thinned wheel to ``fh``; fills ``result``."""
-    from rocm_build_backend.wheel.stamp import set_metadata_version
 
     renamed = _renamer(dist_info, new_version)
     record = f"{dist_info}/RECORD"
@@ -149,6 +161,10 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
                 continue
             if info.filename == f"{dist_info}/METADATA" and new_version is not None:
                 w.data(info, name, set_metadata_version(zf.read(info), new_version))
+                continue
+            if new_version is not None and is_sbom(info.filename, dist_info):
+                sbom = read_member(zf, info, MAX_TEXT, "an SBOM")
+                w.data(info, name, renamed_sbom(sbom, result.source.name, result.output.name))
                 continue
             head = thin_zip.head_of(zf, info) if info.file_size else b""
             if might_hold_device_code(head):
@@ -174,10 +190,6 @@ def _stamp(old: bytes | None, targets: list[GpuTarget], audit: dict[str, dict[st
            result: ThinResult) -> bytes:
     """The new stamp: the targets thinned to, the audit of the new files, where it came from;
     the build host and toolchain are kept from the old stamp when it has them."""
-    from rocm_build_backend._version import __version__
-    from rocm_build_backend.binary.audit import sorted_targets
-    from rocm_build_backend.wheel.stamp import make_stamp, stamp_bytes
-
     prior: dict[str, Any] = {}
     if old:
         try:
