@@ -25,6 +25,8 @@ def reported() -> Iterator[None]:
     try:
         yield
     except RocmBuildBackendError as exc:
-        for line in exc.lines():
-            log(line)
+        from rocm_build_backend.binary.printable import printable
+
+        for line in exc.lines():  # values from settings and files: escaped
+            log(printable(line))
         raise SystemExit(exc.exit_code) from None

@@ -1,8 +1,12 @@
 """``rocm-build-backend thin``: a new wheel whose device code is exactly what loads on the
 given targets.
 
-The wheel is read member by member and written to a temporary file in the output folder,
-moved into place only when everything succeeded. A member that may hold device code (an
+The wheel is read member by member and written to a temporary file in the output folder
+(``.<wheel>.<pid>.<random>.thin.tmp``; a later run removes those whose process is gone),
+moved into place only when everything succeeded. The output folder must be a folder one can
+write; the output name must be free or an earlier thin result for the same targets (another
+one is replaced only with ``force``). Inflating is bounded by one budget per wheel (64 times
+its size plus 64 MiB, ``binary.budget``) and RECORD must match every member. A member that may hold device code (an
 ELF file, a bundle, a CCOB, a fatbin) is inflated into a bounded buffer (memory up to
 ``thin_zip.MEMORY_CAP``, beyond that a temporary file) and thinned by ``binary.rewrite``;
 every other member's compressed bytes are copied as they are. RECORD is rebuilt from the
@@ -15,9 +19,9 @@ requested target, 3 for a damaged wheel or binary. Nothing prints here.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +108,9 @@ class ThinResult:
             lines.append(f"  {m.name}: {what}")
         lines.append(f"wheel {_mib(self.wheel_before)} -> {_mib(self.wheel_after)}; installed "
                      f"{_mib(self.installed_before)} -> {_mib(self.installed_after)}")
-        return "\n".join(lines)
+        from rocm_build_backend.binary.printable import printable_lines
+
+        return printable_lines(lines)
 
 
 def _sorted(targets: list[str]) -> list[str]:
@@ -165,27 +171,39 @@ def output_name(source: str, new_version: str | None) -> str:
     return "-".join(parts) + ".whl"
 
 
-def _refuse_existing(dst: Path, src: Path) -> None:
+def refuse_existing(dst: Path, src: Path, targets: list[str], force: bool) -> None:
+    """Refuse to replace the source, a name taken by anything but a regular file, a file thin
+    did not write, or (without ``force``) a thin result for other targets."""
+    from rocm_build_backend.files import check_output_name
+
     if dst.resolve() == src.resolve():
         raise ThinInputError(f"the thinned wheel would replace its source {src}",
                              hint="give another --outdir")
-    if not dst.exists():
+    if not check_output_name(dst):
         return
     from rocm_build_backend.wheel.stamp import read_stamp
 
     try:
-        made_by_us = "thinned_from" in (read_stamp(dst) or {})
+        stamp = read_stamp(dst) or {}
     except RocmBuildBackendError:
-        made_by_us = False
-    if not made_by_us:
+        stamp = {}
+    if "thinned_from" not in stamp:
         raise ThinInputError(f"{dst} exists and was not written by thin",
                              hint="remove it or give another --outdir")
+    requested = stamp.get("requested")
+    before = requested.get("targets") if isinstance(requested, dict) else None
+    if before != targets and not force:
+        held = ", ".join(map(str, before)) if isinstance(before, list) else "other targets"
+        raise ThinInputError(f"{dst} is a thin result for {held}; it is not replaced by one for "
+                             f"{', '.join(targets)}",
+                             hint="give another --outdir, or --force to replace it")
 
 
 def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: str | os.PathLike[str],
-               *, new_version: str | None = None) -> ThinResult:
-    """Write the thinned wheel into ``outdir``; see the module docstring."""
-    from rocm_build_backend.wheel.thin import write as thin_write
+               *, new_version: str | None = None, force: bool = False) -> ThinResult:
+    """Write the thinned wheel into ``outdir``; see the module docstring. ``force``: replace
+    an earlier thin result for other targets under the same name."""
+    from rocm_build_backend import files
 
     src = Path(wheel)
     out = Path(outdir)
@@ -199,27 +217,22 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
     with zf, open(src, "rb") as raw:
         dist_info = _check_wheel(zf, src.name)
         dst = out / output_name(src.name, new_version)
-        _refuse_existing(dst, src)
-        result = ThinResult(src, dst, [str(t) for t in targets], sha256=_sha256(src))
-        created = _make_folder(out)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".thin.tmp", dir=out)
+        created = files.output_folder(out)
         try:
-            with os.fdopen(fd, "w+b") as fh:
-                thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out))
-                fh.flush()
-                os.fsync(fh.fileno())
-            _settle(result)
+            refuse_existing(dst, src, [str(t) for t in targets], force)
+        except BaseException:
+            if created:
+                _remove_if_empty(created, out)
+            raise
+        files.remove_leftovers(out, files.leftover_pattern(".", ".thin.tmp"))
+        result = ThinResult(src, dst, [str(t) for t in targets], sha256=_sha256(src))
+        fd, tmp = files.temp_file(out, dst.name, ".thin.tmp")
+        try:
+            _write(zf, raw, fd, dist_info, targets, result, new_version, out)
             os.replace(tmp, dst)
             tmp = ""
-        except FormatError as exc:
-            raise DamagedWheel(exc.message, hint="the wheel's device code is damaged; nothing was written") from None
-        except DamagedWheel:
-            raise
-        except WheelError as exc:
-            raise DamagedWheel(exc.message, hint="the wheel is damaged; nothing was written") from None
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
-                RuntimeError) as exc:
-            raise DamagedWheel(f"cannot thin {src.name}: {exc}", hint="nothing was written") from None
+        except OSError as exc:
+            raise _os_error(exc, src, out) from None
         finally:
             if tmp:
                 os.unlink(tmp)
@@ -229,19 +242,48 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
     return result
 
 
-def _make_folder(out: Path) -> Path | None:
-    """Create ``out`` (and parents); return the topmost folder this created, if any."""
-    top = None
-    for folder in [out, *out.parents]:
-        if folder.exists():
-            break
-        top = folder
-    out.mkdir(parents=True, exist_ok=True)
-    return top
+def _write(zf: zipfile.ZipFile, raw: Any, fd: int, dist_info: str, targets: list[GpuTarget], result: ThinResult,
+           new_version: str | None, out: Path) -> None:
+    """The member loop within the wheel's budget, every failure one error of ours."""
+    from rocm_build_backend.binary.budget import BudgetExceeded, budget_for
+    from rocm_build_backend.wheel.record import RecordMismatch
+    from rocm_build_backend.wheel.thin import write as thin_write
+
+    name = result.source.name
+    try:
+        with os.fdopen(fd, "w+b") as fh, budget_for(os.fstat(raw.fileno()).st_size, task=f"thinning {name}"):
+            thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out))
+            fh.flush()
+            os.fsync(fh.fileno())
+        _settle(result)
+    except BudgetExceeded as exc:
+        raise DamagedWheel(exc.message, hint="a wheel may inflate to 64 times its size plus 64 MiB here; "
+                                             "nothing was written") from None
+    except FormatError as exc:
+        raise DamagedWheel(exc.message, hint="the wheel's device code is damaged; nothing was written") from None
+    except (DamagedWheel, RecordMismatch):
+        raise
+    except WheelError as exc:
+        raise DamagedWheel(exc.message, hint="the wheel is damaged; nothing was written") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError,
+            RuntimeError) as exc:
+        raise DamagedWheel(f"cannot thin {name}: {exc}", hint="nothing was written") from None
+
+
+_WRITING = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _os_error(exc: OSError, src: Path, out: Path) -> RocmBuildBackendError:
+    """A failed write in the output folder (full, read-only), or a source that cannot be read."""
+    from rocm_build_backend.files import why_not_written
+
+    if exc.errno in _WRITING:
+        return why_not_written(exc, out)
+    return DamagedWheel(f"cannot thin {src.name}: {exc.strerror or exc}", hint="nothing was written")
 
 
 def _remove_if_empty(top: Path, out: Path) -> None:
-    """Remove the folders ``_make_folder`` created (``out`` up to ``top``) when empty."""
+    """Remove the folders ``files.output_folder`` created (``out`` up to ``top``) when empty."""
     folder = out
     try:
         while True:

@@ -39,7 +39,9 @@ class SplitResult:
         for unit, r in zip(self.units, self.wheels):
             note = f"  ({len(r.kept_whole)} file(s) kept whole)" if r.kept_whole else ""
             lines.append(f"  {unit}: {r.output.name}  {r.wheel_after / (1 << 20):.1f} MiB{note}")
-        return "\n".join(lines)
+        from rocm_build_backend.binary.printable import printable_lines
+
+        return printable_lines(lines)
 
 
 def _devices(held: list[str]) -> list[GpuTarget]:
@@ -62,12 +64,13 @@ def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
     return units
 
 
-def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target") -> SplitResult:
+def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target",
+                force: bool = False) -> SplitResult:
     from packaging.utils import parse_wheel_filename
 
     from rocm_build_backend.binary.audit import audit_wheel
     from rocm_build_backend.wheel.stamp import local_version
-    from rocm_build_backend.wheel.thin.run import thin_wheel
+    from rocm_build_backend.wheel.thin.run import output_name, refuse_existing, thin_wheel
 
     src = Path(wheel)
     if per not in ("target", "family"):
@@ -86,7 +89,13 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
     except ValueError as exc:
         raise ThinInputError(f"{src.name} is not a valid wheel file name ({exc})") from None
     result = SplitResult(src, per)
-    for unit, targets in units_for(list(report.targets), per).items():
+    units = units_for(list(report.targets), per)
+    names = {unit: output_name(src.name, local_version(version, targets)) for unit, targets in units.items()}
+    if Path(outdir).is_dir():  # every name checked before the first is written
+        for unit, targets in units.items():
+            refuse_existing(Path(outdir) / names[unit], src, [str(t) for t in targets], force)
+    for unit, targets in units.items():
         result.units[unit] = [str(t) for t in targets]
-        result.wheels.append(thin_wheel(src, targets, outdir, new_version=local_version(version, targets)))
+        result.wheels.append(thin_wheel(src, targets, outdir, new_version=local_version(version, targets),
+                                      force=force))
     return result
