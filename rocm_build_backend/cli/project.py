@@ -55,7 +55,9 @@ def cmd_configure(args: argparse.Namespace) -> int:
     if args.diff:
         sys.stdout.write(result.diff())
     else:
-        print(result.message)
+        from rocm_build_backend.binary.printable import printable
+
+        print(printable(result.message))  # names the backend the file declares
     return 0
 
 
