@@ -40,9 +40,10 @@ class OutputError(RocmBuildBackendError):
 # --------------------------------------------------------------------------- reading
 
 
-def read_regular(path: str | os.PathLike[str], limit: int, *, follow: bool = True) -> bytes:
+def read_regular(path: str | os.PathLike[str], limit: int, *, follow: bool = True, head: bool = False) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes (symlinks followed unless
-    ``follow`` is False: then a symlink fails to open, ``ELOOP``).
+    ``follow`` is False: then a symlink fails to open, ``ELOOP``); with ``head``, the first
+    ``limit`` bytes of a larger one.
 
     Raises OSError with ``strerror`` "not a regular file" or "larger than N bytes" for what it
     refuses, like any other read error; opening never blocks on a FIFO.
@@ -55,7 +56,7 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, follow: bool = Tru
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        if st.st_size > limit:
+        if st.st_size > limit and not head:
             raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
         data = bytearray()
         while len(data) <= limit:
@@ -64,6 +65,8 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, follow: bool = Tru
                 break
             data += chunk
         if len(data) > limit:
+            if head:
+                return bytes(data[:limit])
             raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
     finally:
         os.close(fd)

@@ -40,10 +40,12 @@ def may_hold_device_code(path: str) -> bool:
     return not (path.endswith(_SKIP_TUPLE) or ".dist-info/" in path or "__pycache__/" in path)
 
 
-def device_candidates(dist: "Distribution") -> tuple[list[Path], int]:
+def device_candidates(dist: "Distribution", seen: set[tuple[int, int]] | None = None) -> tuple[list[Path], int]:
     """The files of ``dist`` whose first bytes are a container the audit reads; and how many
-    files were looked at (opened) to find them."""
+    files were looked at (opened) to find them. ``seen``: the (device, inode) of every file
+    looked at so far; a file met again under another spelling is skipped."""
     out, opened = [], 0
+    seen = set() if seen is None else seen
     for rel in dist.files:
         if not may_hold_device_code(rel):
             continue
@@ -52,8 +54,9 @@ def device_candidates(dist: "Distribution") -> tuple[list[Path], int]:
             st = os.stat(path, follow_symlinks=False)
         except OSError:
             continue
-        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size < _MIN_SIZE:
+        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size < _MIN_SIZE or (st.st_dev, st.st_ino) in seen:
             continue
+        seen.add((st.st_dev, st.st_ino))
         opened += 1
         try:
             with open(path, "rb") as fh:
