@@ -117,19 +117,31 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    import shutil
     import tempfile
 
+    from rocm_build_backend import files
+    from rocm_build_backend.builder.interrupt import terminated_as_exit
     from rocm_build_backend.wheel.install.run import install_inspected
 
     devices, notes, generic_ok = check_devices(args)
     env = dict(os.environ)
     if args.root:  # builds through the shim see the same GPUs as the check
         env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(Path(args.root).resolve())
-    with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
-        result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
-                                   dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
-        print(result.to_text())
+    top = Path(tempfile.gettempdir())
+    files.remove_leftovers(top, files.leftover_pattern(_INSTALL_WORK, ""))  # what killed runs left
+    work = files.temp_folder(top, _INSTALL_WORK)
+    try:
+        with terminated_as_exit():  # SIGTERM ends the run as Ctrl-C does: the folder goes
+            result = install_inspected(args.pip_args, devices, work_dir=work, generic_ok=generic_ok, notes=notes,
+                                       dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
+            print(result.to_text())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return result.exit_code
+
+
+_INSTALL_WORK = "rocm-build-backend-install-"  # + <pid>-<random>: a later run removes a killed run's
 
 
 def register(add: AddVerb) -> None:

@@ -57,9 +57,12 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
     (``--config-settings-package NAME:rocm-build-backend.targets=<these GPUs>`` and
     ``...stale=clean``, ``--no-binary NAME``): uv keeps builds with other settings apart in its
     cache, so the final ``uv pip install`` with the same settings gets exactly that build."""
+    from rocm_build_backend.wheel.install.dry import ONLY_BINARY
+
     uv = _uv_exe(env)
     stage = work_dir / "staged"
-    proc = _uv([uv, "pip", "install", "--python", python, "--target", str(stage), *split.options,
+    only = ONLY_BINARY if dry_run else []  # a dry run builds nothing
+    proc = _uv([uv, "pip", "install", "--python", python, "--target", str(stage), *split.options, *only,
                 *split.requirements], env, run, "collect the packages")
     rows = _staged_rows(stage, (proc.stdout or "") + (proc.stderr or ""), devices, generic_ok, "cache/index")
     extra: list[str] = []
@@ -67,6 +70,9 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
         if row.status == "unknown":
             row.refused = True
         if row.status != "fails":
+            continue
+        if dry_run:
+            notes = [*notes, f"{row.name}: an install would build it again from its sdist; a dry run builds nothing"]
             continue
         settings = [f"--config-settings-package={row.name}:rocm-build-backend.targets={','.join(map(str, devices))}",
                     f"--config-settings-package={row.name}:rocm-build-backend.stale=clean", "--no-binary", row.name]
