@@ -231,8 +231,11 @@ def deep_toml(depth: int, kind: str) -> str:
 
 def variant_json(label: str, props: dict, namespaces: list | None = None) -> dict:
     """A ``variant.json`` for ``label`` as the shim writes it (props: namespace -> feature -> values)."""
+    import copy
+
     from rocm_build_backend.wheel.variant.properties import SCHEMA_URL, providers
 
+    props = copy.deepcopy(props)
     known = {p.namespace: dict(p.provider) for _, p in providers()}
     order = namespaces if namespaces is not None else [ns for ns in known if ns in props] or list(known)[:1]
     return {"$schema": SCHEMA_URL, "default-priorities": {"namespace": order},

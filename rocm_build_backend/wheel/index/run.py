@@ -306,7 +306,7 @@ def _variant_index(lay: Layout, wheels: dict[str, Record], result: IndexResult) 
     from rocm_build_backend.wheel.index.variants import INDEX, json_files
 
     listed = sorted(fn for fn, rec in wheels.items() if "variant" in rec)
-    files, extra = json_files(lay, wheels, listed)
+    files, extra, listed = json_files(lay, wheels, listed, result.skipped)  # one bad wheel fails itself
     for path, data in files.items():
         if write_if_changed(path, data):
             result.files_written.append(lay.rel(path))

@@ -226,7 +226,8 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
 
     ``filename``: the wheel's own name, when ``path`` is a copy under another name.
 
-    Raises WheelError when the label and the ``variant.json`` inside disagree or it is missing.
+    Raises WheelError when the label and the ``variant.json`` inside disagree, it is missing, or
+    it is not of the format's shape (``checks.check_shape``).
     """
     import zipfile
 
@@ -248,11 +249,11 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
         raise WheelError(f"cannot read {path.name} ({exc})") from None
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise WheelError(f"{DIST_INFO_NAME} in {path.name} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or list((data.get("variants") or {}).keys()) != [label]:
-        raise WheelError(f"{DIST_INFO_NAME} in {path.name} does not describe exactly the variant {label!r}")
-    return label, data
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise WheelError(f"{DIST_INFO_NAME} in {path.name} is not valid JSON ({type(exc).__name__})") from None
+    from rocm_build_backend.wheel.variant.checks import check_shape
+
+    return label, check_shape(data, label, filename or path.name)
 
 
 def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, label: str | None = None,
