@@ -91,6 +91,17 @@ def _inside(rel: str) -> bool:
     return not (norm == ".." or norm.startswith(".." + os.sep) or norm.startswith("../"))
 
 
+def _record_file(record: Path) -> bool:
+    """Whether RECORD is a regular file ``_record`` would read (stat only)."""
+    import stat
+
+    try:
+        st = os.stat(record)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size <= _MAX_RECORD
+
+
 def _record(dist_info: Path) -> tuple[str, ...] | None:
     """The paths RECORD lists inside the site folder; None when RECORD is missing, not a
     regular file (a FIFO, ``/dev/zero``) or larger than ``_MAX_RECORD``."""
@@ -283,6 +294,6 @@ def unchecked(dirs: Iterable[Path]) -> list[str]:
     out = []
     for location in dirs:
         for meta in sorted(location.glob("*.egg-info")) + sorted(location.glob("*.dist-info")):
-            if meta.suffix != ".dist-info" or _record(meta) is None:
+            if meta.suffix != ".dist-info" or not _record_file(meta / "RECORD"):
                 out.append(meta.name[: -len(meta.suffix)].split("-", 1)[0])
     return sorted(out)

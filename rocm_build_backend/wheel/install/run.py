@@ -37,6 +37,7 @@ from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, 
 __all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
            "judge", "origin_of", "rebuild", "split_args"]
 
+DRY_REBUILD = "an install would build it again from its sdist (a dry run builds nothing)"
 _CREATED = re.compile(r"Created wheel for (\S+): filename=(\S+\.whl)")
 _CACHED = re.compile(r"Using cached (\S+\.whl)(?!\s*\()")
 
@@ -199,10 +200,9 @@ def install_inspected(
                                dry_run=dry_run, python=python, env=env, run=run)
     rows = collect(split, work_dir / "collected", python=python, env=env, run=run, dry_run=dry_run)
     judge(rows, devices, generic_ok=generic_ok)
-    notes = list(notes)
     for i, row in enumerate(rows):
         if row.status == "fails" and dry_run:  # what an install would do, without building
-            notes.append(f"{row.name}: an install would build it again from its sdist; a dry run builds nothing")
+            row.refused, row.reason = True, f"{row.reason or 'it does not load here'}; {DRY_REBUILD}"
         elif row.status == "fails":
             new = rebuild(row, split, work_dir / "rebuilt" / row.name, python=python, env=env, run=run)
             if new is not row:

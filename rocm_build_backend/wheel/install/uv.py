@@ -72,7 +72,9 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
         if row.status != "fails":
             continue
         if dry_run:
-            notes = [*notes, f"{row.name}: an install would build it again from its sdist; a dry run builds nothing"]
+            from rocm_build_backend.wheel.install.run import DRY_REBUILD
+
+            row.refused, row.reason = True, f"{row.reason}; {DRY_REBUILD}"
             continue
         settings = [f"--config-settings-package={row.name}:rocm-build-backend.targets={','.join(map(str, devices))}",
                     f"--config-settings-package={row.name}:rocm-build-backend.stale=clean", "--no-binary", row.name]
