@@ -89,7 +89,8 @@ def run(args: list[str], cwd: Path | None = None) -> tuple[float, float, int]:
 
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "rocm_build_backend", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(CODE)}, cwd=cwd,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(CODE)},
+                            cwd=cwd or CODE,  # not this folder: python -m puts the working folder first
                             preexec_fn=_limit, start_new_session=True)
     deadline = t + TIMEOUT
     while True:

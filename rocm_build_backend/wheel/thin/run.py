@@ -6,8 +6,9 @@ The wheel is read member by member and written to a temporary file in the output
 moved into place only when everything succeeded. The output folder must be a folder one can
 write; the output name must be free or an earlier thin result for the same targets (another
 one is replaced only with ``force``). Inflating is bounded by one budget per wheel (64 times
-its size plus 64 MiB, ``binary.budget``) and RECORD must match every member. A member that may hold device code (an
-ELF file, a bundle, a CCOB, a fatbin) is inflated into a bounded buffer (memory up to
+its size plus 64 MiB, ``binary.budget``) and RECORD must match every member. A member that
+may hold device code (an ELF file, a bundle, a CCOB, a fatbin) is inflated into a bounded
+buffer (memory up to
 ``thin_zip.MEMORY_CAP``, beyond that a temporary file) and thinned by ``binary.rewrite``;
 every other member's compressed bytes are copied as they are. RECORD is rebuilt from the
 bytes written; the stamp (``.dist-info/rocm_build.json``) is updated or added with the new
