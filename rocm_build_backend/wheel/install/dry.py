@@ -17,6 +17,7 @@ from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
 from rocm_build_backend.wheel.install.args import SplitArgs
 
 ONLY_BINARY = ["--only-binary", ":all:"]
+DRY_REBUILD = "an install would build it again from its sdist (a dry run builds nothing)"
 _MAX_FILE = 1 << 20
 _MAX_DEPTH = 8
 _FILE_OPTS = ("-r", "--requirement")

@@ -37,7 +37,6 @@ from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, 
 __all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
            "judge", "origin_of", "rebuild", "split_args"]
 
-DRY_REBUILD = "an install would build it again from its sdist (a dry run builds nothing)"
 _CREATED = re.compile(r"Created wheel for (\S+): filename=(\S+\.whl)")
 _CACHED = re.compile(r"Using cached (\S+\.whl)(?!\s*\()")
 
@@ -202,6 +201,8 @@ def install_inspected(
     judge(rows, devices, generic_ok=generic_ok)
     for i, row in enumerate(rows):
         if row.status == "fails" and dry_run:  # what an install would do, without building
+            from rocm_build_backend.wheel.install.dry import DRY_REBUILD
+
             row.refused, row.reason = True, f"{row.reason or 'it does not load here'}; {DRY_REBUILD}"
         elif row.status == "fails":
             new = rebuild(row, split, work_dir / "rebuilt" / row.name, python=python, env=env, run=run)

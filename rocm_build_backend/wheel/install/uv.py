@@ -72,7 +72,7 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
         if row.status != "fails":
             continue
         if dry_run:
-            from rocm_build_backend.wheel.install.run import DRY_REBUILD
+            from rocm_build_backend.wheel.install.dry import DRY_REBUILD
 
             row.refused, row.reason = True, f"{row.reason}; {DRY_REBUILD}"
             continue

@@ -251,7 +251,7 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise WheelError(f"{DIST_INFO_NAME} in {path.name} is not valid JSON ({type(exc).__name__})") from None
-    from rocm_build_backend.wheel.variant.checks import check_shape
+    from rocm_build_backend.wheel.variant.shape import check_shape
 
     return label, check_shape(data, label, filename or path.name)
 
