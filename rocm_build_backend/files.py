@@ -21,7 +21,10 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import stat
+import tempfile
+import time
 from pathlib import Path
 
 from rocm_build_backend.errors import RocmBuildBackendError
@@ -140,7 +143,6 @@ def check_output_name(path: Path) -> bool:
 
 def temp_file(folder: Path, name: str, suffix: str) -> tuple[int, str]:
     """(fd, path) of a new file ``.<name>.<pid>.<random><suffix>`` in ``folder``."""
-    import tempfile
 
     try:
         return tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=suffix, dir=folder)
@@ -150,7 +152,6 @@ def temp_file(folder: Path, name: str, suffix: str) -> tuple[int, str]:
 
 def temp_folder(folder: Path, prefix: str) -> Path:
     """A new folder ``<prefix><pid>-<random>`` in ``folder``."""
-    import tempfile
 
     try:
         return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=folder))
@@ -181,8 +182,6 @@ def remove_leftovers(folder: Path, pattern: re.Pattern[str], *, age: float = LEF
     """Remove from ``folder`` the files or folders whose names match ``pattern`` (our own
     temporary names), whose PID is not running and that were left alone for ``age`` seconds;
     return their names. Symlinks are never followed or removed; nothing else is touched."""
-    import shutil
-    import time
 
     try:
         entries = list(os.scandir(folder))

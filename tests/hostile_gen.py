@@ -1,7 +1,8 @@
 """Generated hostile inputs for the verbs that write or run things: ``thin``, ``split``,
 ``index --split``/``--variants``, ``check --env``, ``install`` and ``configure``.
 
-Used by the tests (``tests/test_hostile_*.py``) and by ``bench/bench_wheel_hostile.py``. Each
+Used by the tests (``test_hostile_*.py`` in ``tests/unit`` and ``tests/integration``, through
+``helpers.hostile``) and by ``bench/bench_wheel_hostile.py``. Each
 generator makes a small input (a few KB to a few MB on disk) whose cost, before the budgets, grew
 with a number it chooses freely: bytes a member or a compressed bundle inflates to, nesting
 depth, symlinked spellings of one file, what a program prints.

@@ -16,9 +16,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from rocm_build_backend.binary import elf as _elf
-from rocm_build_backend.binary.budget import BudgetExceeded
+from rocm_build_backend.binary.budget import BudgetExceeded, count_container
 from rocm_build_backend.binary.container import Container, add_note
 from rocm_build_backend.binary.elf import FormatError, Source, SubSource
+from rocm_build_backend.binary.fatbin import Deferred, read_fatbin, settle
 
 DATA_SECTIONS = (".rodata", ".lrodata", ".data.rel.ro", ".data", ".ldata")
 _HEADER = b"\x50\xed\x55\xba\x01\x00\x10\x00"  # magic, version 1, header size 16
@@ -77,9 +78,6 @@ def _in_section(sub: Source, name: str, base: int, left: list[int]) -> list[Cont
     """The fatbins of one section; ``base``: its file offset (fatbins are 8-byte aligned in
     the file, not necessarily within the section). The search resumes after each fatbin found,
     so the bytes inside fatbins are not searched."""
-    from rocm_build_backend.binary.budget import count_container
-    from rocm_build_backend.binary.fatbin import Deferred, read_fatbin, settle
-
     found: list[Container] = []
     deferred: Deferred = []
     win = _Window(sub)

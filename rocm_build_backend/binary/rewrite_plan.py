@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Union
 
+from rocm_build_backend.gpu.compat import why_not
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.gpu.vendor import vendor_of
 
@@ -92,8 +93,6 @@ class Selector:
 
         Raises CannotThin for a code target the loader rules do not cover.
         """
-        from rocm_build_backend.gpu.compat import why_not
-
         if _NV.fullmatch(code):
             obj = GpuTarget(code)
         elif code == "amdgcnspirv":  # AMD SPIR-V: compiled at load time for any GPU of its vendor

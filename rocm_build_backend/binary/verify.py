@@ -145,5 +145,8 @@ def mismatch_error(problems: Sequence[str]) -> TargetMismatchError:
         message = f"{len(problems)} problems with the built wheel's device code:\n  " + "\n  ".join(problems)
     hint = HINT
     if any("cannot check" in p for p in problems):
-        hint = "install rocm-build-backend[zstd] so compressed device code can be read; " + HINT
+        hint = ("install backports.zstd (a dependency of rocm-build-backend before Python 3.14) so "
+                "compressed device code can be read")
+        if not all("cannot check" in p for p in problems):
+            hint += "; " + HINT
     return TargetMismatchError(message, hint=hint)

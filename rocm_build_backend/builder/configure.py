@@ -12,17 +12,30 @@ imported by the build hooks: tomlkit is imported inside it. Builds nothing.
 from __future__ import annotations
 
 import difflib
+import errno
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+import tomlkit
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from tomlkit.items import InlineTable
+
 from rocm_build_backend.builder.project import LEGACY, SHIM
 from rocm_build_backend.errors import CANNOT_TELL, ConfigError, RocmBuildBackendError
-
+from rocm_build_backend.files import kind_of, read_regular, replace_if_unchanged
 
 REQUIREMENT = "rocm-build-backend"
+SCHEMA_VERSION = 1  # of Configured.to_json
 
 
 class UnreadableFileError(RocmBuildBackendError):
@@ -44,6 +57,13 @@ class Configured:
     message: str
     before: str  # "" when the file did not exist
     after: str
+    written: bool = False  # False with write=False, or when nothing changed
+    wrapped: str | None = None  # the backend the shim now wraps; None when it already built through it
+
+    def to_json(self) -> dict[str, Any]:
+        """``configure --json``: schema ``data/schemas/configure.schema.json``, docs/json/configure.md."""
+        return {"schema_version": SCHEMA_VERSION, "file": str(self.file), "changed": self.changed,
+                "written": self.written, "wrapped": self.wrapped, "message": self.message, "diff": self.diff()}
 
     def diff(self) -> str:
         """A unified diff of the change ("" when nothing changes)."""
@@ -61,19 +81,7 @@ def _diff_lines(text: str) -> list[str]:
     return lines
 
 
-def _tomllib() -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    return tomllib
-
-
 def _read_text(file: Path) -> str:
-    import errno
-
-    from rocm_build_backend.files import read_regular
-
     try:
         raw = read_regular(file, MAX_PYPROJECT_BYTES)
     except OSError as exc:
@@ -88,7 +96,6 @@ def _read_text(file: Path) -> str:
 
 
 def _parse(text: str, file: Path) -> dict[str, Any]:
-    tomllib = _tomllib()
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -100,9 +107,6 @@ def _parse(text: str, file: Path) -> dict[str, Any]:
 
 
 def _has_requirement(requires: list[Any]) -> bool:
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     for item in requires:
         if not isinstance(item, str):
             continue
@@ -167,9 +171,6 @@ def _edit(text: str, system: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 
 def _with_ours(doc: Any, ours: dict[str, Any]) -> str:
     """DOC's text with our table: keys added to an existing one, else a new table at the end."""
-    import tomlkit
-    from tomlkit.items import InlineTable
-
     tool = doc.get("tool")
     if tool is not None and _TABLE in tool:
         for key, value in ours.items():
@@ -203,7 +204,6 @@ def _others(data: dict[str, Any]) -> dict[str, Any]:
 def _checked(before: dict[str, Any], candidates: list[str], system: dict[str, Any],
              ours: dict[str, Any]) -> str | None:
     """The first candidate that parses and changes nothing but our two tables."""
-    tomllib = _tomllib()
     for text in candidates:
         try:
             after = tomllib.loads(text)
@@ -218,8 +218,6 @@ def _checked(before: dict[str, Any], candidates: list[str], system: dict[str, An
 def _write_atomically(file: Path, text: str, before: str | None) -> None:
     """Replace FILE with TEXT in one rename, keeping its mode, only while it still holds
     BEFORE (None: while it does not exist); on any failure the file is untouched."""
-    from rocm_build_backend.files import replace_if_unchanged
-
     mode = None
     if before is not None:
         try:
@@ -232,10 +230,6 @@ def _write_atomically(file: Path, text: str, before: str | None) -> None:
 def _regular_or_absent(file: Path, write: bool) -> bool:
     """Whether FILE exists; ConfigError for anything that is not a regular file (a folder, a
     FIFO, a device, and, when writing, a symlink: configure replaces files, not links)."""
-    import stat
-
-    from rocm_build_backend.files import kind_of
-
     try:
         st = os.lstat(file)
     except FileNotFoundError:
@@ -286,7 +280,7 @@ def configure(path: Path, *, write: bool = True) -> Configured:
         if not (path / "setup.py").is_file():
             raise ConfigError([f"{path} has no pyproject.toml or setup.py"], hint="give a Python project's folder")
         done = Configured(file, True, f"{'wrote' if write else 'would write'} {file}: builds through "
-                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE)
+                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE, written=write, wrapped=LEGACY)
         if write:
             _write_atomically(file, _NEW_FILE, None)
         return done
@@ -297,4 +291,4 @@ def configure(path: Path, *, write: bool = True) -> Configured:
     if write:
         _write_atomically(file, after, before)
     return Configured(file, True, f"{verb} {file}: builds through rocm-build-backend, wrapping {wrapped}",
-                      before, after)
+                      before, after, written=write, wrapped=wrapped)

@@ -7,12 +7,14 @@ then restores the environment exactly as it was. Computes nothing: the plan is m
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
-if TYPE_CHECKING:
-    from rocm_build_backend.builder.plan import BuildPlan
+from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
+from rocm_build_backend.builder.plan import BuildPlan
 
 
 @contextmanager
@@ -21,17 +23,12 @@ def applied(plan: BuildPlan | None) -> Iterator[None]:
 
     ``None`` (no plan) changes nothing.
     """
-    import shutil
-    import tempfile
-
     saved = dict(os.environ)
     tools = None
     try:
         if plan is not None:
             os.environ.update(plan.env)
             if plan.pinned_tools:
-                from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
-
                 tools = tempfile.mkdtemp(prefix="rocm-build-backend-tools-")
                 write_pinned_tools(Path(tools), plan.targets)
                 os.environ.update(pinned_env(Path(tools), dict(os.environ)))  # PATH and CMAKE_PROGRAM_PATH

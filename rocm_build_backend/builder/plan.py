@@ -10,11 +10,17 @@ one place that sets variables. It branches on no vendor.
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from rocm_build_backend.builder.settings import Settings
+from rocm_build_backend.builder.profiles import (
+    TARGET_LISTS,
+    profile_names,
+    select_profile,
+)
+from rocm_build_backend.builder.settings import PREFIX, Settings
 from rocm_build_backend.errors import ConfigError
 from rocm_build_backend.gpu.build import BuildInputs, Knobs, join_words, same_targets
 from rocm_build_backend.gpu.targets import GpuTarget, join_targets
@@ -69,7 +75,7 @@ class BuildPlan:
 
     def summary(self) -> list[str]:
         """The lines a build log shows (without the prefix)."""
-        lines = [f"targets {join_targets(self.targets, ' ')} ({self.source_detail or self.source})",
+        lines = [f"targets {join_targets(self.targets, ' ') or 'none'} ({self.source_detail or self.source})",
                  f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
         lines.append(f"environment {shown}")
@@ -103,8 +109,6 @@ def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[i
 def _unprefixed(forwarded: Mapping[str, Any]) -> list[str]:
     """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
     backend as it is, which is rarely what was meant; say so, with the right spelling."""
-    from rocm_build_backend.builder.settings import PREFIX
-
     ours = set(Settings.keys())
     notes = []
     for key, value in forwarded.items():
@@ -120,12 +124,9 @@ def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, st
     """The project profile's knobs for the code targets ``draft.code``; returns the profile's name, or None."""
     if settings.profile == "none":
         return None
-    from rocm_build_backend.builder.profiles import TARGET_LISTS, profile_names, select_profile
 
     profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
     if profile is None:
-        import difflib
-
         near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
         draft.problems.append(f"unknown profile '{settings.profile}'"
                               + (f" (did you mean '{near[0]}'?)" if near else "")
@@ -181,13 +182,17 @@ def make_plan(
     vendor = vendors.pop() if vendors else vendor_names()[0]
     inputs = build_inputs(settings, env, backend_kind, config_settings)
     notes = _unprefixed(inputs.config_settings)
-    draft = build_side(vendor).knobs(targets, inputs)  # the code targets: after the ptx choice
+    if targets:
+        draft = build_side(vendor).knobs(targets, inputs)  # the code targets: after the ptx choice
+    else:  # verify = "off" and no GPU: the project compiles nothing for a GPU
+        draft = Knobs(config_settings=dict(inputs.config_settings),
+                      notes=["no GPU targets: no target variables, no pinned tools"])
     draft.notes[:0] = notes
     jobs, why = _max_jobs(settings, env, host)
     draft.env["MAX_JOBS"] = str(jobs)
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
         draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
-    profile_name = _profile(draft, vendor, settings, env, backend_kind, dist_name)
+    profile_name = _profile(draft, vendor, settings, env, backend_kind, dist_name) if targets else None
     if draft.problems:
         hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
                 else "drop the -C cmake.define setting, or set the same targets")
@@ -195,6 +200,6 @@ def make_plan(
     return BuildPlan(
         targets=draft.code, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
         config_settings=draft.config_settings, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
-        profile=profile_name, pinned_tools=settings.pinned_tools, notes=draft.notes,
+        profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
         source_detail=source_detail or source, vendor=vendor,
     )

@@ -2,11 +2,12 @@
 
 Targets come from explicit settings, else the variable a vendor's users set to ask for targets
 (``BuildVendor.request_variable``: ``PYTORCH_ROCM_ARCH``, ``TORCH_CUDA_ARCH_LIST``), else
-detection on this machine; never a default list. A build targets one vendor:
-``gpu.build.choose_vendor`` picks it from the targets, else from the GPUs found, and that
-vendor's build side checks its compiler. ``prepare`` reads the world (the host's cores and
-memory, the compiler) and changes nothing; ``make_plan`` in ``plan.py`` stays pure. It branches
-on no vendor.
+detection on this machine; never a default list. No GPU found: the build stops, unless the
+project says it has no GPU code (``verify = "off"``): then it builds with no targets and no
+target knobs (source ``none``). A build targets one vendor: ``gpu.build.choose_vendor`` picks
+it from the targets, else from the GPUs found, and that vendor's build side checks its
+compiler. ``prepare`` reads the world (the host's cores and memory, the compiler) and changes
+nothing; ``make_plan`` in ``plan.py`` stays pure. It branches on no vendor.
 """
 
 from __future__ import annotations
@@ -16,17 +17,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from rocm_build_backend.builder.backend import backend_kind
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.plan import BuildPlan, Host, build_inputs, make_plan
 from rocm_build_backend.builder.settings import Settings
 from rocm_build_backend.builder.source import Project
-from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
 from rocm_build_backend.gpu.build import Toolchain, choose_vendor
+from rocm_build_backend.gpu.detect import detect, require_targets
+from rocm_build_backend.gpu.targets import join_targets, parse_targets
 from rocm_build_backend.gpu.vendor import build_side, vendor_names
 
 if TYPE_CHECKING:
     from rocm_build_backend.builder.plan import BuildPlan, Host
     from rocm_build_backend.gpu.detect import Detection
     from rocm_build_backend.gpu.targets import GpuTarget
+
+
+#: The stamp's ``requested.source`` of a build without targets: ``verify = "off"`` and no GPU found.
+NO_TARGETS = "none"
 
 
 def _request_vars() -> list[tuple[str, str]]:
@@ -69,8 +78,6 @@ def _env_request(settings: Settings, env: Mapping[str, str]) -> tuple[str, str] 
 
 def _explicit(settings: Settings, env: Mapping[str, str]) -> Resolved:
     """The targets setting, checked against the same vendor's variable in the environment."""
-    from rocm_build_backend.builder.plan import build_inputs
-    from rocm_build_backend.gpu.targets import join_targets, parse_targets
 
     targets = parse_targets(settings.targets)
     vendor = choose_vendor(settings.vendor, targets, [])
@@ -98,24 +105,23 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
         asked_by = dict(_request_vars())[var]
         targets = build_side(asked_by).parse_request(value, where=f" in {var}")
         return Resolved(targets, var, f"from {var}", vendor=choose_vendor(settings.vendor, targets, []))
-    from rocm_build_backend.gpu.detect import detect, require_targets
 
     found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
-    detected = require_targets(found)
+    asked = None if settings.vendor == "auto" else settings.vendor
+    try:
+        detected = require_targets(found, asked)
+    except NoGpuDetectedError as exc:
+        if settings.verify == "off":  # the project says it has no GPU code: nothing to target
+            return Resolved([], NO_TARGETS, "no GPU found and no targets given; verify = \"off\": building without GPU targets",
+                            found, asked or vendor_names()[0])
+        exc.hint = f"{exc.hint}; a project without GPU code sets verify = \"off\""
+        raise
     vendor = choose_vendor(settings.vendor, [], detected)
-    targets = [t for t in detected if t.vendor == vendor]
-    if not targets:
-        from rocm_build_backend.errors import NoGpuDetectedError
-
-        seen = " ".join(str(t) for t in detected)
-        raise NoGpuDetectedError(f"vendor = \"{vendor}\" but no {vendor} GPU was found (found {seen})",
-                                 hint=f"set targets for that vendor, e.g. targets = \"{build_side(vendor).example_target}\"")
-    return Resolved(targets, f"detected:{found.source}", f"detected by {found.source}", found, vendor)
+    return Resolved([t for t in detected if t.vendor == vendor], f"detected:{found.source}",
+                    f"detected by {found.source}", found, vendor)
 
 
 def host_facts() -> Host:
-    from rocm_build_backend.builder.plan import Host
-
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
@@ -142,7 +148,6 @@ class Prepared:
 
 def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, str]) -> Toolchain | None:
     """Step 3: the vendor's compiler must emit every code target (the ``ptx`` choice applied)."""
-    from rocm_build_backend.builder.plan import build_inputs
 
     side = build_side(resolved.vendor)
     inputs = build_inputs(settings, env, "")
@@ -151,9 +156,6 @@ def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, s
 
 def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True) -> Prepared:
     """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing."""
-    from rocm_build_backend.builder.backend import backend_kind
-    from rocm_build_backend.builder.plan import make_plan
-
     env = os.environ if env is None else env
     settings = project.settings
     resolved = resolve_targets(settings, env)

@@ -15,10 +15,14 @@ Unknown keys and bad values are collected and reported together.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
+from rocm_build_backend.gpu.build import PTX_CHOICES
+from rocm_build_backend.gpu.targets import parse_targets, split_targets
+from rocm_build_backend.gpu.vendor import vendor_names
 
 PREFIX = "rocm-build-backend."
 ENV_PREFIX = "ROCM_BUILD_BACKEND_"
@@ -90,8 +94,6 @@ def _gib(value: Any) -> int:
 
 
 def _targets(value: Any) -> str | list[str]:
-    from rocm_build_backend.gpu.targets import parse_targets, split_targets
-
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     if not isinstance(value, (str, list)) or not all(isinstance(v, str) for v in value):
@@ -102,13 +104,11 @@ def _targets(value: Any) -> str | list[str]:
 
 
 def _ptx(value: Any) -> str:
-    from rocm_build_backend.gpu.build import PTX_CHOICES
 
     return str(_choice(*PTX_CHOICES)(value))
 
 
 def _vendor(value: Any) -> str:
-    from rocm_build_backend.gpu.vendor import vendor_names
 
     return str(_choice("auto", *vendor_names())(value))
 
@@ -152,11 +152,11 @@ class Settings:
     memory_per_job: int = field(default=4, metadata={"parse": _gib, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"})
     compiler: str = field(default="auto", metadata={"parse": _text, "doc": "the HIP compiler to check targets with: `auto`, a name on PATH, or a path"})
     compiler_check: bool = field(default=True, metadata={"parse": _bool, "doc": "check before the build that the compiler accepts every target (skipped with `verify = \"off\"`)"})
-    verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets"})
+    verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets; `\"off\"` also says the project has no GPU code: it then builds without a GPU or targets"})
     stale: str = field(default="error", metadata={"parse": _choice("error", "clean"), "doc": "what to do with build trees made for other targets"})
     local_version: bool = field(default=False, metadata={"parse": _bool, "doc": "add the targets to the version as a local label: `1.0+gfx942`"})
     guard: bool = field(default=False, metadata={"parse": _bool, "doc": "add an import guard that refuses to load on a GPU the wheel has no code for"})
-    variant: bool = field(default=False, metadata={"parse": _bool, "doc": "make a variant wheel (WheelNext): `variant.json` and a label from the audit (`docs/variants.md`); not under pip, which rejects them"})
+    variant: bool = field(default=False, metadata={"parse": _bool, "doc": "make a variant wheel (WheelNext): `variant.json` and a label from the audit (`docs/variants.md`); only where the frontend takes it back (`python -m build`, `uv build`): pip, `uv pip install` and `uv sync` get the plain wheel"})
     profile: str = field(default="auto", metadata={"parse": _text, "doc": "the project profile for project-specific knobs: `auto` (by distribution name), a profile name, or `none`"})
     pinned_tools: bool = field(default=True, metadata={"parse": _bool, "doc": "put rocminfo, rocm_agent_enumerator, amdgpu-arch and offload-arch that report the targets first on PATH"})
     sysfs_root: str = field(default="/", metadata={"parse": _text, "doc": "the folder that stands for `/` when reading KFD sysfs (containers, tests)"})
@@ -175,8 +175,6 @@ def env_name(key: str) -> str:
 
 
 def _near(key: str) -> str:
-    import difflib
-
     near = difflib.get_close_matches(key, Settings.keys(), n=1, cutoff=0.6)
     return f" (did you mean '{near[0]}'?)" if near else ""
 
@@ -204,8 +202,6 @@ def load_settings(
 
     ``pyproject`` is the parsed ``pyproject.toml`` (the whole document).
     """
-    from rocm_build_backend.errors import RocmBuildBackendError
-
     problems: list[str] = []
     tool = (pyproject or {}).get("tool") or {}
     table = tool.get("rocm-build-backend") if isinstance(tool, Mapping) else None

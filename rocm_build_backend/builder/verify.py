@@ -9,12 +9,26 @@ Decides nothing about targets; touches no file but the wheel.
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from packaging.utils import parse_wheel_filename
+
+from rocm_build_backend import _version
+from rocm_build_backend.binary.audit import (
+    AuditReport,
+    audit_paths,
+    audit_wheel,
+    verify,
+)
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.prepare import Prepared
+from rocm_build_backend.builder.profiles import profile_for
 from rocm_build_backend.errors import TargetMismatchError
 from rocm_build_backend.gpu.vendor import build_side
+from rocm_build_backend.wheel.guard import guard_files
+from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
 
 if TYPE_CHECKING:
     from rocm_build_backend.binary.audit import AuditReport
@@ -39,11 +53,14 @@ def _libraries_since(source_dir: Path, since: float) -> list[Path]:
     return found
 
 
-def _mismatch_hint(prepared: Prepared) -> str:
+def _mismatch_hint(prepared: Prepared, problems: list[str]) -> str:
+    if all("cannot check its targets" in p for p in problems):  # unread, not wrong
+        return ("the audit could not read the device code, so its targets are unchecked, not wrong: "
+                "install a zstd decoder in the build environment (backports.zstd, a dependency of "
+                "rocm-build-backend before Python 3.14), or set verify = \"warn\" to build without the check")
     vendor = prepared.plan.vendor
     hint = f"the build ignored the targets (a hard-coded {build_side(vendor).arch_flags}, or a script that picks its own)"
     if prepared.plan.profile:
-        from rocm_build_backend.builder.profiles import profile_for
 
         prof = profile_for(prepared.project.dist_name)
         found = prof.no_device_code_hint(vendor) if prof is not None else None
@@ -54,8 +71,6 @@ def _mismatch_hint(prepared: Prepared) -> str:
 
 def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> AuditReport:
     """What the wheel's device code holds, verified against the targets (``verify``)."""
-    from rocm_build_backend.binary.audit import audit_paths, audit_wheel, verify
-
     project, plan = prepared.project, prepared.plan
     report = audit_wheel(wheel)
     if editable:
@@ -70,7 +85,7 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
         message = f"{wheel.name}: " + "; ".join(problems)
         if project.settings.verify == "error":
             wheel.unlink(missing_ok=True)
-            raise TargetMismatchError(message, hint=_mismatch_hint(prepared))
+            raise TargetMismatchError(message, hint=_mismatch_hint(prepared, problems))
         log("warning: " + message)
     else:
         log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
@@ -80,9 +95,6 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
 
 def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: bool = False) -> Path:
     """Write the stamp (and the local version, the guard) into the wheel, atomically."""
-    from rocm_build_backend import _version
-    from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
-
     project, plan = prepared.project, prepared.plan
     settings = project.settings
     host = [str(d.target) for d in prepared.detection.devices] if prepared.detection else []
@@ -95,16 +107,12 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
     )
     new_version = None
     if settings.local_version:
-        from packaging.utils import parse_wheel_filename
-
         new_version = local_version(str(parse_wheel_filename(wheel.name)[1]), plan.targets)
     extra_files: dict[str, bytes] = {}
     patch_files: dict[str, Callable[[bytes], bytes]] = {}
-    if settings.guard and not editable:
-        import zipfile
-
-        from rocm_build_backend.wheel.guard import guard_files
-
+    if settings.guard and not plan.targets:
+        log("guard: no GPU targets, no guard added")
+    elif settings.guard and not editable:
         with zipfile.ZipFile(wheel) as zf:
             names = zf.namelist()
         dist = project.dist_name or wheel.name.split("-")[0]

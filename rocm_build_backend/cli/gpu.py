@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
     AddVerb, detect_args, detection, print_json,
 )
@@ -34,7 +35,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if args.json:
         print_json(found.to_json())
     else:
-        print(found.to_text())
+        print(render.detection(found))
     if found.targets:
         return 0
     if not args.json:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
     AddVerb, print_json,
 )
 
 
 def cmd_thin(args: argparse.Namespace) -> int:
-    """Exit 0 written; 1 no code for a target; 2 a wheel thin does not take; 3 damaged."""
+    """Exit 0 written; 1 no code for a target, or a file kept whole; 2 a wheel thin does not
+    take; 3 damaged."""
     from rocm_build_backend.gpu.targets import parse_targets
     from rocm_build_backend.wheel.thin.run import thin_wheel
 
@@ -19,8 +21,8 @@ def cmd_thin(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
-    return 0
+        print(render.thin(result))
+    return result.exit_code
 
 
 def cmd_split(args: argparse.Namespace) -> int:
@@ -31,15 +33,15 @@ def cmd_split(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
-    return 0
+        print(render.split(result))
+    return result.exit_code
 
 
 def register(add: AddVerb) -> None:
     sp = add("thin", cmd_thin, "write a copy of a wheel whose GPU code is only what loads on the targets")
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--targets", required=True, help="the GPUs to keep code for (gfx942, sm_90, ...)")
-    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
+    sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
     sp.add_argument("--force", action="store_true",
                     help="replace an earlier thin result for other targets under the same name")
     sp.add_argument("--json", action="store_true")
@@ -48,7 +50,7 @@ def register(add: AddVerb) -> None:
     sp = add("split", cmd_split, "write one thinned wheel per target (or AMD family), with a local version")
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--per", choices=["target", "family"], default="target")
-    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
+    sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
     sp.add_argument("--force", action="store_true",
                     help="replace earlier split results for other targets under the same names")
     sp.add_argument("--json", action="store_true")

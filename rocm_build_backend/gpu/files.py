@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rocm_build_backend.files import read_regular
+
 #: Enough for any sysfs attribute or KFD ``properties`` file (about 1.5 KB on real machines).
 SMALL_FILE_LIMIT = 64 * 1024
 
@@ -20,6 +22,5 @@ def read_small_text(path: Path | str, limit: int = SMALL_FILE_LIMIT) -> str:
     Raises OSError with ``strerror`` "not a regular file" or "larger than N bytes" for what
     it refuses, like any other read error.
     """
-    from rocm_build_backend.files import read_regular
 
     return read_regular(path, limit).decode("utf-8", errors="replace")

@@ -56,6 +56,7 @@ class Vendor(Protocol):
 
     name: str  # "amd": the value of ``GpuTarget.vendor`` and of settings
     label: str  # "AMD": how messages name it
+    example: str  # how a user names a target of this vendor, for hints: "ROCM_BUILD_BACKEND_TARGETS=gfx942"
     recorded_outputs: tuple[RecordedOutput, ...]  # the probes it can replay from captured output
     # True when a library's kernel modules are loaded one by one, when first used, so a module
     # without code for the device fails only if one of its kernels is launched there (and

@@ -20,6 +20,10 @@ which targets a wheel holds (the build's audit does) nor touch a wheel on disk.
 
 from __future__ import annotations
 
+import ast
+import io
+import re
+import tokenize
 from collections.abc import Callable, Iterable
 
 from rocm_build_backend.errors import WheelError
@@ -107,11 +111,6 @@ def insert_guard_import(source: bytes) -> bytes:
     It goes after an encoding line, the module docstring and ``from __future__`` imports (which
     must stay first), keeps the file's encoding and line endings, and is added only once.
     """
-    import ast
-    import io
-    import re
-    import tokenize
-
     try:
         encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
         text = source.decode(encoding)

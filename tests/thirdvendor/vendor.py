@@ -18,6 +18,7 @@ _NAME = re.compile(r"acme([1-9])")
 class _Acme:
     name = "acme"
     label = "ACME"
+    example = "ROCM_BUILD_BACKEND_TARGETS=acme1"
     recorded_outputs: tuple[RecordedOutput, ...] = ()
     per_module_loading = False
 

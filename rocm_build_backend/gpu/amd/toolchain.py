@@ -9,15 +9,18 @@ rejections are asked again, so installing missing device libraries takes effect.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from rocm_build_backend.errors import ToolchainError
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget, parse_target
 
 _CACHE_VERSION = 2
 _REJECT = [
@@ -64,8 +67,6 @@ def _which(name: str, env: Mapping[str, str]) -> str | None:
 
 
 def _run(run: Callable[..., Any], argv: Sequence[str], env: Mapping[str, str], timeout: float = 60) -> tuple[int, str]:
-    import subprocess
-
     try:
         proc = run(list(argv), capture_output=True, text=True, env=dict(env), timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -86,8 +87,6 @@ def _cache_key(path: str, env: Mapping[str, str]) -> str:
 
 class _Cache:
     def __init__(self, env: Mapping[str, str]) -> None:
-        import json
-
         self.file = _cache_file(env)
         try:
             self.data = json.loads(self.file.read_text(encoding="utf-8"))
@@ -106,9 +105,6 @@ class _Cache:
         return new
 
     def save(self) -> None:
-        import json
-        import tempfile
-
         if not self.dirty:
             return
         try:
@@ -150,8 +146,6 @@ def find_compiler(setting: str = "auto", *, env: Mapping[str, str] | None = None
     Order: the ``compiler`` setting; ``$HIP_PATH/bin``, ``$ROCM_PATH/bin``; ``hipcc``,
     ``amdclang++`` on PATH; ``/opt/rocm/bin``; a plain ``clang`` (``clang-NN``) on PATH.
     """
-    import subprocess
-
     env = os.environ if env is None else env
     run = run or subprocess.run
     for name in _candidates(setting, env):
@@ -198,9 +192,6 @@ def _reason(text: str, target: str) -> str:
 def check_targets(compiler: Compiler, targets: Sequence[GpuTarget], *, env: Mapping[str, str] | None = None,
                   run: Callable[..., Any] | None = None) -> dict[str, str | None]:
     """target -> None when the compiler emits code for it, else the compiler's reason."""
-    import subprocess
-    import tempfile
-
     env = os.environ if env is None else env
     run = run or subprocess.run
     wanted = [str(t) for t in targets if t.vendor == "amd"]
@@ -234,7 +225,6 @@ def require_supported(compiler: Compiler, targets: Sequence[GpuTarget], **kw: An
     bad = {t: why for t, why in verdict.items() if why}
     if not bad:
         return
-    from rocm_build_backend.gpu.targets import parse_target
 
     needs = []
     for t in bad:

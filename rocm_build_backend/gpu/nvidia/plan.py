@@ -17,7 +17,9 @@ from rocm_build_backend.errors import ConfigError
 from rocm_build_backend.gpu.build import BuildInputs, Knobs
 from rocm_build_backend.gpu.nvidia.knobs import cuda_knobs
 from rocm_build_backend.gpu.nvidia.targets import (
-    CudaTarget, parse_cmake_architectures, parse_torch_arch_list,
+    CudaTarget,
+    parse_cmake_architectures,
+    parse_torch_arch_list,
 )
 from rocm_build_backend.gpu.targets import GpuTarget
 

@@ -59,8 +59,12 @@ class NvidiaProvider:
     namespace = "nvidia"
     feature = "sm_arch"
     # how an installer finds it: the object uv's vendored provider matches (nvidia.rs:
-    # PLUGIN_API, PACKAGE_NAME)
-    provider: Mapping[str, Any] = {"requires": ["nvidia-variant-provider>=0.0.1,<1.0.0"],
+    # PLUGIN_API, PACKAGE_NAME). The package index holds only nvidia-variant-provider 0.0.0a0
+    # (a placeholder without the plugin): a requirement it can satisfy names that pre-release;
+    # uv 0.13.9 matches its vendored provider by this plugin-api and package and installs
+    # nothing (without them it ignores the variants: tested with empty requires, "builtin", and
+    # no plugin-api)
+    provider: Mapping[str, Any] = {"requires": ["nvidia-variant-provider>=0.0.0a0,<1.0.0"],
                                    "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin"}
 
     def values(self, codes: Sequence[str], serves_all: Callable[[Iterable[str]], bool]) -> list[str]:

@@ -10,7 +10,10 @@ capped at 1 MiB and its time at 30 s, its answer checked for shape. Each ``*.dis
 there (a regular file of at most 64 MiB, like METADATA and ``pyvenv.cfg``: a FIFO or a link to
 ``/dev/zero`` is not read) lists the files a distribution installed; paths that leave the
 site folder (absolute, ``../``) are not opened, and a file reached under several spellings
-(symlinked folders) is read once. Files that cannot hold
+(symlinked folders) is read once. An editable install's files are followed to its sources
+(``editable.py``: setuptools' finder ``MAPPING``, ``.pth`` path entries, ``direct_url.json``,
+each read as a bounded regular file), outside site-packages on purpose; RECORD entries that
+leave the site folder still are not. Files that cannot hold
 device code are skipped before anything is opened: by name (source, text, images, Python),
 then by size (under 64 bytes), then by their first bytes (an ELF file, an offload bundle, a
 CCOB, an offload binary or a CUDA fatbin; nothing else is read further); a host ELF library is
@@ -32,18 +35,23 @@ from __future__ import annotations
 import csv
 import io
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from rocm_build_backend.binary.audit import sorted_targets
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO
+from rocm_build_backend.files import read_regular
 from rocm_build_backend.wheel.check.audit_cache import AuditCache as AuditCache
 from rocm_build_backend.wheel.check.audit_cache import default_cache_path as default_cache_path
 from rocm_build_backend.wheel.check.candidates import device_candidates as device_candidates
 from rocm_build_backend.wheel.check.candidates import elf_may_hold_device_code as elf_may_hold_device_code
 from rocm_build_backend.wheel.check.candidates import may_hold_device_code as may_hold_device_code
+from rocm_build_backend.wheel.check.editable import editable_files
 from rocm_build_backend.wheel.check.interpreter import _venv_site as _venv_site  # noqa: F401 (tests)
 from rocm_build_backend.wheel.check.interpreter import site_dirs as site_dirs
+from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 
 SCHEMA_VERSION = 1
 _MAX_RECORD = 64 << 20
@@ -59,12 +67,10 @@ class Distribution:
     version: str
     location: Path  # the site-packages folder
     dist_info: Path
-    files: tuple[str, ...]  # paths from RECORD, relative to ``location``
+    files: tuple[str, ...]  # paths from RECORD, relative to ``location``; absolute: an editable install's sources
 
 
 def _meta(dist_info: Path) -> tuple[str, str]:
-    from rocm_build_backend.files import read_regular
-
     parts = dist_info.name[: -len(".dist-info")].rsplit("-", 1)
     name, version = parts[0], parts[1] if len(parts) > 1 else ""
     try:
@@ -93,8 +99,6 @@ def _inside(rel: str) -> bool:
 
 def _record_file(record: Path) -> bool:
     """Whether RECORD is a regular file ``_record`` would read (stat only)."""
-    import stat
-
     try:
         st = os.stat(record)
     except OSError:
@@ -105,8 +109,6 @@ def _record_file(record: Path) -> bool:
 def _record(dist_info: Path) -> tuple[str, ...] | None:
     """The paths RECORD lists inside the site folder; None when RECORD is missing, not a
     regular file (a FIFO, ``/dev/zero``) or larger than ``_MAX_RECORD``."""
-    from rocm_build_backend.files import read_regular
-
     try:
         text = read_regular(dist_info / "RECORD", _MAX_RECORD).decode("utf-8", errors="replace")
     except OSError:
@@ -125,6 +127,8 @@ def distributions(location: Path) -> list[Distribution]:
         paths = _record(dist_info)
         if paths is None:
             continue
+        # an editable install's code is where its finder, .pth or direct_url.json points
+        paths += tuple(editable_files(location, dist_info, paths))
         name, version = _meta(dist_info)
         out.append(Distribution(name, version, location, dist_info, paths))
     return out
@@ -143,11 +147,9 @@ class DistCheck:
 
     @property
     def targets(self) -> list[str]:
-        from rocm_build_backend.binary.audit import sorted_targets
-
         return sorted_targets(t for f in self.files.values() for t in f["targets"])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.dist.name, "version": self.dist.version, "location": str(self.dist.location),
                 "status": self.status, "reason": self.reason, "notes": list(self.notes),
                 "targets": self.targets, "files": self.files}
@@ -172,7 +174,7 @@ class EnvReport:
             return CANNOT_TELL
         return 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "python": self.python,
@@ -180,44 +182,22 @@ class EnvReport:
             "devices": list(self.devices),
             "generic_targets": {True: "load", False: "do not load", None: "unknown"}[self.generic_ok],
             "notes": list(self.notes),
-            "distributions": [d.to_dict() for d in self.dists],
+            "distributions": [d.to_json() for d in self.dists],
             "scanned": dict(self.scanned),
             "exit_code": self.exit_code,
         }
 
-    def to_text(self) -> str:
-        head = ("DISTRIBUTION", "FILES WITH DEVICE CODE", "TARGETS", "LOADS HERE")
-        rows = [(f"{d.dist.name} {d.dist.version}", str(len(d.files)), ", ".join(d.targets) or "(none read)",
-                 {"ok": "yes", "fails": "no", "unknown": "cannot tell"}[d.status]) for d in self.dists]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
-        lines = [f"python: {self.python}", "devices: " + (", ".join(self.devices) or "none found")]
-        lines += [f"note: {n}" for n in self.notes]
-        for r in [head, *rows]:
-            lines.append("  ".join(f"{c:<{widths[i]}}" for i, c in enumerate(r[:3])) + "  " + r[3])
-        for d in self.dists:
-            if d.status != "ok" and d.reason:
-                lines.append(f"{d.dist.name}: {d.reason}")
-            elif d.status == "ok" and d.notes:
-                lines.append(f"{d.dist.name} loads: " + "; ".join(d.notes))
-        s = self.scanned
-        lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
-                     f"{len(self.dists)} with device code")
-        from rocm_build_backend.binary.printable import printable_lines
-
-        return printable_lines(lines)  # names, versions and paths come from the environment
-
 
 def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,
            cache: AuditCache, strict: bool = False) -> DistCheck | None:
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
-
     files: dict[str, dict[str, Any]] = {}
     facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
     for path in paths:
         entry = cache.audit(path)
         if not entry["targets"] and not entry.get("problems"):
             continue  # an ELF file without device code
-        rel = os.path.relpath(path, dist.location).replace(os.sep, "/")
+        inside = Path(os.path.abspath(path)).is_relative_to(dist.location)
+        rel = os.path.relpath(path, dist.location).replace(os.sep, "/") if inside else str(path)
         files[rel] = entry
         facts.files.append(DeviceFile(rel, tuple(entry["targets"]), tuple(entry["complete"]),
                                       tuple(entry.get("problems", ())), modules_from_json(entry.get("modules")),

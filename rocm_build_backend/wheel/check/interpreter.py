@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import site
+import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.files import read_regular
+from rocm_build_backend.gpu.programs import run_capped
 
 _MAX_CFG = 64 << 10
 _ASK_TIMEOUT = 30.0  # seconds for an interpreter to say where its packages are
@@ -26,7 +32,6 @@ _ASK_LIMIT = 1 << 20  # bytes it may print
 def _venv_cfg(cfg: Path) -> str | None:
     """A venv's ``pyvenv.cfg`` (None where there is none); an error when it is there and is not
     a small regular file (a FIFO, ``/dev/zero``): such an environment is not read further."""
-    from rocm_build_backend.files import read_regular
 
     try:
         return read_regular(cfg, _MAX_CFG).decode("utf-8", errors="replace")
@@ -56,7 +61,6 @@ def _venv_site(python: str) -> list[Path] | None:
 def _command(python: str) -> str:
     """The interpreter as an absolute path: a bare command name is looked up on PATH (never in
     the working folder), a path made absolute (symlinks kept: a venv's python is one)."""
-    import shutil
 
     if os.sep not in python and (os.altsep is None or os.altsep not in python):
         found = shutil.which(python)
@@ -96,7 +100,6 @@ print(json.dumps({'python': sys.executable, 'dirs': dirs}))
 
 def _ask(python: str) -> dict[str, Any]:
     """What ``python`` says its site folders are: run isolated, output and time capped."""
-    from rocm_build_backend.gpu.programs import run_capped
 
     hint = "give the path of a Python interpreter"
     try:
@@ -128,9 +131,6 @@ def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
         if fast is not None:
             return python, fast
     if python is None:
-        import site
-        import sys
-        import sysconfig
 
         paths = sysconfig.get_paths()
         dirs = [paths["purelib"], paths["platlib"]]

@@ -13,14 +13,21 @@ It decides nothing about which wheel goes where (``index_plan.py``) and renders 
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import threading
+import zipfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.facts import modules_to_json
+from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info, read_metadata
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -35,7 +42,6 @@ def parallel(fn: Callable[[T], R], items: list[T], key: Callable[[T], K]) -> dic
     """``{key(item): fn(item)}``, run on a few threads: hashing and file creation release the GIL."""
     if len(items) < 8:
         return {key(item): fn(item) for item in items}
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 2)) as pool:
         return dict(zip((key(item) for item in items), pool.map(fn, items)))
@@ -102,9 +108,6 @@ def _stage(src: Path, stage: Path) -> tuple[Any, os.stat_result]:
     The copy is what gets hashed, read and hosted, so a wheel rewritten in place while or
     after it is indexed cannot change what the pages describe.
     """
-    import hashlib
-    import shutil
-
     h = hashlib.sha256()
     buf = _buffer()
     with open(src, "rb") as fh, open(stage, "w+b") as dst:
@@ -128,11 +131,6 @@ def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
     read from that copy; the caller moves it into place or removes it. The record's size and
     time are the source's, as they were read.
     """
-    import hashlib
-    import zipfile
-
-    from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info, read_metadata
-
     h: Any = None
     if stage is not None:
         h, st = _stage(path, stage)
@@ -153,7 +151,6 @@ def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
             dist_info = pick_dist_info(zf.namelist(), path.name, path.name.split("-", 1)[0])
             metadata = read_metadata(zf, dist_info, path.name)
             wt = facts_from_zip(zf, stage or path, audit=False, metadata=metadata)
-    from rocm_build_backend.wheel.facts import modules_to_json
 
     meta = parse_metadata(metadata.decode("utf-8", "replace"))
     rec = {
@@ -219,8 +216,6 @@ class Layout:
         return Path(f"{host}.metadata") if host is not None else self.files_dir / f"{fn}.metadata"
 
     def href(self, fn: str, rec: Record, page_dir: Path) -> str:
-        from urllib.parse import quote
-
         if self.base_url is not None:
             return f"{self.base_url}/{quote(fn)}"
         target = self.source(fn) if self.in_place else self.host_for(fn, rec)

@@ -17,7 +17,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rocm_build_backend.errors import ConfigError, UnknownTargetError
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.targets import (
+    GpuTarget,
+    parse_target,
+    parse_targets,
+    sort_targets,
+    split_targets,
+    table,
+)
 from rocm_build_backend.gpu.vendor import build_side, vendors
 
 
@@ -39,7 +46,6 @@ def family_of(processor: str) -> str:
 
 def _derive_targets(records: Iterable[dict[str, Any]]) -> list[GpuTarget]:
     """The device targets the wheels' code is for, as processors a machine can have."""
-    from rocm_build_backend.gpu.targets import parse_target, sort_targets, table
 
     found: set[GpuTarget] = set()
     for rec in records:
@@ -59,8 +65,6 @@ def _derive_targets(records: Iterable[dict[str, Any]]) -> list[GpuTarget]:
 def named_targets(value: str | Sequence[str | GpuTarget]) -> list[str]:
     """The names in a ``--targets`` value (``;``, ``,`` or spaces between them); ConfigError when
     it names none (``";;"``, ``""``), which would otherwise mean "do nothing" and succeed."""
-    from rocm_build_backend.gpu.targets import split_targets
-
     names = split_targets(value if isinstance(value, str) else [str(v) for v in value])
     if not names:
         raise ConfigError([f"--targets {value!r} names no GPU target"],
@@ -72,8 +76,6 @@ def index_plan(
     targets: Sequence[str | GpuTarget] | str | None, family: bool, records: list[dict[str, Any]]
 ) -> dict[str, list[GpuTarget]]:
     """Index name -> the devices a wheel must load on to be listed there."""
-    from rocm_build_backend.gpu.targets import parse_target, parse_targets
-
     plan: dict[str, list[GpuTarget]] = {}
     if targets is None:
         chosen = _derive_targets(records)

@@ -64,12 +64,12 @@ not delete anything outside the output folder nor anything it did not write ther
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 from rocm_build_backend.wheel.index.files import (
     FILES_DIR,
     Layout,
@@ -89,8 +89,13 @@ from rocm_build_backend.wheel.index.pages import (  # noqa: F401 (API_VERSION, n
     root_json,
     version_key,
 )
-from rocm_build_backend.wheel.index.plan import families, family_of, index_plan, named_targets  # noqa: F401
-from rocm_build_backend.wheel.index.wheels import gather, write_sidecars
+from rocm_build_backend.wheel.index.plan import (  # noqa: F401
+    families,
+    family_of,
+    index_plan,
+    named_targets,
+)
+from rocm_build_backend.wheel.index.split import prune, split_sources
 from rocm_build_backend.wheel.index.state import (
     STATE_NAME,
     STATE_VERSION,
@@ -99,9 +104,9 @@ from rocm_build_backend.wheel.index.state import (
     locked,
     remove_owned,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.index.variants import INDEX, json_files
+from rocm_build_backend.wheel.index.variants import listed as variants_listed
+from rocm_build_backend.wheel.index.wheels import gather, write_sidecars
 
 __all__ = [
     "API_VERSION",
@@ -142,7 +147,7 @@ class IndexResult:
     def exit_code(self) -> int:
         return 1 if self.skipped else 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "out_dir": str(self.out_dir),
@@ -159,35 +164,12 @@ class IndexResult:
             "exit_code": self.exit_code,
         }
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def to_text(self) -> str:
-        lines = []
-        for name, wheels in self.indexes.items():
-            lines.append(f"{name}: {len(wheels)} wheel{'s' if len(wheels) != 1 else ''} -> {self.out_dir / name / 'simple'}/")
-        lines.append(
-            f"{len(self.pages_written)} page{'s' if len(self.pages_written) != 1 else ''} written, "
-            f"{self.unchanged} unchanged, {len(self.removed)} removed; "
-            f"{self.read} wheel{'s' if self.read != 1 else ''} read, {self.reused} from the cache"
-        )
-        for fn, why in self.skipped.items():
-            lines.append(f"skipped {fn}: {why}")
-        lines += [f"warning: {w}" for w in self.warnings]
-        if self.metadata_upload:
-            lines.append(f"note: upload the .metadata files in {self.metadata_upload} beside the wheels")
-        from rocm_build_backend.binary.printable import printable_lines
-
-        return printable_lines(lines)
-
 
 # --------------------------------------------------------------------------------------------
 # the steps
 
 
 def _facts(path: Path, rec: Record) -> "WheelTargets":
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
-
     def device_file(row: list[Any]) -> DeviceFile:
         path, targets, complete, problems, *more = row  # records written before modules have 4
         return DeviceFile(path, tuple(targets), tuple(complete), tuple(problems),
@@ -279,7 +261,6 @@ def build_index(
     with locked(lay.out_dir):  # runs into one folder (CI jobs publishing at once) take turns
         if not split:
             return _build(lay, targets, family, generic_ok, variants)
-        from rocm_build_backend.wheel.index.split import prune, split_sources
 
         skipped: dict[str, str] = {}
         lay.sources, used = split_sources(lay.wheel_dir, lay.out_dir, skipped)
@@ -303,9 +284,7 @@ def _index_one(lay: Layout, index: str, listed: list[str], wheels: dict[str, Rec
 def _variant_index(lay: Layout, wheels: dict[str, Record], result: IndexResult) -> tuple[
         dict[Path, bytes], dict[str, Any]]:
     """The variants index: its JSON files written (before any page links them), its pages."""
-    from rocm_build_backend.wheel.index.variants import INDEX, json_files
-
-    listed = sorted(fn for fn, rec in wheels.items() if "variant" in rec)
+    listed = variants_listed(wheels)  # the variant wheels, and the plain ones of their projects
     files, extra, listed = json_files(lay, wheels, listed, result.skipped)  # one bad wheel fails itself
     for path, data in files.items():
         if write_if_changed(path, data):
@@ -349,8 +328,6 @@ def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family:
         all_pages.update(pages)
         stale += [rel for rel in old_indexes.get(index, {}).get("pages", []) if rel not in new_indexes[index]["pages"]]
     if variants:
-        from rocm_build_backend.wheel.index.variants import INDEX
-
         pages, new_indexes[INDEX] = _variant_index(lay, wheels, result)
         all_pages.update(pages)
         stale += [rel for rel in old_indexes.get(INDEX, {}).get("pages", []) if rel not in new_indexes[INDEX]["pages"]]

@@ -23,7 +23,11 @@ import re
 import shutil
 from pathlib import Path
 
+from rocm_build_backend.binary.audit import audit_wheel
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.files import leftover_pattern, remove_leftovers, temp_folder
+from rocm_build_backend.wheel.index.variants import variant_label
+from rocm_build_backend.wheel.thin.split import split_wheel, units_for
 
 SPLIT_DIR = ".split"
 MARKER = ".rocm-build-backend-split.json"
@@ -35,10 +39,6 @@ _WORK = ".tmp-"  # files.temp_folder's prefix for a split in progress
 def _units(path: Path) -> int:
     """How many split wheels ``path`` would give (0: no device code; 1 for a variant wheel,
     which is indexed as it is)."""
-    from rocm_build_backend.binary.audit import audit_wheel
-    from rocm_build_backend.wheel.index.variants import variant_label
-    from rocm_build_backend.wheel.thin.split import units_for
-
     if variant_label(path.name)[1] is not None:
         return 1
 
@@ -58,10 +58,6 @@ def _read_marker(folder: Path) -> list[str] | None:
 
 def _split_one(path: Path, final: Path) -> list[str]:
     """Split ``path`` into ``final`` (written under a temporary name, moved in whole)."""
-    from rocm_build_backend.wheel.thin.split import split_wheel
-
-    from rocm_build_backend.files import temp_folder
-
     work = temp_folder(final.parent, _WORK)
     try:
         result = split_wheel(path, work)
@@ -111,8 +107,6 @@ def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str]) -> tu
 
 def prune(out_dir: Path, used: set[str]) -> list[str]:
     """Remove the split folders no wheel maps to any more (only what their markers list)."""
-    from rocm_build_backend.files import leftover_pattern, remove_leftovers
-
     top = out_dir / SPLIT_DIR
     removed = [f"{SPLIT_DIR}/{name}" for name in remove_leftovers(top, leftover_pattern(_WORK, ""))]
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -221,8 +222,6 @@ def _pid_alive(pid: int) -> bool:
 def abandoned_stages(out_dir: Path) -> list[str]:
     """Staging copies in OUT/files that a killed run left: our own name pattern
     (``.<wheel>.<pid>.<thread>.tmp``), a process that is gone, untouched for ``STAGE_AGE``."""
-    import time
-
     files = out_dir / FILES_DIR
     try:
         entries = list(os.scandir(files))

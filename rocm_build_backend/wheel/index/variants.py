@@ -2,6 +2,10 @@
 
 Variant wheels (WheelNext drafts; ``variant.py``) in WHEEL_DIR are listed in one index of their
 own, whatever their targets, and never in the per-target indexes (pip cannot install them).
+The same project pages list the plain wheels of the same projects as the fallback
+(``listed``): an installer without the variants' provider (uv for AMD GPUs; any installer
+without variant support) then finds the plain wheel, and PEP 825 ranks plain wheels after
+every variant that fits, so one index serves both without ``--index-strategy``.
 Beside them each project page links ``<name>-<version>-variants.json`` (``variant.index_files``
 from the wheels' own ``variant.json``), which a variant-aware installer reads to learn every
 label of that version and what it stands for. The JSON is hosted under its content's hash,
@@ -23,9 +27,15 @@ import hashlib
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from rocm_build_backend.errors import WheelError
 from rocm_build_backend.wheel.index.files import HASH_DIR, Layout, Record
 from rocm_build_backend.wheel.index.pages import Entry, normalize
+from rocm_build_backend.wheel.reader import wheel_targets
+from rocm_build_backend.wheel.variant.checks import check_claims, check_shape, merge_checked
+from rocm_build_backend.wheel.variant.names import split_variant_name, variants_json_name
+from rocm_build_backend.wheel.variant.properties import dumps, read_variant
 
 INDEX = "variants"
 JSON_SUFFIX = "-variants.json"
@@ -34,9 +44,6 @@ JSON_SUFFIX = "-variants.json"
 def variant_label(fn: str) -> tuple[str, str | None]:
     """(the file name without its variant label, the label or None); the name unchanged when
     it is not a variant wheel's."""
-    from rocm_build_backend.errors import WheelError
-    from rocm_build_backend.wheel.variant.names import split_variant_name
-
     try:
         return split_variant_name(fn)
     except WheelError:
@@ -46,17 +53,19 @@ def variant_label(fn: str) -> tuple[str, str | None]:
 def read_variant_json(path: Path, filename: str) -> dict[str, Any]:
     """The ``variant.json`` of a variant wheel, once its shape and its claims (against the
     audit of the wheel's binaries) are checked; WheelError when it is missing or fails."""
-    from rocm_build_backend.errors import WheelError
-    from rocm_build_backend.wheel.reader import wheel_targets
-    from rocm_build_backend.wheel.variant.checks import check_claims
-    from rocm_build_backend.wheel.variant.properties import read_variant
-
     found = read_variant(path, filename)
     if found is None:
         raise WheelError(f"{filename} is not a variant wheel")
     label, data = found
     check_claims(data, label, wheel_targets(path, audit=True), filename)
     return data
+
+
+def listed(wheels: dict[str, Record]) -> list[str]:
+    """The wheels the variants index lists: every variant wheel, and each plain wheel of a
+    project that has variant wheels (the fallback on the same project pages)."""
+    projects = {normalize(str(rec["name"])) for rec in wheels.values() if "variant" in rec}
+    return sorted(fn for fn, rec in wheels.items() if "variant" in rec or normalize(str(rec["name"])) in projects)
 
 
 def json_path(lay: Layout, fn: str, sha256: str) -> Path:
@@ -67,15 +76,14 @@ def json_path(lay: Layout, fn: str, sha256: str) -> Path:
 
 
 def _checked(wheels: dict[str, Record], listed: list[str], skipped: dict[str, str]) -> dict[str, list[str]]:
-    """The listed wheels whose record's variant.json has the format's shape (a record from an
-    older state is checked again), grouped by their variants JSON file; the others skipped."""
-    from rocm_build_backend.errors import WheelError
-    from rocm_build_backend.wheel.variant.checks import check_shape
-    from rocm_build_backend.wheel.variant.names import variants_json_name
-
+    """The listed variant wheels whose record's variant.json has the format's shape (a record
+    from an older state is checked again), grouped by their variants JSON file; the others
+    skipped. The plain wheels listed as the fallback have no variants JSON."""
     groups: dict[str, list[str]] = {}
     for fn in listed:
         rec = wheels[fn]
+        if "variant" not in rec:
+            continue
         try:
             check_shape(rec.get("variant"), str(variant_label(fn)[1]), fn)
             jfn = variants_json_name(str(rec["name"]), str(rec["version"]))
@@ -89,14 +97,12 @@ def _checked(wheels: dict[str, Record], listed: list[str], skipped: dict[str, st
 def json_files(lay: Layout, wheels: dict[str, Record], listed: list[str], skipped: dict[str, str]) -> tuple[
         dict[Path, bytes], dict[str, list[Entry]], list[str]]:
     """The variants JSON files of the listed variant wheels, their entries per project page,
-    and the wheels to list. A wheel whose variant.json fails, or reuses an earlier wheel's label
-    for other properties, goes to ``skipped`` with the reason; the rest are indexed."""
-    from rocm_build_backend.wheel.variant.checks import merge_checked
-    from rocm_build_backend.wheel.variant.properties import dumps
-
+    and the wheels to list (the plain fallback wheels among ``listed`` stay). A wheel whose
+    variant.json fails, or reuses an earlier wheel's label for other properties, goes to
+    ``skipped`` with the reason; the rest are indexed."""
     files: dict[Path, bytes] = {}
     pages: dict[str, list[Entry]] = {}
-    kept: list[str] = []
+    kept = [fn for fn in listed if "variant" not in wheels[fn]]
     for jfn, fns in sorted(_checked(wheels, listed, skipped).items()):
         merged, left_out = merge_checked([(fn, wheels[fn]["variant"]) for fn in fns])
         skipped.update(left_out)
@@ -114,8 +120,6 @@ def json_files(lay: Layout, wheels: dict[str, Record], listed: list[str], skippe
 
 
 def _href(lay: Layout, fn: str, path: Path, page_dir: Path) -> str:
-    from urllib.parse import quote
-
     if lay.base_url is not None:
         return f"{lay.base_url}/{quote(fn)}"
     rel = os.path.relpath(path, page_dir).replace(os.sep, "/")

@@ -11,13 +11,20 @@ It writes no page and removes nothing that an earlier run wrote.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.wheel.index.files import Layout, Record, parallel, read_wheel, tmp_name, write_if_changed
 from rocm_build_backend.wheel.index.pages import normalize, version_key
+from rocm_build_backend.wheel.index.variants import read_variant_json, variant_label
+from rocm_build_backend.wheel.reader import pick_dist_info, read_metadata
 
 # (file name, path, stat, name and version from the file name, fresh record or None)
 _Todo = tuple[str, Path, os.stat_result, str, Any, "Record | None"]
@@ -44,10 +51,6 @@ def _listing(lay: Layout, old_wheels: dict[str, Record], skipped: dict[str, str]
 
     A variant wheel (``-<label>.whl``) is indexed only with ``variants``; else it is skipped.
     """
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    from rocm_build_backend.wheel.index.variants import variant_label
-
     if lay.sources is not None:
         listing = sorted(lay.sources.items())
     else:
@@ -99,11 +102,6 @@ def _read_and_host(lay: Layout, item: _Todo) -> _Read:
     In copy mode the wheel is read from its staging copy, which becomes the hosted file or is
     removed: a wheel that is skipped leaves nothing behind.
     """
-    import zipfile
-    import zlib
-
-    from rocm_build_backend.wheel.index.variants import read_variant_json, variant_label
-
     fn, path, _st, fname_name, fname_version, _rec = item
     stage = tmp_name(lay.files_dir / fn) if lay.copy else None
     try:
@@ -166,11 +164,6 @@ def write_sidecars(lay: Layout, wheels: dict[str, Record], metadata: dict[str, b
 
     A wheel whose METADATA cannot be read again is moved from ``wheels`` to ``skipped``.
     """
-    import hashlib
-    import zipfile
-
-    from rocm_build_backend.wheel.reader import pick_dist_info, read_metadata
-
     problems: dict[str, str] = {}
 
     def one(fn: str) -> str | None:

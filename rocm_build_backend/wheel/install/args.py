@@ -31,7 +31,8 @@ _INSTALL_ONLY = {
 # options install cannot take: it collects into a folder of its own
 _REFUSED = {"-w": "--wheel-dir", "--wheel-dir": "--wheel-dir"}
 # options the single-project rebuild does not repeat (they name other projects or caches)
-_NOT_FOR_REBUILD = {"-r", "--requirement", "-e", "--editable", "--cache-dir", "--no-binary", "--only-binary"}
+_NOT_FOR_REBUILD = {"-r", "--requirement", "-e", "--editable", "--cache-dir", "--no-binary", "--only-binary",
+                    "--no-deps"}  # the rebuild says --no-deps itself (uv refuses it twice)
 
 
 @dataclass

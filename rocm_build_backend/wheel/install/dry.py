@@ -10,10 +10,14 @@ what that build would hold). Pure but for reading requirement files; it runs not
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
+from rocm_build_backend.files import read_regular
 from rocm_build_backend.wheel.install.args import SplitArgs
 
 ONLY_BINARY = ["--only-binary", ":all:"]
@@ -33,7 +37,6 @@ class DryRunCannotTell(RocmBuildBackendError):
 def would_build(requirement: str) -> bool:
     """Whether pip builds ``requirement`` even with ``--only-binary :all:`` (a path or a URL
     that is not a wheel; a plain name with a version specifier is not)."""
-    from packaging.requirements import InvalidRequirement, Requirement
 
     text = requirement.strip()
     try:
@@ -58,7 +61,6 @@ def _option_values(args: list[str], names: tuple[str, ...]) -> list[str]:
 
 def _from_file(path: Path, depth: int) -> list[str]:
     """What a requirements file (and the files it names) would build."""
-    from rocm_build_backend.files import read_regular
 
     if depth > _MAX_DEPTH:
         raise DryRunCannotTell(f"{path}: requirement files nest more than {_MAX_DEPTH} levels",
@@ -107,7 +109,6 @@ def refuse_sources(split: SplitArgs) -> None:
 
 def no_wheel(output: str) -> str | None:
     """The requirement pip found no wheel for in a dry run's collect (``--only-binary``)."""
-    import re
 
     found = re.findall(r"No matching distribution found for (\S+)", output)
     return found[-1] if found else None

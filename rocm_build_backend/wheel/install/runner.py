@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import os
 import re
+import selectors
 import subprocess
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.gpu.programs import _kill_group, _reap, run_capped
+from rocm_build_backend.wheel.check.interpreter import _command
 
 PROBE_TIMEOUT = 15.0
 PROBE_LIMIT = 64 << 10
@@ -30,8 +33,6 @@ _CHUNK = 64 << 10
 
 def probe_python(python: str) -> str:
     """``python`` as an absolute path, once it answered like a Python interpreter."""
-    from rocm_build_backend.gpu.programs import run_capped
-    from rocm_build_backend.wheel.check.interpreter import _command
 
     exe = _command(python)
     hint = "give the path of a Python interpreter that has pip"
@@ -75,9 +76,7 @@ class _Stream:
 
 def bounded_run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, **_: Any) -> "subprocess.CompletedProcess[str]":
     """Run ``argv`` (a ``Runner``: ``capture_output``/``text`` are implied); see the module docstring."""
-    import selectors
 
-    from rocm_build_backend.gpu.programs import _kill_group, _reap  # the detection runner's group handling
 
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=None if env is None else dict(env), start_new_session=True)

@@ -1,5 +1,6 @@
 """The member loop of ``thin``: every member of the source wheel, in order, written to the
-new wheel thinned, copied, renamed or left out; then the stamp and a rebuilt RECORD.
+new wheel thinned, copied, renamed or left out (with a new version: METADATA's version and the
+SBOMs' names of the wheel updated); then the stamp and a rebuilt RECORD.
 
 One member is in memory (or in a mapped temporary file) at a time. Every member's bytes are
 held against the source wheel's RECORD as they are read (``wheel.record``): a wheel whose
@@ -9,6 +10,7 @@ and nothing is written outside the open output file handed in by ``thin.thin_whe
 
 from __future__ import annotations
 
+import base64
 import csv
 import hashlib
 import io
@@ -17,22 +19,34 @@ import os
 import zipfile
 from typing import IO, Any, Callable
 
-from rocm_build_backend.errors import FormatError
-from rocm_build_backend.binary.rewrite import FileResult, might_hold_device_code, thin_buffer
+from rocm_build_backend._version import __version__
+from rocm_build_backend.binary.audit import audit_bytes
+from rocm_build_backend.binary.report import sorted_targets
+from rocm_build_backend.binary.rewrite import (
+    FileResult,
+    might_hold_device_code,
+    thin_buffer,
+)
 from rocm_build_backend.binary.rewrite_plan import CannotThin, Selector
+from rocm_build_backend.errors import FormatError
 from rocm_build_backend.gpu.targets import GpuTarget
-from rocm_build_backend.wheel.archive import MAX_METADATA
-from rocm_build_backend.wheel.thin import stream as thin_zip
+from rocm_build_backend.wheel.archive import MAX_METADATA, MAX_TEXT, read_member, read_named
 from rocm_build_backend.wheel.record import RecordCheck
-from rocm_build_backend.wheel.thin.run import COMPRESS_LEVEL, STAMP_NAME, MemberResult, ThinResult
+from rocm_build_backend.wheel.sbom import is_sbom, renamed_sbom
+from rocm_build_backend.wheel.stamp import make_stamp, set_metadata_version, stamp_bytes
+from rocm_build_backend.wheel.thin import stream as thin_zip
+from rocm_build_backend.wheel.thin.result import (
+    COMPRESS_LEVEL,
+    STAMP_NAME,
+    MemberResult,
+    ThinResult,
+)
 
 MAX_STAMP = 1 << 20
 MAX_RECORD = 64 << 20  # RECORD of a wheel with ~500,000 members
 
 
 def _record_hash(digest: Any) -> str:
-    import base64
-
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
 
 
@@ -72,8 +86,6 @@ class _Writer:
     def original(self, info: zipfile.ZipInfo, limit: int, *, larger_ok: bool = False) -> bytes:
         """A small member's bytes as they are, checked against RECORD. Past ``limit``: with
         ``larger_ok`` b"" (hashed, not kept), else WheelError."""
-        from rocm_build_backend.wheel.archive import read_member
-
         if info.file_size > limit and larger_ok:
             digest = self.record.digest_for(info.filename)
             thin_zip.hash_member(self.zf, self.raw, info, self.total, digest)
@@ -128,8 +140,6 @@ class _Writer:
         self.result.members.append(m)
 
     def _audit(self, name: str, view: memoryview, m: MemberResult) -> None:
-        from rocm_build_backend.binary.audit import audit_bytes
-
         report = audit_bytes(view, name)  # type: ignore[arg-type]  # any buffer works
         self.audit[name] = {"targets": list(report.targets), "complete": list(report.complete)}
         if m.action == "kept-whole":
@@ -150,7 +160,6 @@ def _keeps(sel: Selector, target: str) -> bool:
 def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, targets: list[GpuTarget],
           result: ThinResult, new_version: str | None, tmpdir: str) -> None:
     """Write the thinned wheel to ``fh``; fills ``result``."""
-    from rocm_build_backend.wheel.stamp import set_metadata_version
 
     renamed = _renamer(dist_info, new_version)
     record = f"{dist_info}/RECORD"
@@ -172,6 +181,10 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
                 continue
             if info.filename == f"{dist_info}/METADATA" and new_version is not None:
                 w.data(info, name, set_metadata_version(w.original(info, MAX_METADATA), new_version))
+                continue
+            if new_version is not None and is_sbom(info.filename, dist_info):
+                sbom = w.original(info, MAX_TEXT)
+                w.data(info, name, renamed_sbom(sbom, result.source.name, result.output.name))
                 continue
             head = thin_zip.head_of(zf, info) if info.file_size else b""
             if might_hold_device_code(head):
@@ -195,8 +208,6 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
 
 
 def _record_check(zf: zipfile.ZipFile, record: str, wheel: str) -> RecordCheck:
-    from rocm_build_backend.wheel.archive import read_named
-
     return RecordCheck(read_named(zf, record, MAX_RECORD, "RECORD"), wheel, record)
 
 
@@ -204,10 +215,6 @@ def _stamp(old: bytes | None, targets: list[GpuTarget], audit: dict[str, dict[st
            result: ThinResult) -> bytes:
     """The new stamp: the targets thinned to, the audit of the new files, where it came from;
     the build host and toolchain are kept from the old stamp when it has them."""
-    from rocm_build_backend._version import __version__
-    from rocm_build_backend.binary.audit import sorted_targets
-    from rocm_build_backend.wheel.stamp import make_stamp, stamp_bytes
-
     prior: dict[str, Any] = {}
     if old:
         try:

@@ -17,16 +17,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rocm_build_backend.errors import WheelError
-from rocm_build_backend.wheel.variant.shape import properties_of
 from rocm_build_backend.wheel.variant.shape import check_shape as check_shape
+from rocm_build_backend.wheel.variant.shape import properties_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.variant.properties import merge_variants, properties_for, property_lines, providers
 
 
 def check_claims(data: Mapping[str, Any], label: str, facts: "WheelTargets", where: str) -> None:
     """The claimed properties are what the audit earns; each provider is the known one."""
-    from rocm_build_backend.wheel.variant.properties import properties_for, property_lines, providers
 
     claimed = properties_of(data["variants"][label], where)
     earned = properties_for(facts)
@@ -46,7 +46,6 @@ def merge_checked(entries: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[dic
     """(the merged variants JSON, {wheel: why it was left out}) for the ``(wheel, variant.json)``
     of one version, in order: a wheel reusing a label for other properties, or declaring a
     provider differently, is left out; see ``properties.merge_variants`` for the rest."""
-    from rocm_build_backend.wheel.variant.properties import merge_variants, property_lines
 
     kept: list[Mapping[str, Any]] = []
     labels: dict[str, Any] = {}

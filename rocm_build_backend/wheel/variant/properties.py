@@ -23,20 +23,31 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import tempfile
+import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
+
+from packaging.utils import parse_wheel_filename
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
 from rocm_build_backend.gpu.build import VariantProvider
 from rocm_build_backend.gpu.vendor import build_side, vendor_of, vendors
+from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.reader import wheel_targets
+from rocm_build_backend.wheel.stamp import rewrite_wheel
 from rocm_build_backend.wheel.variant.names import LABEL_RE as LABEL_RE
-from rocm_build_backend.wheel.variant.names import split_variant_name as split_variant_name
+from rocm_build_backend.wheel.variant.names import (
+    split_variant_name as split_variant_name,
+)
 from rocm_build_backend.wheel.variant.names import variant_filename as variant_filename
-from rocm_build_backend.wheel.variant.names import variants_json_name as variants_json_name
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.variant.names import (
+    variants_json_name as variants_json_name,
+)
+from rocm_build_backend.wheel.variant.shape import check_shape
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
 DIST_INFO_NAME = "variant.json"  # variantlib constants.py:8
@@ -44,6 +55,7 @@ NULL_LABEL = "null"  # variantlib constants.py:6
 VALUE_RE = re.compile(r"[a-z0-9_.]+")  # variantlib constants.py:33
 _MAX_VARIANT_JSON = 1 << 20
 _SHORT_LABEL = 3  # up to this many values the label names them; more: a hash as variantlib makes
+LABEL_MAX = 16  # PEP 817's limit on a label's length, which variantlib 0.0.x still enforces
 
 Properties = dict[str, dict[str, list[str]]]
 
@@ -94,13 +106,15 @@ def property_lines(props: Mapping[str, Mapping[str, Iterable[str]]]) -> list[str
 
 def default_label(props: Mapping[str, Mapping[str, Iterable[str]]]) -> str:
     """``null``; the values joined by ``.`` (``gfx942``, ``80_real.90_real``) when there are at
-    most three; else the first 8 hex digits of the sha256 variantlib computes over the property
-    lines (``VariantDescription.hexdigest``, models/variant.py)."""
+    most three and that fits in 16 characters; else the first 8 hex digits of the sha256
+    variantlib computes over the property lines (``VariantDescription.hexdigest``,
+    models/variant.py): ``gfx1030.gfx908.gfx90a`` is too long and gets its hash. Either way the
+    same properties give the same label, and ``variant.json`` records what it stands for."""
     lines = property_lines(props)
     if not lines:
         return NULL_LABEL
     values = [line.rsplit(" :: ", 1)[1] for line in lines]
-    if len(values) <= _SHORT_LABEL:
+    if len(values) <= _SHORT_LABEL and len(".".join(values)) <= LABEL_MAX:
         return ".".join(values)
     digest = hashlib.sha256()
     for line in lines:
@@ -112,6 +126,9 @@ def check_label(label: str, props: Mapping[str, Any]) -> str:
     if not LABEL_RE.fullmatch(label):
         raise RocmBuildBackendError(f"variant label {label!r} is not valid",
                                     hint="use lower-case letters, digits, '.' and '_'")
+    if len(label) > LABEL_MAX:
+        raise RocmBuildBackendError(f"variant label {label!r} is longer than {LABEL_MAX} characters",
+                                    hint="give a shorter label, or none for the default")
     if (label == NULL_LABEL) != (not props):
         raise RocmBuildBackendError(f"the label {NULL_LABEL!r} belongs to the variant without properties, "
                                     f"and only to it (got {label!r})", hint="choose another label")
@@ -205,8 +222,6 @@ def index_files(wheels: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[st
 
 def index_files_for(paths: Iterable[str | Path]) -> dict[str, bytes]:
     """``index_files`` for the wheels at ``paths`` (those without a label are passed over)."""
-    from packaging.utils import parse_wheel_filename
-
     entries = []
     for path in paths:
         found = read_variant(path)
@@ -229,8 +244,6 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
     Raises WheelError when the label and the ``variant.json`` inside disagree, it is missing, or
     it is not of the format's shape (``checks.check_shape``).
     """
-    import zipfile
-
     path = Path(path)
     _, label = split_variant_name(filename or path.name)
     if label is None:
@@ -251,7 +264,6 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise WheelError(f"{DIST_INFO_NAME} in {path.name} is not valid JSON ({type(exc).__name__})") from None
-    from rocm_build_backend.wheel.variant.shape import check_shape
 
     return label, check_shape(data, label, filename or path.name)
 
@@ -268,14 +280,6 @@ def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, 
     removed once the variant wheel is in place. Raises WheelError for a wheel that cannot be
     read, RocmBuildBackendError for a bad label.
     """
-    import os
-    import shutil
-    import tempfile
-    import zipfile
-
-    from rocm_build_backend.wheel.reader import wheel_targets
-    from rocm_build_backend.wheel.stamp import rewrite_wheel
-
     src = Path(wheel)
     if facts is None:
         facts = wheel_targets(src)
