@@ -17,6 +17,10 @@
                    wheels downloaded once into a cache, checked by size and sha256
                    (``tests/real_sdists.json``, ``tests/real_sdists_more.json``, ``tests/real_wheels.json``)
 
+Generated hostile inputs (wheels that inflate past the budget, lying RECORDs, planted files,
+programs that flood) live in ``hostile_gen.py`` (shared with ``bench/bench_wheel_hostile.py``),
+re-exported here as ``hostile``.
+
 Real inputs live in ``realinputs.py`` (how a pinned file is found through pip's configured index,
 downloaded once into a cache and checked); the names the tests use are re-exported here.
 """
@@ -37,6 +41,7 @@ from typing import Any
 
 from rocm_build_backend.gpu.vendor import Entry
 
+import hostile_gen as hostile  # noqa: F401 (re-exported: generated hostile inputs)
 from realinputs import (  # noqa: F401 (re-exported: the real inputs the tests use)
     MARKER, MORE_PINS, PINS, WHEEL_PINS, CorpusError, cache_dir, copy_tree, load_pins, pin_named,
     pinned_file, real_wheel, sdist_tree, wanted_members, wheel_pin,

@@ -17,6 +17,7 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZSTD_NOTE = ("compressed with zstd and no zstd decoder is installed: install backports.zstd "
              "(a dependency of rocm-build-backend before Python 3.14) to read targets")
 ZSTD_WINDOW_LOG_MAX = 27  # zstd's own default limit: windows up to 128 MiB
+_PIECE = 1 << 20  # inflated at most this much per call: one 64 KiB zlib chunk can give 64 MiB
 
 
 @lru_cache(maxsize=None)
@@ -103,7 +104,7 @@ def _inflate_zlib(src: Source, start: int, end: int, want: int) -> bytes:
         data = chunk
         while data and got < want and not d.eof:
             try:
-                piece = d.decompress(data, want - got)
+                piece = d.decompress(data, min(want - got, _PIECE))  # charged before the next one
             except zlib.error as exc:
                 if got:
                     return b"".join(out)

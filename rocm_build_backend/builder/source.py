@@ -22,6 +22,7 @@ from rocm_build_backend.builder.backend import backend_kind, load_backend
 from rocm_build_backend.builder.projectname import project_name
 from rocm_build_backend.builder.settings import Settings, load_settings, split_config_settings
 from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.files import read_regular
 
 ConfigSettings = Mapping[str, Any]
 _MAX_PYPROJECT = 4 << 20  # bytes: a pyproject.toml is a small text file
@@ -44,13 +45,12 @@ def read_pyproject(source_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(_MAX_PYPROJECT + 1)
+        data = read_regular(path, _MAX_PYPROJECT)  # a regular file, bounded, never blocking
     except OSError as exc:
+        if str(exc.strerror or "").startswith("larger than"):
+            raise ConfigError([f"cannot read {path.name}: larger than {_MAX_PYPROJECT >> 20} MiB"],
+                              hint="a pyproject.toml is a small text file") from None
         raise ConfigError([f"cannot read {path.name}: {exc.strerror}"], hint="make it a readable file") from None
-    if len(data) > _MAX_PYPROJECT:
-        raise ConfigError([f"cannot read {path.name}: larger than {_MAX_PYPROJECT >> 20} MiB"],
-                          hint="a pyproject.toml is a small text file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -60,6 +60,9 @@ def read_pyproject(source_dir: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"cannot read {path.name}: {exc}"], hint="fix the TOML syntax") from None
+    except RecursionError:
+        raise ConfigError([f"cannot read {path.name}: its arrays or tables are nested too deeply"],
+                          hint="a pyproject.toml nests a few levels; fix the file") from None
 
 
 def load_project(config_settings: ConfigSettings | None, env: Mapping[str, str] | None = None,

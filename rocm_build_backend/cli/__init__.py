@@ -59,9 +59,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except RocmBuildBackendError as exc:
-        for line in exc.lines():
-            print(line, file=sys.stderr)
+        from rocm_build_backend.binary.printable import printable
+
+        for line in exc.lines():  # names and values from files and arguments: escaped
+            print(printable(line), file=sys.stderr)
         return exc.exit_code
+    except MemoryError:
+        print("error: out of memory", file=sys.stderr)
+        print("hint: an input larger than this machine's memory allows; nothing was written", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -61,7 +61,9 @@ def cmd_configure(args: argparse.Namespace) -> int:
     elif args.diff:
         sys.stdout.write(result.diff())
     else:
-        print(result.message)
+        from rocm_build_backend.binary.printable import printable
+
+        print(printable(result.message))  # names the backend the file declares
     return 0
 
 

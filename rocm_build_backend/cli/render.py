@@ -179,7 +179,7 @@ def environment(report: EnvReport) -> str:
     s = report.scanned
     lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
                  f"{len(report.dists)} with device code")
-    return "\n".join(lines)
+    return printable_lines(lines)
 
 
 # -------------------------------------------------------------------- cache, index
@@ -273,7 +273,7 @@ def install(result: InstallResult) -> str:
         lines += _read_back(result)
     else:
         lines.append("nothing installed: " + ("a wheel was refused" if result.exit_code else "no wheels"))
-    return "\n".join(lines)
+    return printable_lines(lines)
 
 
 def _read_back(result: InstallResult) -> list[str]:
@@ -306,7 +306,7 @@ def thin(result: ThinResult) -> str:
         lines.append(f"no code for {', '.join(result.missing)}: the new wheel does not load there")
     lines.append(f"wheel {_mib(result.wheel_before)} -> {_mib(result.wheel_after)}; installed "
                  f"{_mib(result.installed_before)} -> {_mib(result.installed_after)}")
-    return "\n".join(lines)
+    return printable_lines(lines)
 
 
 def split(result: SplitResult) -> str:
@@ -315,7 +315,7 @@ def split(result: SplitResult) -> str:
     for unit, r in zip(result.units, result.wheels):
         note = f"  ({len(r.kept_whole)} file(s) kept whole)" if r.kept_whole else ""
         lines.append(f"  {unit}: {r.output.name}  {r.wheel_after / (1 << 20):.1f} MiB{note}")
-    return "\n".join(lines)
+    return printable_lines(lines)
 
 
 def _mib(n: int) -> str:

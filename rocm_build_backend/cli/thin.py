@@ -17,7 +17,7 @@ def cmd_thin(args: argparse.Namespace) -> int:
     from rocm_build_backend.gpu.targets import parse_targets
     from rocm_build_backend.wheel.thin.run import thin_wheel
 
-    result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir))
+    result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir), force=args.force)
     if args.json:
         print_json(result.to_json())
     else:
@@ -29,7 +29,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     """Exit codes as for thin."""
     from rocm_build_backend.wheel.thin.split import split_wheel
 
-    result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per)
+    result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per, force=args.force)
     if args.json:
         print_json(result.to_json())
     else:
@@ -42,6 +42,8 @@ def register(add: AddVerb) -> None:
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--targets", required=True, help="the GPUs to keep code for (gfx942, sm_90, ...)")
     sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
+    sp.add_argument("--force", action="store_true",
+                    help="replace an earlier thin result for other targets under the same name")
     sp.add_argument("--json", action="store_true")
 
 
@@ -49,4 +51,6 @@ def register(add: AddVerb) -> None:
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--per", choices=["target", "family"], default="target")
     sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
+    sp.add_argument("--force", action="store_true",
+                    help="replace earlier split results for other targets under the same names")
     sp.add_argument("--json", action="store_true")

@@ -138,8 +138,11 @@ def outdir(args: argparse.Namespace) -> str:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    import shutil
     import tempfile
 
+    from rocm_build_backend import files
+    from rocm_build_backend.builder.interrupt import terminated_as_exit
     from rocm_build_backend.wheel.install.run import install_inspected
 
     devices, notes, generic_ok = check_devices(args)
@@ -148,14 +151,23 @@ def cmd_install(args: argparse.Namespace) -> int:
         env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(Path(args.root).resolve())
     if devices:  # and build for them, whatever named them (--targets, recorded outputs, detection)
         env["ROCM_BUILD_BACKEND_TARGETS"] = args.targets or targets_from_env() or build_targets(devices)
-    with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
-        result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
-                                   dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
+    top = Path(tempfile.gettempdir())
+    files.remove_leftovers(top, files.leftover_pattern(_INSTALL_WORK, ""))  # what killed runs left
+    work = files.temp_folder(top, _INSTALL_WORK)
+    try:
+        with terminated_as_exit():  # SIGTERM ends the run as Ctrl-C does: the folder goes
+            result = install_inspected(args.pip_args, devices, work_dir=work, generic_ok=generic_ok, notes=notes,
+                                       dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     if args.json:
         print_json(result.to_json())
     else:
         print(render.install(result))
     return result.exit_code
+
+
+_INSTALL_WORK = "rocm-build-backend-install-"  # + <pid>-<random>: a later run removes a killed run's
 
 
 def build_targets(devices: list[Any]) -> str:

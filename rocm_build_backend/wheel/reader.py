@@ -12,6 +12,7 @@ It decides no verdict (``facts.py``), builds no report (``check.py``) and writes
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -24,6 +25,7 @@ from packaging.utils import canonicalize_name
 
 from rocm_build_backend.binary import audit
 from rocm_build_backend.errors import RocmBuildBackendError, UnknownTargetError, WheelError
+from rocm_build_backend.files import read_regular
 from rocm_build_backend.gpu.targets import parse_target
 from rocm_build_backend.wheel.archive import MAX_METADATA, MAX_STAMP, read_named
 from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, sorted_names
@@ -262,34 +264,18 @@ def _settle(wt: WheelTargets, binaries: list[DeviceFile] | None, problems: list[
 
 def read_regular_file(path: Path, limit: int, what: str) -> bytes:
     """A regular file's bytes, at most ``limit``; WheelError for a FIFO, a device, a symlink,
-    a file larger than ``limit`` or one that cannot be read. Never blocks on a FIFO."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    a file larger than ``limit`` or one that cannot be read. Never blocks on a FIFO
+    (``files.read_regular``)."""
     try:
-        fd = os.open(path, flags)
+        return read_regular(path, limit, follow=False)
     except OSError as exc:
         if os.path.islink(path):
             raise WheelError(f"{what} is not a regular file (a symlink)") from None
+        if exc.strerror == "not a regular file":
+            raise WheelError(f"{what} is not a regular file") from None
+        if exc.errno == errno.EFBIG:
+            raise WheelError(f"{what} is larger than the {limit} bytes allowed") from None
         raise WheelError(f"{what} cannot be read ({exc.strerror or exc})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise WheelError(f"{what} is not a regular file")
-        if st.st_size > limit:
-            raise WheelError(f"{what} is {st.st_size} bytes, larger than the {limit} allowed")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise WheelError(f"{what} is larger than the {limit} bytes allowed")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise WheelError(f"{what} cannot be read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
 
 
 def facts_from_tree(root: Path, *, audit: bool = True) -> WheelTargets:

@@ -199,7 +199,9 @@ def test_the_requires_hook_loads_no_build_step(tmp_path, eager):
             + "assert b.get_requires_for_build_wheel() == []\n")
     loaded = _ours(_fresh(code, cwd=project))
     steps = [m for m in loaded if m.startswith(("rocm_build_backend.binary", "rocm_build_backend.wheel",
-                                                "rocm_build_backend.builder.flow", "rocm_build_backend.builder.plan"))]
+                                                "rocm_build_backend.builder.flow", "rocm_build_backend.builder.plan"))
+             # the log's escaping of error lines: a leaf importing only re (its package init imports nothing)
+             and m not in ("rocm_build_backend.binary", "rocm_build_backend.binary.printable")]
     assert "rocm_build_backend.builder.delegate" in loaded
     if eager:  # what the hooks module would cost if it imported the flow at its top
         assert "rocm_build_backend.binary.audit" in steps and "rocm_build_backend.wheel.stamp" in steps

@@ -243,7 +243,8 @@ def test_an_earlier_thin_output_is_replaced_a_foreign_file_is_not(tmp_path, caps
     src = fat_wheel(tmp_path / "in")
     out = tmp_path / "out"
     assert run_main(capsys, "thin", src, "--targets", "gfx942", "--outdir", out)[0] == 0
-    assert run_main(capsys, "thin", src, "--targets", "gfx90a", "--outdir", out)[0] == 0
+    assert run_main(capsys, "thin", src, "--targets", "gfx90a", "--outdir", out)[0] == 2  # other targets: --force
+    assert run_main(capsys, "thin", src, "--targets", "gfx90a", "--outdir", out, "--force")[0] == 0
     assert read_stamp(out / src.name)["requested"]["targets"] == ["gfx90a"]
     (out / src.name).write_bytes(b"someone else's file")
     code, _o, err = run_main(capsys, "thin", src, "--targets", "gfx942", "--outdir", out)

@@ -48,10 +48,12 @@ class Installed(Protocol):
     def files(self) -> tuple[str, ...]: ...  # paths from RECORD, relative to ``location``
 
 
-def device_candidates(dist: Installed) -> tuple[list[Path], int]:
+def device_candidates(dist: Installed, seen: set[tuple[int, int]] | None = None) -> tuple[list[Path], int]:
     """The files of ``dist`` whose first bytes are a container the audit reads; and how many
-    files were looked at (opened) to find them."""
+    files were looked at (opened) to find them. ``seen``: the (device, inode) of every file
+    looked at so far; a file met again under another spelling is skipped."""
     out, opened = [], 0
+    seen = set() if seen is None else seen
     for rel in dist.files:
         if not may_hold_device_code(rel):
             continue
@@ -60,8 +62,9 @@ def device_candidates(dist: Installed) -> tuple[list[Path], int]:
             st = os.stat(path, follow_symlinks=False)
         except OSError:
             continue
-        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size < _MIN_SIZE:
+        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size < _MIN_SIZE or (st.st_dev, st.st_ino) in seen:
             continue
+        seen.add((st.st_dev, st.st_ino))
         opened += 1
         try:
             with open(path, "rb") as fh:

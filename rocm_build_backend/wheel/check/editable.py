@@ -15,7 +15,9 @@ folders below it whose names are identifiers (so ``build/lib.linux-x86_64-cpytho
 other copies that are not importable are left out), and, for a ``sys.path`` folder, the files in
 it and its importable folders. Symbolic links to folders are not entered; the walk stops after
 ``MAX_FILES`` files. Import hooks that map modules elsewhere (meson-python's, scikit-build-core's
-redirects of build-folder files) are not interpreted. Reads; never writes or imports anything.
+redirects of build-folder files) are not interpreted. The pointers come from RECORD entries
+inside site-packages only (the caller drops the others) and are read as bounded regular files.
+Reads; never writes or imports anything.
 """
 
 from __future__ import annotations
@@ -27,15 +29,17 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import unquote, urlparse
 
+from rocm_build_backend.files import read_regular
+
 MAX_FILES = 100_000
 _MAX_POINTER = 1 << 20  # a finder, .pth or direct_url.json larger than this is not one
 
 
 def _read(path: Path) -> str | None:
+    """A pointer's text: a regular file of at most ``_MAX_POINTER`` bytes (``files.read_regular``:
+    a FIFO or a link to ``/dev/zero`` is not read), else None."""
     try:
-        if path.stat().st_size > _MAX_POINTER:
-            return None
-        return path.read_text("utf-8", errors="replace")
+        return read_regular(path, _MAX_POINTER).decode("utf-8", errors="replace")
     except OSError:
         return None
 

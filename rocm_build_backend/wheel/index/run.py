@@ -285,7 +285,7 @@ def _variant_index(lay: Layout, wheels: dict[str, Record], result: IndexResult) 
         dict[Path, bytes], dict[str, Any]]:
     """The variants index: its JSON files written (before any page links them), its pages."""
     listed = variants_listed(wheels)  # the variant wheels, and the plain ones of their projects
-    files, extra = json_files(lay, wheels, listed)
+    files, extra, listed = json_files(lay, wheels, listed, result.skipped)  # one bad wheel fails itself
     for path, data in files.items():
         if write_if_changed(path, data):
             result.files_written.append(lay.rel(path))

@@ -14,7 +14,7 @@ rows and hands the ones that do not load to the caller's ``reinstall`` (pip's or
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -23,9 +23,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.gpu.programs import run_capped
 from rocm_build_backend.wheel.check.environment import check_environment, distributions, site_dirs
 from rocm_build_backend.wheel.install.result import InstallResult, Row
 
+_ASK_TIMEOUT, _ASK_LIMIT = 30, 1 << 20  # seconds, bytes: an answer is a few lines
 _PATHS = """import json, site, sys, sysconfig
 prefix, user = sys.argv[1] or None, sys.argv[2] == "1"
 if prefix:
@@ -74,13 +76,16 @@ def target_dirs(install_args: Sequence[str], python: str) -> list[Path]:
 
 
 def _ask(python: str, prefix: str, user: bool) -> list[str]:
+    """Where ``python`` installs packages: asked isolated (``-I -S``: none of its ``.pth`` files
+    runs), output and time capped like every interpreter query (``gpu.programs.run_capped``)."""
     try:
-        proc = subprocess.run([python, "-c", _PATHS, prefix, "1" if user else "0"], capture_output=True,
-                              text=True, timeout=60)
-        dirs = json.loads(proc.stdout) if proc.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
+        ran = run_capped([python, "-I", "-S", "-c", _PATHS, prefix, "1" if user else "0"], env=os.environ,
+                         timeout=_ASK_TIMEOUT, limit=_ASK_LIMIT)
+        ok = ran.returncode == 0 and not (ran.too_large or ran.timed_out)
+        dirs = json.loads(ran.stdout.decode("utf-8", "replace")) if ok else None
+    except (OSError, ValueError):
         dirs = None
-    if not isinstance(dirs, list):
+    if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
         raise RocmBuildBackendError(f"{python} could not say where it installs packages",
                                     hint="give the path of a Python interpreter with --python")
     return [str(d) for d in dirs]

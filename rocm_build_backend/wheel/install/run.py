@@ -31,19 +31,20 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from packaging.utils import parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.wheel.cache.run import default_cache_dirs
 from rocm_build_backend.wheel.check.wheels import check_wheels
 from rocm_build_backend.wheel.install.args import SplitArgs, split_args
+from rocm_build_backend.wheel.install.dry import DRY_REBUILD, ONLY_BINARY, DryRunCannotTell, no_wheel, refuse_sources
 from rocm_build_backend.wheel.install.installed import verify_installed
 from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
+from rocm_build_backend.wheel.install.runner import bounded_run, probe_python
 from rocm_build_backend.wheel.install.uv import install_with_uv
 
 __all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
@@ -93,15 +94,28 @@ def origin_of(wheel: Path, output: str, cache: Path | None) -> str:
 
 
 def _name_version(wheel: Path) -> tuple[str, str]:
-    name, version, _, _ = parse_wheel_filename(wheel.name)
+    try:
+        name, version, _, _ = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename as exc:  # a legacy (non-PEP 440) version, made by an old pip
+        raise RocmBuildBackendError(f"pip collected {wheel.name}, which is not a valid wheel name ({exc})",
+                                    hint="a wheel's version must be a PEP 440 version; "
+                                         "pin a version of that project that has one") from None
     return str(name), str(version)
 
 
-def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str, str], run: Runner) -> list[Row]:
-    """Resolve and collect every wheel the install needs into ``wheel_dir`` (``pip wheel``)."""
-    argv = [python, "-m", "pip", "wheel", "--wheel-dir", str(wheel_dir), *split.options, *split.requirements]
+def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str, str], run: Runner,
+            dry_run: bool = False) -> list[Row]:
+    """Resolve and collect every wheel the install needs into ``wheel_dir`` (``pip wheel``);
+    a dry run takes wheels only (``install.dry``)."""
+
+    only = ONLY_BINARY if dry_run else []
+    argv = [python, "-m", "pip", "wheel", "--wheel-dir", str(wheel_dir), *split.options, *only, *split.requirements]
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     output = (proc.stdout or "") + (proc.stderr or "")
+    if proc.returncode != 0 and dry_run and no_wheel(output):
+        raise DryRunCannotTell(f"a dry run builds nothing, and {no_wheel(output)} has no wheel pip could take "
+                               "without building one (from its sdist, or an earlier build in its cache)",
+                               hint="run without --dry-run to build and check it")
     if proc.returncode != 0:
         raise RocmBuildBackendError(f"pip could not collect the wheels (exit {proc.returncode}): {_last_error(proc)}",
                                     hint="the same arguments must work with pip wheel")
@@ -151,6 +165,15 @@ def rebuild(row: Row, split: SplitArgs, out_dir: Path, *, python: str, env: Mapp
                was_origin=row.origin)
 
 
+def _interpreter(python: str | None, split: SplitArgs, dry_run: bool) -> str:
+    """The interpreter whose pip runs (a given one probed first: capped, isolated); a dry run
+    refuses requirements it would have to build (``install.dry``)."""
+
+    if dry_run:
+        refuse_sources(split)
+    return probe_python(python) if python else sys.executable
+
+
 def install_inspected(
     args: Sequence[str],
     devices: Sequence[Any],
@@ -161,25 +184,31 @@ def install_inspected(
     dry_run: bool = False,
     python: str | None = None,
     env: Mapping[str, str] | None = None,
-    run: Runner = subprocess.run,
+    run: Runner | None = None,
     tool: str = "pip",
 ) -> InstallResult:
     """Collect, check, rebuild what does not load, install. ``work_dir``: an empty folder.
 
-    ``tool="uv"``: see ``install_with_uv``."""
-    python = python or sys.executable
+    ``tool="uv"``: see ``install_with_uv``. ``run``: the subprocess runner (default
+    ``runner.bounded_run``: output bounded, the process group stopped with this process)."""
+
+    run = run or bounded_run
     env = dict(os.environ if env is None else env)
     split = split_args(args)
     if not split.requirements and not any(a in ("-r", "--requirement") or a.startswith("--requirement=")
                                           for a in split.options):
         raise RocmBuildBackendError("nothing to install", hint="give requirements, e.g. install torch")
+    python = _interpreter(python, split, dry_run)
     if tool == "uv":
         return install_with_uv(split, devices, work_dir=work_dir, generic_ok=generic_ok, notes=notes,
                                dry_run=dry_run, python=python, env=env, run=run)
-    rows = collect(split, work_dir / "collected", python=python, env=env, run=run)
+    rows = collect(split, work_dir / "collected", python=python, env=env, run=run, dry_run=dry_run)
     judge(rows, devices, generic_ok=generic_ok)
     for i, row in enumerate(rows):
-        if row.status == "fails":
+        if row.status == "fails" and dry_run:  # what an install would do, without building
+
+            row.refused, row.reason = True, f"{row.reason or 'it does not load here'}; {DRY_REBUILD}"
+        elif row.status == "fails":
             new = rebuild(row, split, work_dir / "rebuilt" / row.name, python=python, env=env, run=run)
             if new is not row:
                 judge([new], devices, generic_ok=generic_ok)

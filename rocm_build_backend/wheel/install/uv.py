@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.wheel.check.environment import check_environment, distributions
 from rocm_build_backend.wheel.install.args import SplitArgs
+from rocm_build_backend.wheel.install.dry import DRY_REBUILD, ONLY_BINARY
 from rocm_build_backend.wheel.install.installed import verify_installed
 from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
 
@@ -59,10 +60,11 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
     final ``uv pip install`` with the same settings gets exactly that build. The build runs in
     uv's cached copy of the sdist, where the shim cleans the first build's tree. Then what is
     installed is read back (``run.verify_installed``), with ``--reinstall-package`` for a
-    distribution uv left in place."""
+    distribution uv left in place. A dry run collects wheels only (``dry.ONLY_BINARY``)."""
     uv = _uv_exe(env)
     stage = work_dir / "staged"
-    proc = _uv([uv, "pip", "install", "--python", python, "--target", str(stage), *split.options,
+    only = ONLY_BINARY if dry_run else []  # a dry run builds nothing
+    proc = _uv([uv, "pip", "install", "--python", python, "--target", str(stage), *split.options, *only,
                 *split.requirements], env, run, "collect the packages")
     rows = _staged_rows(stage, (proc.stdout or "") + (proc.stderr or ""), devices, generic_ok, "cache/index")
     extra: list[str] = []
@@ -71,6 +73,9 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
         if row.status == "unknown":
             row.refused = True
         if row.status != "fails":
+            continue
+        if dry_run:  # a dry run builds nothing: the rebuild is only named
+            row.refused, row.reason = True, f"{row.reason}; {DRY_REBUILD}"
             continue
         # -C keys uv's cache: the rebuild for these targets is kept apart from the first build
         settings = [f"--config-settings-package={row.name}:rocm-build-backend.targets={targets}",

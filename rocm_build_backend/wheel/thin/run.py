@@ -1,10 +1,15 @@
 """``rocm-build-backend thin``: a new wheel whose device code is exactly what loads on the
 given targets.
 
-The wheel is read member by member and written to a temporary file in the output folder,
-moved into place only when everything succeeded. A member that may hold device code (an
-ELF file, a bundle, a CCOB, a fatbin) is inflated into a bounded buffer (memory up to
-``thin.stream.MEMORY_CAP``, beyond that a temporary file) and thinned by ``binary.rewrite``;
+The wheel is read member by member and written to a temporary file in the output folder
+(``.<wheel>.<pid>.<random>.thin.tmp``; a later run removes those whose process is gone),
+moved into place only when everything succeeded. The output folder must be a folder one can
+write; the output name must be free or an earlier thin result for the same targets (another
+one is replaced only with ``force``). Inflating is bounded by one budget per wheel (64 times
+its size plus 64 MiB, ``binary.budget``) and RECORD must match every member. A member that
+may hold device code (an ELF file, a bundle, a CCOB, a fatbin) is inflated into a bounded
+buffer (memory up to ``thin.stream.MEMORY_CAP``, beyond that a temporary file) and thinned by
+``binary.rewrite``;
 every other member's compressed bytes are copied as they are. RECORD is rebuilt from the
 bytes written; the stamp (``.dist-info/rocm_build.json``) is updated or added with the new
 targets, the audit of the new files, and ``thinned_from`` (the original wheel's name,
@@ -18,18 +23,23 @@ lays the result out as text).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from rocm_build_backend import files
+from rocm_build_backend.binary.budget import BudgetExceeded, budget_for
 from rocm_build_backend.binary.report import sorted_targets
 from rocm_build_backend.errors import FormatError, RocmBuildBackendError, WheelError
+from rocm_build_backend.files import check_output_name, why_not_written
 from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
 from rocm_build_backend.gpu.vendor import build_side
+from rocm_build_backend.wheel.record import RecordMismatch
 from rocm_build_backend.wheel.stamp import label_targets, read_stamp, relabel, rewrite_wheel
 from rocm_build_backend.wheel.thin import write as thin_write
 from rocm_build_backend.wheel.thin.result import (
@@ -42,7 +52,7 @@ from rocm_build_backend.wheel.thin.result import (
 )
 from rocm_build_backend.binary.rewrite_plan import CannotThin, Selector
 
-__all__ = ["thin_wheel", "output_name", "held_devices", "DamagedWheel", "MemberResult", "NoCodeForTarget",
+__all__ = ["thin_wheel", "output_name", "refuse_existing", "held_devices", "DamagedWheel", "MemberResult", "NoCodeForTarget",
            "ThinInputError", "ThinResult"]
 
 
@@ -92,19 +102,28 @@ def output_name(source: str, new_version: str | None) -> str:
     return "-".join(parts) + ".whl"
 
 
-def _refuse_existing(dst: Path, src: Path) -> None:
+def refuse_existing(dst: Path, src: Path, targets: list[str], force: bool) -> None:
+    """Refuse to replace the source, a name taken by anything but a regular file, a file thin
+    did not write, or (without ``force``) a thin result for other targets."""
     if dst.resolve() == src.resolve():
         raise ThinInputError(f"the thinned wheel would replace its source {src}",
                              hint="give another --outdir")
-    if not dst.exists():
+    if not check_output_name(dst):
         return
     try:
-        made_by_us = "thinned_from" in (read_stamp(dst) or {})
+        stamp = read_stamp(dst) or {}
     except RocmBuildBackendError:
-        made_by_us = False
-    if not made_by_us:
+        stamp = {}
+    if "thinned_from" not in stamp:
         raise ThinInputError(f"{dst} exists and was not written by thin",
                              hint="remove it or give another --outdir")
+    requested = stamp.get("requested")
+    before = requested.get("targets") if isinstance(requested, dict) else None
+    if before != targets and not force:
+        held = ", ".join(map(str, before)) if isinstance(before, list) else "other targets"
+        raise ThinInputError(f"{dst} is a thin result for {held}; it is not replaced by one for "
+                             f"{', '.join(targets)}",
+                             hint="give another --outdir, or --force to replace it")
 
 
 def held_devices(held: list[str]) -> list[GpuTarget]:
@@ -133,8 +152,9 @@ def _file_mode() -> int:
 
 
 def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: str | os.PathLike[str],
-               *, new_version: str | None = None) -> ThinResult:
-    """Write the thinned wheel into ``outdir``; see the module docstring.
+               *, new_version: str | None = None, force: bool = False) -> ThinResult:
+    """Write the thinned wheel into ``outdir``; see the module docstring. ``force``: replace
+    an earlier thin result for other targets under the same name.
 
     ``new_version``: the output's version (``split`` gives each wheel its label). Without it a
     wheel whose local label names targets (``1.0+gfx908.gfx90a``) gets a label naming what the
@@ -144,8 +164,6 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
     out = Path(outdir)
     if not src.is_file():
         raise ThinInputError(f"no such wheel: {src}", hint="give the path of a .whl file")
-    if out.exists() and not out.is_dir():
-        raise ThinInputError(f"--outdir {out} is not a folder", hint="give a folder for the new wheel")
     version, relabelled = _label_plan(src.name, targets, new_version)
     try:
         zf = zipfile.ZipFile(src)
@@ -155,28 +173,23 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
     with zf, open(src, "rb") as raw:
         dist_info = _check_wheel(zf, src.name)
         dst = out / output_name(src.name, version)
-        _refuse_existing(dst, src)
-        result = ThinResult(src, dst, [str(t) for t in targets], sha256=_sha256(src))
-        created = _make_folder(out)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".thin.tmp", dir=out)
+        created = files.output_folder(out)
         try:
-            with os.fdopen(fd, "w+b") as fh:
-                thin_write.write(zf, raw, fh, dist_info, targets, result, version, str(out))
-                fh.flush()
-                os.fsync(fh.fileno())
-            _settle(result, targets)
+            refuse_existing(dst, src, [str(t) for t in targets], force)
+        except BaseException:
+            if created:
+                _remove_if_empty(created, out)
+            raise
+        files.remove_leftovers(out, files.leftover_pattern(".", ".thin.tmp"))
+        result = ThinResult(src, dst, [str(t) for t in targets], sha256=_sha256(src))
+        fd, tmp = files.temp_file(out, dst.name, ".thin.tmp")
+        try:
+            _write(zf, raw, fd, dist_info, targets, result, version, out)
             os.chmod(tmp, _file_mode())  # mkstemp makes 0600: a web server must be able to read it
             os.replace(tmp, dst)
             tmp = ""
-        except FormatError as exc:
-            raise DamagedWheel(exc.message, hint="the wheel's device code is damaged; nothing was written") from None
-        except DamagedWheel:
-            raise
-        except WheelError as exc:
-            raise DamagedWheel(exc.message, hint="the wheel is damaged; nothing was written") from None
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
-                RuntimeError) as exc:
-            raise DamagedWheel(f"cannot thin {src.name}: {exc}", hint="nothing was written") from None
+        except OSError as exc:
+            raise _os_error(exc, src, out) from None
         finally:
             if tmp:
                 os.unlink(tmp)
@@ -186,6 +199,40 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
         _relabel_to_held(result)
     result.wheel_before, result.wheel_after = src.stat().st_size, result.output.stat().st_size
     return result
+
+
+def _write(zf: zipfile.ZipFile, raw: Any, fd: int, dist_info: str, targets: list[GpuTarget], result: ThinResult,
+           new_version: str | None, out: Path) -> None:
+    """The member loop within the wheel's budget, every failure one error of ours."""
+    name = result.source.name
+    try:
+        with os.fdopen(fd, "w+b") as fh, budget_for(os.fstat(raw.fileno()).st_size, task=f"thinning {name}"):
+            thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out))
+            fh.flush()
+            os.fsync(fh.fileno())
+        _settle(result, targets)
+    except BudgetExceeded as exc:
+        raise DamagedWheel(exc.message, hint="a wheel may inflate to 64 times its size plus 64 MiB here; "
+                                             "nothing was written") from None
+    except FormatError as exc:
+        raise DamagedWheel(exc.message, hint="the wheel's device code is damaged; nothing was written") from None
+    except (DamagedWheel, RecordMismatch):
+        raise
+    except WheelError as exc:
+        raise DamagedWheel(exc.message, hint="the wheel is damaged; nothing was written") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError,
+            RuntimeError) as exc:
+        raise DamagedWheel(f"cannot thin {name}: {exc}", hint="nothing was written") from None
+
+
+_WRITING = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _os_error(exc: OSError, src: Path, out: Path) -> RocmBuildBackendError:
+    """A failed write in the output folder (full, read-only), or a source that cannot be read."""
+    if exc.errno in _WRITING:
+        return why_not_written(exc, out)
+    return DamagedWheel(f"cannot thin {src.name}: {exc.strerror or exc}", hint="nothing was written")
 
 
 def _label_plan(name: str, targets: list[GpuTarget], new_version: str | None) -> tuple[str | None, bool]:
@@ -215,19 +262,8 @@ def _relabel_to_held(result: ThinResult) -> None:
     result.output = rewrite_wheel(result.output, stamp=None, new_version=want)
 
 
-def _make_folder(out: Path) -> Path | None:
-    """Create ``out`` (and parents); return the topmost folder this created, if any."""
-    top = None
-    for folder in [out, *out.parents]:
-        if folder.exists():
-            break
-        top = folder
-    out.mkdir(parents=True, exist_ok=True)
-    return top
-
-
 def _remove_if_empty(top: Path, out: Path) -> None:
-    """Remove the folders ``_make_folder`` created (``out`` up to ``top``) when empty."""
+    """Remove the folders ``files.output_folder`` created (``out`` up to ``top``) when empty."""
     folder = out
     try:
         while True:

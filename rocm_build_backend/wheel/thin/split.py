@@ -29,6 +29,8 @@ from rocm_build_backend.wheel.thin.run import (
     ThinInputError,
     ThinResult,
     held_devices,
+    output_name,
+    refuse_existing,
     thin_wheel,
 )
 
@@ -63,7 +65,10 @@ def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
     return units
 
 
-def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target") -> SplitResult:
+def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target",
+                force: bool = False) -> SplitResult:
+    """One thinned wheel per unit in ``outdir``; every output name is checked before the first
+    is written (``force``: replace earlier split results for other targets)."""
     src = Path(wheel)
     if per not in ("target", "family"):
         raise ThinInputError(f"--per {per}: expected target or family")
@@ -81,7 +86,12 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
     except ValueError as exc:
         raise ThinInputError(f"{src.name} is not a valid wheel file name ({exc})") from None
     result = SplitResult(src, per)
-    for unit, targets in units_for(list(report.targets), per).items():
+    units = units_for(list(report.targets), per)
+    names = {unit: output_name(src.name, relabel(version, targets)) for unit, targets in units.items()}
+    if Path(outdir).is_dir():  # every name checked before the first is written
+        for unit, targets in units.items():
+            refuse_existing(Path(outdir) / names[unit], src, [str(t) for t in targets], force)
+    for unit, targets in units.items():
         result.units[unit] = [str(t) for t in targets]
-        result.wheels.append(thin_wheel(src, targets, outdir, new_version=relabel(version, targets)))
+        result.wheels.append(thin_wheel(src, targets, outdir, new_version=relabel(version, targets), force=force))
     return result

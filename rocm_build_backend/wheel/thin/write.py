@@ -2,7 +2,9 @@
 new wheel thinned, copied, renamed or left out (with a new version: METADATA's version and the
 SBOMs' names of the wheel updated); then the stamp and a rebuilt RECORD.
 
-One member is in memory (or in a mapped temporary file) at a time. Nothing prints here,
+One member is in memory (or in a mapped temporary file) at a time. Every member's bytes are
+held against the source wheel's RECORD as they are read (``wheel.record``): a wheel whose
+RECORD does not match is refused, not written out with a clean one. Nothing prints here,
 and nothing is written outside the open output file handed in by ``thin.thin_wheel``.
 """
 
@@ -28,7 +30,8 @@ from rocm_build_backend.binary.rewrite import (
 from rocm_build_backend.binary.rewrite_plan import CannotThin, Selector
 from rocm_build_backend.errors import FormatError
 from rocm_build_backend.gpu.targets import GpuTarget
-from rocm_build_backend.wheel.archive import MAX_TEXT, read_member
+from rocm_build_backend.wheel.archive import MAX_METADATA, MAX_TEXT, read_member, read_named
+from rocm_build_backend.wheel.record import RecordCheck
 from rocm_build_backend.wheel.sbom import is_sbom, renamed_sbom
 from rocm_build_backend.wheel.stamp import make_stamp, set_metadata_version, stamp_bytes
 from rocm_build_backend.wheel.thin import stream as thin_zip
@@ -40,6 +43,7 @@ from rocm_build_backend.wheel.thin.result import (
 )
 
 MAX_STAMP = 1 << 20
+MAX_RECORD = 64 << 20  # RECORD of a wheel with ~500,000 members
 
 
 def _record_hash(digest: Any) -> str:
@@ -62,8 +66,8 @@ def _renamer(dist_info: str, new_version: str | None) -> Callable[[str], str]:
 
 class _Writer:
     def __init__(self, zf: zipfile.ZipFile, raw: IO[bytes], zout: zipfile.ZipFile, sel: Selector,
-                 result: ThinResult, tmpdir: str) -> None:
-        self.zf, self.raw, self.zout, self.sel = zf, raw, zout, sel
+                 result: ThinResult, tmpdir: str, record: RecordCheck) -> None:
+        self.zf, self.raw, self.zout, self.sel, self.record = zf, raw, zout, sel, record
         self.total = os.fstat(raw.fileno()).st_size
         self.result, self.tmpdir = result, tmpdir
         self.rows: list[tuple[str, str, str]] = []
@@ -74,9 +78,23 @@ class _Writer:
         self.result.installed_after += size
 
     def plain(self, info: zipfile.ZipInfo, name: str) -> None:
-        digest = hashlib.sha256()
+        digest = self.record.digest_for(info.filename)
         size = thin_zip.copy_raw(self.zf, self.raw, self.total, info, self.zout, thin_zip.new_info(info, name), digest)
+        self.record.verify(info.filename, digest)
         self.add_row(name, digest, size)
+
+    def original(self, info: zipfile.ZipInfo, limit: int, *, larger_ok: bool = False) -> bytes:
+        """A small member's bytes as they are, checked against RECORD. Past ``limit``: with
+        ``larger_ok`` b"" (hashed, not kept), else WheelError."""
+        if info.file_size > limit and larger_ok:
+            digest = self.record.digest_for(info.filename)
+            thin_zip.hash_member(self.zf, self.raw, info, self.total, digest)
+            self.record.verify(info.filename, digest)
+            return b""
+        thin_zip.charge_member(info)
+        data = read_member(self.zf, info, limit, info.filename)
+        self.record.verify_bytes(info.filename, data)
+        return data
 
     def data(self, info: zipfile.ZipInfo, name: str, data: bytes) -> None:
         digest = hashlib.sha256()
@@ -87,16 +105,17 @@ class _Writer:
     def binary(self, info: zipfile.ZipInfo, name: str) -> None:
         buf = thin_zip.read_member(self.zf, self.raw, info, self.total, self.tmpdir)
         try:
+            self.record.verify_bytes(info.filename, buf)
             try:
                 res = thin_buffer(buf, self.sel, info.filename)
-            except FormatError as exc:
-                raise FormatError(f"{info.filename}: {exc.message}") from None
+            except FormatError as exc:  # the same kind (damaged, or past the budget), naming the member
+                raise type(exc)(f"{info.filename}: {exc.message}") from None
             if res.restore:
+                thin_zip.release(buf)
                 buf = thin_zip.read_member(self.zf, self.raw, info, self.total, self.tmpdir)
             self._settle(info, name, res, buf)
         finally:
-            if not isinstance(buf, bytearray):
-                buf.close()
+            thin_zip.release(buf)
 
     def _settle(self, info: zipfile.ZipInfo, name: str, res: FileResult, buf: thin_zip.Buffer) -> None:
         m = MemberResult(info.filename, res.action, list(res.kept), list(res.dropped), res.reason,
@@ -146,8 +165,9 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
     record = f"{dist_info}/RECORD"
     stamp_name = f"{dist_info}/{STAMP_NAME}"
     old_stamp: bytes | None = None
+    check = _record_check(zf, record, result.source.name)
     with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, allowZip64=True, compresslevel=COMPRESS_LEVEL) as zout:
-        w = _Writer(zf, raw, zout, Selector(targets), result, tmpdir)
+        w = _Writer(zf, raw, zout, Selector(targets), result, tmpdir, check)
         for info in zf.infolist():
             name = renamed(info.filename)
             if info.is_dir():
@@ -157,13 +177,13 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
             if info.filename == record:
                 continue
             if info.filename == stamp_name:
-                old_stamp = zf.read(info) if info.file_size <= MAX_STAMP else b""
+                old_stamp = w.original(info, MAX_STAMP, larger_ok=True)
                 continue
             if info.filename == f"{dist_info}/METADATA" and new_version is not None:
-                w.data(info, name, set_metadata_version(zf.read(info), new_version))
+                w.data(info, name, set_metadata_version(w.original(info, MAX_METADATA), new_version))
                 continue
             if new_version is not None and is_sbom(info.filename, dist_info):
-                sbom = read_member(zf, info, MAX_TEXT, "an SBOM")
+                sbom = w.original(info, MAX_TEXT)
                 w.data(info, name, renamed_sbom(sbom, result.source.name, result.output.name))
                 continue
             head = thin_zip.head_of(zf, info) if info.file_size else b""
@@ -171,6 +191,7 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
                 w.binary(info, name)
             else:
                 w.plain(info, name)
+        check.finish()
         rinfo = zf.getinfo(record)
         stamp = _stamp(old_stamp, targets, w.audit, result)
         sinfo = zipfile.ZipInfo(renamed(stamp_name), date_time=rinfo.date_time)
@@ -184,6 +205,10 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
         record_bytes = buf.getvalue().encode("utf-8")
         result.installed_after += len(record_bytes)
         zout.writestr(thin_zip.new_info(rinfo, renamed(record)), record_bytes)
+
+
+def _record_check(zf: zipfile.ZipFile, record: str, wheel: str) -> RecordCheck:
+    return RecordCheck(read_named(zf, record, MAX_RECORD, "RECORD"), wheel, record)
 
 
 def _stamp(old: bytes | None, targets: list[GpuTarget], audit: dict[str, dict[str, list[str]]],

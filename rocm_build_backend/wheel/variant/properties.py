@@ -47,6 +47,7 @@ from rocm_build_backend.wheel.variant.names import variant_filename as variant_f
 from rocm_build_backend.wheel.variant.names import (
     variants_json_name as variants_json_name,
 )
+from rocm_build_backend.wheel.variant.shape import check_shape
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
 DIST_INFO_NAME = "variant.json"  # variantlib constants.py:8
@@ -240,7 +241,8 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
 
     ``filename``: the wheel's own name, when ``path`` is a copy under another name.
 
-    Raises WheelError when the label and the ``variant.json`` inside disagree or it is missing.
+    Raises WheelError when the label and the ``variant.json`` inside disagree, it is missing, or
+    it is not of the format's shape (``checks.check_shape``).
     """
     path = Path(path)
     _, label = split_variant_name(filename or path.name)
@@ -260,11 +262,10 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
         raise WheelError(f"cannot read {path.name} ({exc})") from None
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise WheelError(f"{DIST_INFO_NAME} in {path.name} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or list((data.get("variants") or {}).keys()) != [label]:
-        raise WheelError(f"{DIST_INFO_NAME} in {path.name} does not describe exactly the variant {label!r}")
-    return label, data
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise WheelError(f"{DIST_INFO_NAME} in {path.name} is not valid JSON ({type(exc).__name__})") from None
+
+    return label, check_shape(data, label, filename or path.name)
 
 
 def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, label: str | None = None,
