@@ -86,6 +86,22 @@ class SubSource:
             return b""
         return self._src.read(self._base + offset, min(n, self.size - offset))
 
+    def magic_offsets(self, start: int, end: int) -> list[int] | None:
+        """See ``magic_offsets``: the window's part of what the source below can tell."""
+        found = magic_offsets(self._src, self._base + max(0, start), self._base + min(end, self.size))
+        return None if found is None else [o - self._base for o in found]
+
+
+def magic_offsets(src: Source, start: int, end: int) -> list[int] | None:
+    """The 8-aligned offsets in ``[start, end)`` of ``src`` where an NVIDIA fatbin magic
+    starts, when the source knows them without reading (an inflated zip member remembers them
+    from its first pass); None when it does not."""
+    finder = getattr(src, "magic_offsets", None)
+    if finder is None:
+        return None
+    found: list[int] | None = finder(start, end)
+    return found
+
 
 def msg(exc: BaseException) -> str:
     """The message of a FormatError without the "error:" prefix its str() adds."""
