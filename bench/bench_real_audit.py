@@ -99,10 +99,11 @@ def fetch(cache: Path) -> list[Path]:
     return out
 
 
-def env() -> dict[str, str]:
-    """This checkout first on the path; bytecode used as an installed package has it."""
+def env(tree: Path = ROOT) -> dict[str, str]:
+    """``tree`` first on the path (the commands also run in it: Python puts the current folder
+    first); bytecode used, as an installed package has it."""
     e = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    e["PYTHONPATH"] = str(ROOT)
+    e["PYTHONPATH"] = str(tree)
     return e
 
 
@@ -111,11 +112,11 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_audit(wheel: Path) -> tuple[float, float]:
+def run_audit(wheel: Path, tree: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one ``audit`` command."""
     t, c = time.perf_counter(), _cpu()
-    subprocess.run([sys.executable, "-m", "rocm_build_backend", "audit", str(wheel)],
-                   stdout=subprocess.DEVNULL, env=env())  # exit 3 (cannot tell) is an answer too
+    subprocess.run([sys.executable, "-m", "rocm_build_backend", "audit", str(wheel)], cwd=tree,
+                   stdout=subprocess.DEVNULL, env=env(tree))  # exit 3 (cannot tell) is an answer too
     return time.perf_counter() - t, _cpu() - c
 
 
@@ -127,37 +128,35 @@ def run_inflate(wheels: list[Path]) -> tuple[float, float, float]:
     return time.perf_counter() - t, _cpu() - c, float(res.stdout)
 
 
-def side_by_side(wheels: list[Path], rounds: int) -> dict[str, list[float]]:
-    cupy = wheels[0]
-    keys = ("audit1", "audit1_cpu", "floor1", "floor1_cpu", "floor1_in", "audit10", "audit10_cpu",
-            "floor10", "floor10_cpu", "floor10_in", "python", "python_cpu")
-    rows: dict[str, list[float]] = {k: [] for k in keys}
+Rows = dict[str, list[tuple[float, ...]]]
 
-    def add(prefix: str, values: tuple[float, ...]) -> None:
-        for suffix, v in zip(("", "_cpu", "_in"), values):
-            rows[prefix + suffix].append(v)
 
+def side_by_side(wheels: list[Path], trees: dict[str, Path], rounds: int) -> Rows:
+    """Each round: the floors, then each tree's audits, in an order that turns every round."""
+    rows: Rows = {}
+    steps: list[tuple[str, object]] = [("floor", None)] + list(trees.items())
     for w in wheels:  # warm: the page cache, bytecode
-        run_audit(w)
+        for tree in trees.values():
+            run_audit(w, tree)
     run_inflate(wheels)
     for i in range(rounds):
-        for which in ([0, 1] if i % 2 == 0 else [1, 0]):
-            if which == 0:
-                add("audit1", run_audit(cupy))
-                each = [run_audit(w) for w in wheels]
-                add("audit10", (sum(x[0] for x in each), sum(x[1] for x in each)))
+        for label, tree in steps[i % len(steps):] + steps[: i % len(steps)]:
+            if tree is None:
+                rows.setdefault("floor1", []).append(run_inflate(wheels[:1]))
+                rows.setdefault("floor10", []).append(run_inflate(wheels))
             else:
-                add("floor1", run_inflate([cupy]))
-                add("floor10", run_inflate(wheels))
+                assert isinstance(tree, Path)
+                rows.setdefault(f"{label}1", []).append(run_audit(wheels[0], tree))
+                each = [run_audit(w, tree) for w in wheels]
+                rows.setdefault(f"{label}10", []).append((sum(x[0] for x in each), sum(x[1] for x in each)))
         t, c = time.perf_counter(), _cpu()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
-        add("python", (time.perf_counter() - t, _cpu() - c))
+        rows.setdefault("python", []).append((time.perf_counter() - t, _cpu() - c))
     return rows
 
 
 def profile_child(wheel: str) -> None:
-    """One wheel in process: bytes inflated and read, seconds, targets (json on stdout)."""
-    sys.path.insert(0, str(ROOT))
+    """One wheel in process (the tree on PYTHONPATH): bytes inflated and read, seconds (json)."""
     from rocm_build_backend.binary import audit as audit_mod
     from rocm_build_backend.binary import budget as budget_mod
 
@@ -195,42 +194,42 @@ def profile_child(wheel: str) -> None:
     print(json.dumps(out))
 
 
-def profile(wheels: list[Path]) -> list[str]:
-    lines = [f"{'wheel':<28} {'members':>7} {'inflated MiB':>12} {'audit inflated':>14} {'x':>5} "
-             f"{'read MiB':>9} {'reads':>7} {'device files':>12} {'seconds':>8}"]
+def profile(wheels: list[Path], trees: dict[str, Path]) -> list[str]:
+    lines = [f"{'wheel':<30} {'tree':<7} {'members':>7} {'MiB':>7} {'inflated':>9} {'x':>5} "
+             f"{'read MiB':>9} {'reads':>7} {'files':>6} {'seconds':>8}"]
     for w in wheels:
-        res = subprocess.run([sys.executable, __file__, "--profile-child", str(w)],
-                             capture_output=True, text=True, check=True, env=env())
-        d = json.loads(res.stdout)
-        lines.append(f"{w.name.split('-')[0] + '-' + w.name.split('-')[1]:<28} {d['members']:>7} "
-                     f"{d['usize'] / 2**20:>12.1f} {d['inflated'] / 2**20:>14.1f} "
-                     f"{d['inflated'] / max(1, d['usize']):>5.2f} {d['read'] / 2**20:>9.1f} {d['reads']:>7} "
-                     f"{d['device_files']:>12} {d['seconds']:>8.2f}")
+        for label, tree in trees.items():
+            res = subprocess.run([sys.executable, __file__, "--profile-child", str(w)], cwd=tree,
+                                 capture_output=True, text=True, check=True, env=env(tree))
+            d = json.loads(res.stdout)
+            lines.append(f"{'-'.join(w.name.split('-')[:2]):<30} {label:<7} {d['members']:>7} "
+                         f"{d['usize'] / 2**20:>7.1f} {d['inflated'] / 2**20:>9.1f} "
+                         f"{d['inflated'] / max(1, d['usize']):>5.2f} {d['read'] / 2**20:>9.1f} {d['reads']:>7} "
+                         f"{d['device_files']:>6} {d['seconds']:>8.2f}")
     return lines
 
 
-def report(rows: dict[str, list[float]], wheels: list[Path], rounds: int) -> list[str]:
-    m = {k: statistics.median(v) for k, v in rows.items()}
+def report(rows: Rows, trees: dict[str, Path], wheels: list[Path], rounds: int) -> list[str]:
+    def med(key: str, i: int) -> float:
+        return statistics.median(r[i] for r in rows[key])
+
     size = sum(w.stat().st_size for w in wheels)
-    load = os.getloadavg()[0]
-    return [
-        f"median of {rounds} alternated rounds, {os.cpu_count()} cores, load average {load:.1f} at the end; "
-        f"python -c pass: {m['python'] * 1000:.0f} ms wall, {m['python_cpu'] * 1000:.0f} ms CPU",
-        f"{'':52} {'wall s':>7} {'CPU s':>7}",
-        f"1. cupy-rocm-7-0 ({wheels[0].stat().st_size / 1e6:.0f} MB wheel)",
-        f"   audit (one command)                              {m['audit1']:7.2f} {m['audit1_cpu']:7.2f}",
-        f"   inflate every member once (one command)          {m['floor1']:7.2f} {m['floor1_cpu']:7.2f}"
-        f"   (inflating inside it: {m['floor1_in']:.2f} s)",
-        f"   ratio                                            {m['audit1'] / m['floor1']:7.2f} "
-        f"{m['audit1_cpu'] / m['floor1_cpu']:7.2f}",
-        f"2. {len(wheels)} real GPU wheels ({size / 1e9:.2f} GB)",
-        f"   audit, {len(wheels)} commands                                 {m['audit10']:7.2f} {m['audit10_cpu']:7.2f}",
-        f"   inflate every member once (one command)          {m['floor10']:7.2f} {m['floor10_cpu']:7.2f}"
-        f"   (inflating inside it: {m['floor10_in']:.2f} s)",
-        f"   ratio                                            {m['audit10'] / m['floor10']:7.2f} "
-        f"{m['audit10_cpu'] / m['floor10_cpu']:7.2f}",
-        "rounds (s): " + "; ".join(f"{k} " + " ".join(f"{x:.2f}" for x in v) for k, v in rows.items()),
-    ]
+    out = [f"median of {rounds} rounds (order turned each round), {os.cpu_count()} cores, load average "
+           f"{os.getloadavg()[0]:.1f} at the end; python -c pass: {med('python', 0) * 1000:.0f} ms wall, "
+           f"{med('python', 1) * 1000:.0f} ms CPU",
+           f"{'':58} {'wall s':>7} {'CPU s':>7} {'x wall':>7} {'x CPU':>7}"]
+    for n, title in (("1", f"1. cupy-rocm-7-0 ({wheels[0].stat().st_size / 1e6:.0f} MB wheel)"),
+                     ("10", f"2. {len(wheels)} real GPU wheels ({size / 1e9:.2f} GB)")):
+        out.append(title)
+        fw, fc = med("floor" + n, 0), med("floor" + n, 1)
+        out.append(f"   {'inflate every member once (one command)':<55} {fw:7.2f} {fc:7.2f}"
+                   f"   (inflating inside it: {med('floor' + n, 2):.2f} s)")
+        for label in trees:
+            what = f"audit ({label}), {'one command' if n == '1' else f'{len(wheels)} commands'}"
+            w, c = med(label + n, 0), med(label + n, 1)
+            out.append(f"   {what:<55} {w:7.2f} {c:7.2f} {w / fw:7.2f} {c / fc:7.2f}")
+    out.append("rounds (wall s): " + "; ".join(f"{k} " + " ".join(f"{x[0]:.2f}" for x in v) for k, v in rows.items()))
+    return out
 
 
 def main() -> int:
@@ -239,14 +238,21 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "rocm-build-backend-bench" / "real")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--before", type=Path, metavar="TREE",
+                    help="another checkout of the project, measured side by side as 'before'")
     ap.add_argument("--profile-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.profile_child:
         profile_child(args.profile_child)
         return 0
     wheels = fetch(args.cache)
-    compileall.compile_dir(str(ROOT / "rocm_build_backend"), quiet=1)
-    lines = profile(wheels) if args.profile else report(side_by_side(wheels, args.rounds), wheels, args.rounds)
+    trees = {"before": args.before, "now": ROOT} if args.before else {"now": ROOT}
+    for tree in trees.values():
+        compileall.compile_dir(str(tree / "rocm_build_backend"), quiet=1)
+    if args.profile:
+        lines = profile(wheels, trees)
+    else:
+        lines = report(side_by_side(wheels, trees, args.rounds), trees, wheels, args.rounds)
     text = "\n".join(lines)
     print(text)
     if args.out:
