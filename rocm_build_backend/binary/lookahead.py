@@ -27,7 +27,9 @@ from array import array
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
-FATBIN_MAGIC = b"\x50\xed\x55\xba"
+from rocm_build_backend.binary import magic
+
+FATBIN_MAGIC = magic.FATBIN
 MAX_BYTES = 16 << 20  # bytes kept per member
 MAX_CUBIN_BYTES = 4 << 20  # of those, small cubins (the stub check looks into a few)
 MAX_PENDING = 1 << 16  # places waiting for their bytes (a file of magics must not grow this)
