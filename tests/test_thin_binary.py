@@ -27,8 +27,9 @@ READELF = shutil.which("llvm-readelf-19")
 
 
 def thin(name: str, targets: str):
+    """The in-place rewrite (compaction, which then cuts the file, is tested in test_compact.py)."""
     buf = bytearray((DATA / name).read_bytes())
-    result = thin_buffer(buf, Selector(parse_targets(targets)), name)
+    result = thin_buffer(buf, Selector(parse_targets(targets)), name, compact=False)
     if result.new_size is not None:
         del buf[result.new_size:]
     return result, bytes(buf)

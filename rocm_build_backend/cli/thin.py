@@ -10,12 +10,16 @@ from rocm_build_backend.cli.common import (
 )
 
 
+KEEP_LAYOUT = ("rewrite libraries in place only: they keep their size and layout (default: the freed "
+               "bytes are cut out of each library's file, so the installed wheel shrinks too)")
+
+
 def cmd_thin(args: argparse.Namespace) -> int:
     """Exit 0 written; 1 no code for a target; 2 a wheel thin does not take; 3 damaged."""
     from rocm_build_backend.gpu.targets import parse_targets
     from rocm_build_backend.wheel.thin import thin_wheel
 
-    result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir))
+    result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir), keep_layout=args.keep_layout)
     if args.json:
         print_json(result.to_json())
     else:
@@ -27,7 +31,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     """Exit codes as for thin."""
     from rocm_build_backend.wheel.split import split_wheel
 
-    result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per)
+    result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per, keep_layout=args.keep_layout)
     if args.json:
         print_json(result.to_json())
     else:
@@ -40,6 +44,7 @@ def register(add: AddVerb) -> None:
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--targets", required=True, help="the GPUs to keep code for (gfx942, sm_90, ...)")
     sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
+    sp.add_argument("--keep-layout", action="store_true", help=KEEP_LAYOUT)
     sp.add_argument("--json", action="store_true")
 
 
@@ -47,4 +52,5 @@ def register(add: AddVerb) -> None:
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--per", choices=["target", "family"], default="target")
     sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
+    sp.add_argument("--keep-layout", action="store_true", help=KEEP_LAYOUT)
     sp.add_argument("--json", action="store_true")

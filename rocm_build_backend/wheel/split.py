@@ -67,7 +67,8 @@ def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
     return units
 
 
-def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target") -> SplitResult:
+def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target",
+                keep_layout: bool = False) -> SplitResult:
     from packaging.utils import parse_wheel_filename
 
     from rocm_build_backend.binary.audit import audit_wheel
@@ -93,5 +94,6 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
     result = SplitResult(src, per)
     for unit, targets in units_for(list(report.targets), per).items():
         result.units[unit] = [str(t) for t in targets]
-        result.wheels.append(thin_wheel(src, targets, outdir, new_version=local_version(version, targets)))
+        result.wheels.append(thin_wheel(src, targets, outdir, new_version=local_version(version, targets),
+                                        keep_layout=keep_layout))
     return result

@@ -58,6 +58,8 @@ class MemberResult:
     reason: str = ""
     size_before: int = 0
     size_after: int = 0
+    layout: str = ""  # a thinned library: "compacted" or "in place"
+    layout_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.name, "action": self.action, "kept": _sorted(self.kept),
@@ -65,6 +67,10 @@ class MemberResult:
                                "size_after": self.size_after}
         if self.reason:
             out["reason"] = self.reason
+        if self.layout:
+            out["layout"] = self.layout
+        if self.layout_reason:
+            out["layout_reason"] = self.layout_reason
         return out
 
 
@@ -97,7 +103,8 @@ class ThinResult:
         lines = [f"{self.output}"]
         for m in self.members:
             what = {"thinned": f"kept {', '.join(_sorted(m.kept)) or 'nothing'}; dropped "
-                               f"{', '.join(_sorted(m.dropped))}",
+                               f"{', '.join(_sorted(m.dropped))}; {_mib(m.size_before)} -> {_mib(m.size_after)}"
+                               + (f" (in place: {m.layout_reason})" if m.layout == "in place" else ""),
                     "dropped": f"removed (held {', '.join(_sorted(m.dropped))})",
                     "unchanged": f"unchanged ({', '.join(_sorted(m.kept))})",
                     "kept-whole": f"KEPT WHOLE: {m.reason}"}[m.action]
@@ -183,8 +190,9 @@ def _refuse_existing(dst: Path, src: Path) -> None:
 
 
 def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: str | os.PathLike[str],
-               *, new_version: str | None = None) -> ThinResult:
-    """Write the thinned wheel into ``outdir``; see the module docstring."""
+               *, new_version: str | None = None, keep_layout: bool = False) -> ThinResult:
+    """Write the thinned wheel into ``outdir``; see the module docstring. ``keep_layout``: thinned
+    libraries keep their size and layout (zeros where code was dropped), not compacted."""
     from rocm_build_backend.wheel import thin_write
 
     src = Path(wheel)
@@ -205,7 +213,8 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
         fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".thin.tmp", dir=out)
         try:
             with os.fdopen(fd, "w+b") as fh:
-                thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out))
+                thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out),
+                                 compact=not keep_layout)
                 fh.flush()
                 os.fsync(fh.fileno())
             _settle(result)

@@ -47,8 +47,8 @@ def _renamer(dist_info: str, new_version: str | None) -> Callable[[str], str]:
 
 class _Writer:
     def __init__(self, zf: zipfile.ZipFile, raw: IO[bytes], zout: zipfile.ZipFile, sel: Selector,
-                 result: ThinResult, tmpdir: str) -> None:
-        self.zf, self.raw, self.zout, self.sel = zf, raw, zout, sel
+                 result: ThinResult, tmpdir: str, compact: bool = True) -> None:
+        self.zf, self.raw, self.zout, self.sel, self.compact = zf, raw, zout, sel, compact
         self.total = os.fstat(raw.fileno()).st_size
         self.result, self.tmpdir = result, tmpdir
         self.rows: list[tuple[str, str, str]] = []
@@ -73,7 +73,7 @@ class _Writer:
         buf = thin_zip.read_member(self.zf, self.raw, info, self.total, self.tmpdir)
         try:
             try:
-                res = thin_buffer(buf, self.sel, info.filename)
+                res = thin_buffer(buf, self.sel, info.filename, compact=self.compact)
             except FormatError as exc:
                 raise FormatError(f"{info.filename}: {exc.message}") from None
             if res.restore:
@@ -85,13 +85,15 @@ class _Writer:
 
     def _settle(self, info: zipfile.ZipInfo, name: str, res: FileResult, buf: thin_zip.Buffer) -> None:
         m = MemberResult(info.filename, res.action, list(res.kept), list(res.dropped), res.reason,
-                         size_before=info.file_size)
+                         size_before=info.file_size, layout=res.layout, layout_reason=res.layout_reason)
         digest = hashlib.sha256()
         zinfo = thin_zip.new_info(info, name)
         if res.action == "dropped":
             self.result.members.append(m)
             self.result.had.extend(res.dropped)
             return
+        if res.data is not None:  # a compacted library: smaller on disk too
+            buf = res.data
         if res.action == "thinned":
             size = res.new_size if res.new_size is not None else len(buf)
             zinfo.compress_type = zipfile.ZIP_DEFLATED
@@ -126,8 +128,9 @@ def _keeps(sel: Selector, target: str) -> bool:
 
 
 def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, targets: list[GpuTarget],
-          result: ThinResult, new_version: str | None, tmpdir: str) -> None:
-    """Write the thinned wheel to ``fh``; fills ``result``."""
+          result: ThinResult, new_version: str | None, tmpdir: str, *, compact: bool = True) -> None:
+    """Write the thinned wheel to ``fh``; fills ``result``. ``compact``: thinned libraries are
+    compacted (smaller installed), else rewritten in place only."""
     from rocm_build_backend.wheel.stamp import set_metadata_version
 
     renamed = _renamer(dist_info, new_version)
@@ -135,7 +138,7 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
     stamp_name = f"{dist_info}/{STAMP_NAME}"
     old_stamp: bytes | None = None
     with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, allowZip64=True, compresslevel=COMPRESS_LEVEL) as zout:
-        w = _Writer(zf, raw, zout, Selector(targets), result, tmpdir)
+        w = _Writer(zf, raw, zout, Selector(targets), result, tmpdir, compact)
         for info in zf.infolist():
             name = renamed(info.filename)
             if info.is_dir():
