@@ -241,3 +241,14 @@ def test_non_zero_bytes_are_never_cut(hip_lib):
     sec = next(s for s in elf.read_sections(src, elf.read_header(src)).sections if s.name == ".hip_fatbin")
     with pytest.raises(layout.CannotCompact, match="not zero"):
         layout.shrink_sections(buf, {sec.index: 4096})
+
+
+def test_a_bundle_larger_than_one_read_is_packed_whole(hip_lib, tmp_path, monkeypatch):
+    """Packing reads a bundle from the file's bytes in memory, not through a source whose reads
+    are capped (real code objects reach tens of MiB): lowered here below the bundle's size."""
+    from rocm_build_backend.binary import elf
+
+    monkeypatch.setattr(elf, "MAX_READ", 128 << 10)
+    in_place, res, out = _thin(hip_lib, "gfx942", tmp_path)
+    assert res.layout == "compacted", res.layout_reason
+    _same_audit(bytes(in_place), out.read_bytes())

@@ -41,7 +41,7 @@ class _Piece:
     span: int = 0  # the bytes it takes now (thinning may have padded it), when more than length
 
 
-def _ccob_piece(src: Source, pos: int, end: int) -> _Piece:
+def _ccob_piece(src: Source, whole: memoryview, pos: int, end: int) -> _Piece:
     """A compressed bundle without the padding after its payload, its header's total to match."""
     version, method = struct.unpack_from("<HH", src.read(pos + 4, 4))
     hsize = {1: 20, 2: 24, 3: 32}.get(version)
@@ -61,21 +61,22 @@ def _ccob_piece(src: Source, pos: int, end: int) -> _Piece:
     span = total
     if version in (2, 3):  # thinning may have padded it with a skippable frame up to the old total
         span = struct.unpack_from("<I" if version == 2 else "<Q", src.read(pos + 8, 8))[0]
-    return _Piece(pos, bytes(head) + src.read(pstart, length), total, max(span, total))
+    return _Piece(pos, bytes(head) + bytes(whole[pstart : pstart + length]), total, max(span, total))
 
 
-def _bundle_piece(src: Source, pos: int, end: int) -> _Piece:
-    """An uncompressed bundle rebuilt with its code objects packed after its entry table."""
+def _bundle_piece(src: Source, whole: memoryview, pos: int, end: int) -> _Piece:
+    """An uncompressed bundle rebuilt with its code objects packed after its entry table (read
+    from the file's bytes in memory: a code object may be larger than one source read)."""
     from rocm_build_backend.binary.rewrite_amd import _alignment, compact_bundle, read_entries
 
     entries, _table_end, bundle_end = read_entries(src, pos, end)
-    data = src.read(pos, bundle_end - pos)
-    new = compact_bundle(data, entries, _alignment(entries))
+    new = compact_bundle(whole[pos:bundle_end], entries, _alignment(entries))
     return _Piece(pos, new, len(new), bundle_end - pos)
 
 
-def _pieces(src: Source, start: int, stop: int, name: str) -> list[_Piece]:
+def _pieces(whole: memoryview, start: int, stop: int, name: str) -> list[_Piece]:
     """The containers of one section, with their bytes once packed."""
+    src = BytesSource(whole)
     out: list[_Piece] = []
     pos = start
     while pos < stop:
@@ -87,17 +88,17 @@ def _pieces(src: Source, start: int, stop: int, name: str) -> list[_Piece]:
             _m, _v, hsize, fat_size = struct.unpack("<4sHHQ", src.read(pos, 16))
             piece = _Piece(pos, None, hsize + fat_size)
         elif name == HIP and magic == bundle.BUNDLE_MAGIC[:4]:
-            piece = _bundle_piece(src, pos, stop)
+            piece = _bundle_piece(src, whole, pos, stop)
         elif name == HIP and magic == ccob.CCOB_MAGIC:
-            piece = _ccob_piece(src, pos, stop)
+            piece = _ccob_piece(src, whole, pos, stop)
         else:
             raise CannotCompact(f"{name}: a container this tool does not move")
         if piece.length <= 0 or pos + piece.length > stop:
             raise CannotCompact(f"{name}: a container that does not fit its section")
         out.append(piece)
         pos += max(piece.length, piece.span, 1)
-        if piece.data is not None and len(piece.data) < piece.length:
-            raise CannotCompact(f"{name}: a container shorter than it says")
+        if piece.data is not None and len(piece.data) != piece.length:
+            raise CannotCompact(f"{name}: a container whose bytes do not match its length")
     return out
 
 
@@ -116,7 +117,7 @@ def _plan_pack(buf: Data, hdr: elf.ElfHeader, segs: list[layout.Segment], shdrs:
     sh = shdrs[index]
     start, size, addr = sh[4], sh[5], sh[3]
     align = max(8, sh[8])
-    pieces = _pieces(BytesSource(buf), start, start + size, name)  # type: ignore[arg-type]
+    pieces = _pieces(memoryview(buf), start, start + size, name)
     if not pieces:
         return None
     moves: list[tuple[_Piece, int]] = []
