@@ -223,3 +223,15 @@ def test_a_compressed_bundle_naming_an_entry_twice_is_kept_whole():
     twice = [Entry("hipv4-amdgcn-amd-amdhsa--gfx90a", 4096, 16, "gfx90a")] * 2
     with pytest.raises(CannotThin):
         compact_bundle(bytes(8192), twice, 4096)
+
+
+def test_code_for_a_gpu_the_tables_no_longer_list_is_kept_whole():
+    """cupy-cuda11x ships sm_35 cubins (Kepler, gone from CUDA 12): a target the loader rules
+    cannot judge keeps its file whole (thinning it used to stop with an unknown-target error)."""
+    data = bytearray((DATA / "cuda_sm75_80_90_ptx90.so").read_bytes())
+    off, _size = section(bytes(data), ".nv_fatbin")
+    entry = off + 16  # the first entry header, right after the container's
+    assert struct.unpack_from("<I", data, entry + 28)[0] == 75
+    struct.pack_into("<I", data, entry + 28, 35)
+    result = thin_buffer(data, Selector(parse_targets("sm_90")), "old.so")
+    assert result.action == "kept-whole" and "sm_35" in result.reason
