@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rocm_build_backend.wheel.environment import check_environment  # noqa: E402
+from rocm_build_backend.wheel.check.environment import check_environment  # noqa: E402
 
 
 def make_env(wheels: list[Path], where: Path) -> str:
@@ -104,7 +104,7 @@ def main() -> None:
         devices: list = parse_targets(args.targets)
     else:
         from rocm_build_backend.gpu.amd.detect import detect
-        from rocm_build_backend.wheel.check import devices_from_detection
+        from rocm_build_backend.wheel.check.wheels import devices_from_detection
 
         devices, _ = devices_from_detection(detect(keep_features=True))
 

@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from rocm_build_backend.wheel.index import build_index  # noqa: E402
+from rocm_build_backend.wheel.index.run import build_index  # noqa: E402
 
 TARGETS = ["gfx90a", "gfx942", "gfx1100"]
 WORDS = ("kernel tensor fused attention matmul gemm conv reduce scan sort sparse dense batch "

@@ -3,8 +3,8 @@
     python bench/bench_real_audit.py [--rounds 5] [--cache DIR] [--profile] [--out FILE]
 
 The wheels (pinned below by name, version, file name and sha256; 10 wheels, 0.92 GB, AMD and
-NVIDIA, fetched once with ``pip download --no-deps NAME==VERSION`` through pip's configured
-index into the cache folder, default ``~/.cache/rocm-build-backend-bench/real``).
+NVIDIA, each located through pip's configured index and downloaded once by
+``tests/realinputs.py`` into the cache folder, default ``~/.cache/rocm-build-backend-bench/real``).
 
 Two figures, each measured side by side in one run, the rows alternated ``--rounds`` times
 (medians), page cache warm (each command ran once before):
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import hashlib
 import json
 import os
 import resource
@@ -75,27 +74,19 @@ print(time.perf_counter() - t)
 """
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def fetch(cache: Path) -> list[Path]:
-    """The pinned wheels, downloaded once with pip; each checked against its sha256."""
-    cache.mkdir(parents=True, exist_ok=True)
+    """The pinned wheels, each downloaded once through pip's configured index
+    (``tests/realinputs.py``) and checked against its sha256."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from realinputs import CorpusError, pinned_file
+
     out = []
     for name, version, filename, sha256 in WHEELS:
-        path = cache / filename
-        if not path.exists():
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                            "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
-                            "-d", str(cache), f"{name}=={version}"], check=True)
-        if _sha256(path) != sha256:
-            raise SystemExit(f"{path}: sha256 does not match the pin")
-        out.append(path)
+        try:
+            out.append(pinned_file({"name": name, "version": version, "filename": filename,
+                                    "sha256": sha256}, cache))
+        except CorpusError as exc:
+            raise SystemExit(str(exc)) from None
     return out
 
 

@@ -104,7 +104,7 @@ def import_time(runs: int) -> tuple[float, float]:
 
 def accepted(targets: str) -> list[str]:
     from rocm_build_backend.gpu.targets import parse_targets
-    from rocm_build_backend.build.toolchain import check_targets, find_compiler
+    from rocm_build_backend.gpu.amd.toolchain import check_targets, find_compiler
 
     compiler = find_compiler("auto")
     verdict = check_targets(compiler, parse_targets(targets))

@@ -5,8 +5,8 @@ wheel), thinned, measured against the floor, and read back by LLVM's own tools.
                                [--nvidia sm_90,sm_80] [--no-amd] [--cache DIR] [--out FILE]
 
 - The real wheel is cupy-rocm-7-0 14.2.0 (CPython 3.11, manylinux2014 x86_64), downloaded
-  once into the cache folder (default ``~/.cache/rocm-build-backend-bench``) and checked
-  against the sha256 PyPI's JSON API lists for it (pinned below).
+  once into the cache folder (default ``~/.cache/rocm-build-backend-bench``) through pip's
+  configured index, and checked against its pinned size and sha256 (below).
 - ``floor``: inflate every member and deflate it again (``zipfile``, level 6, streamed),
   the least any wheel rewrite costs; ``thin``: ``thin_wheel`` to one target. Each runs in a
   fresh child process; the table gives seconds, the ratio to the floor and peak RSS.
@@ -40,19 +40,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CUPY = "cupy_rocm_7_0-14.2.0-cp311-cp311-manylinux2014_x86_64.whl"
-CUPY_SHA256 = "8e824c1c2fc386e72fe8ae69ab7c273326b17650160400f8f4ea2c932189ed1a"
-CUPY_JSON = "https://pypi.org/pypi/cupy-rocm-7-0/json"
-CUDA13 = "cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl"
-CUDA13_SHA256 = "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12"
-CUDA13_JSON = "https://pypi.org/pypi/cupy-cuda13x/json"
+# pinned by name, version, file name, size and sha256; found through pip's configured index
+CUPY = {"name": "cupy-rocm-7-0", "version": "14.2.0", "filename": "cupy_rocm_7_0-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
+        "size": 73485746, "sha256": "8e824c1c2fc386e72fe8ae69ab7c273326b17650160400f8f4ea2c932189ed1a"}
+CUDA13 = {"name": "cupy-cuda13x", "version": "14.2.0", "filename": "cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
+          "size": 69969199, "sha256": "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12"}
 CUOBJDUMP = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
 TOOLS = {k: shutil.which(f"{k}-19") or shutil.which(k)
          for k in ("clang-offload-bundler", "llvm-objcopy", "llvm-objdump", "llvm-readelf")}
@@ -60,23 +58,16 @@ TOOLS = {k: shutil.which(f"{k}-19") or shutil.which(k)
 
 # ------------------------------------------------------------------ inputs
 
-def fetch_cupy(cache: Path, name: str = CUPY, sha256: str = CUPY_SHA256, api: str = CUPY_JSON) -> Path:
-    """The pinned wheel, downloaded once; its sha256 must match the pin and PyPI's listing."""
-    cache.mkdir(parents=True, exist_ok=True)
-    path = cache / name
-    if not path.exists() or _sha256(path) != sha256:
-        with urllib.request.urlopen(api, timeout=60) as r:
-            files = {u["filename"]: u for u in json.load(r)["urls"]}
-        entry = files[name]
-        if entry["digests"]["sha256"] != sha256:
-            raise SystemExit(f"PyPI lists sha256 {entry['digests']['sha256']} for {name}, pinned {sha256}")
-        tmp = path.with_suffix(".part")
-        with urllib.request.urlopen(entry["url"], timeout=600) as r, open(tmp, "wb") as fh:
-            shutil.copyfileobj(r, fh, 1 << 20)
-        os.replace(tmp, path)
-    if _sha256(path) != sha256:
-        raise SystemExit(f"{path}: sha256 does not match the pin")
-    return path
+def fetch_cupy(cache: Path, pin: dict = CUPY) -> Path:
+    """The pinned wheel, downloaded once through pip's configured index (``tests/realinputs.py``)
+    and checked against the pin's size and sha256."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from realinputs import CorpusError, pinned_file
+
+    try:
+        return pinned_file(pin, cache)
+    except CorpusError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _sha256(path: Path) -> str:
@@ -128,7 +119,7 @@ def child(mode: str, wheel: str, out: str, targets: str) -> None:
                         w.write(chunk)
     else:
         from rocm_build_backend.gpu.targets import parse_targets
-        from rocm_build_backend.wheel.thin import thin_wheel
+        from rocm_build_backend.wheel.thin.run import thin_wheel
 
         thin_wheel(wheel, parse_targets(targets), out, keep_layout=mode == "thin-in-place")
     print(json.dumps({"seconds": time.perf_counter() - start, "rss": _peak_rss()}))
@@ -350,7 +341,7 @@ def main() -> int:
             lines += bench_one("cupy-rocm-7-0 14.2.0 (real, PyPI, sha256 pinned)", fetch_cupy(Path(args.cache)),
                                targets, work, True)
         if args.nvidia:
-            cuda = fetch_cupy(Path(args.cache), CUDA13, CUDA13_SHA256, CUDA13_JSON)
+            cuda = fetch_cupy(Path(args.cache), CUDA13)
             lines += bench_one("cupy-cuda13x 14.2.0 (real, PyPI, sha256 pinned)", cuda, args.nvidia.split(","), work, True)
         if not args.no_generated:
             big = generated(work / "gen.whl", args.generated_gb)

@@ -3,7 +3,7 @@ rewrite (``thin --keep-layout``) against the default, where thinned libraries ar
 
     python bench/bench_thin_installed.py [--cache DIR] [--out FILE]
 
-The real wheels of ``bench/bench_real_audit.py`` (pinned by sha256, fetched once with pip), each
+The real wheels of ``bench/bench_real_audit.py`` (pinned by sha256, fetched once through pip's configured index), each
 thinned to one target of each vendor it holds code for. For every library with device code:
 its shape (the device sections and the containers in them, from our audit), its size, its size
 after the in-place rewrite and after compaction, and why a library stayed in place. Sizes are
@@ -17,7 +17,6 @@ import collections
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +39,7 @@ def _shape(report_file: object) -> str:
 def one(wheel: Path, target: str, work: Path) -> list[str]:
     from rocm_build_backend.binary.audit import audit_wheel
     from rocm_build_backend.gpu.targets import parse_targets
-    from rocm_build_backend.wheel.thin import thin_wheel
+    from rocm_build_backend.wheel.thin.run import thin_wheel
 
     shapes = {f.path: _shape(f) for f in audit_wheel(wheel).device_files}
     results = {}

@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from wheelmaker import damage_member, make_wheel  # noqa: E402
+from helpers import damage_member, make_wheel  # noqa: E402
 
 
 def bomb(folder: Path, member: str, mib: int) -> Path:
@@ -96,7 +96,7 @@ def main() -> None:
             disk = whl.stat().st_size
             cache = pip_cache(folder, folder / "wheels")
             for verb, cmd in (("check", ["check", "--targets", "gfx90a", whl]),
-                              ("index", ["index", "--targets", "gfx90a", folder / "wheels", folder / "out"]),
+                              ("index", ["index", "--targets", "gfx90a", folder / "wheels", "-o", folder / "out"]),
                               ("cache", ["cache", "list", "--targets", "gfx90a", "--cache-dir", cache])):
                 secs, peak, code = run([str(c) for c in cmd])
                 print(f"{gen:<16}{size:>6}Mi{disk / 1024:>8.0f}Ki{verb:>8}{secs:>9.2f}{peak:>10.0f}{code:>6}")
@@ -104,7 +104,7 @@ def main() -> None:
         for n in (10, 100, 1000):
             folder = work / f"damaged-{n}"
             damaged(folder / "wheels", n)
-            secs, peak, code = run(["index", "--targets", "gfx90a", str(folder / "wheels"), str(folder / "out")])
+            secs, peak, code = run(["index", "--targets", "gfx90a", str(folder / "wheels"), "-o", str(folder / "out")])
             print(f"{'damaged':<16}{n:>6}wh{'':>10}{'index':>8}{secs:>9.2f}{peak:>10.0f}{code:>6}")
             shutil.rmtree(folder)
     finally:

@@ -13,15 +13,13 @@ boundary and readable entries; anything else in the data is skipped, never repor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from rocm_build_backend.binary import elf as _elf
-from rocm_build_backend.binary.budget import BudgetExceeded
+from rocm_build_backend.binary.budget import BudgetExceeded, count_container
 from rocm_build_backend.binary.container import Container, add_note
 from rocm_build_backend.binary.elf import FormatError, Source, SubSource
-
-if TYPE_CHECKING:
-    from rocm_build_backend.binary.fatbin import Deferred
+from rocm_build_backend.binary.fatbin import Deferred, read_fatbin, settle
 
 DATA_SECTIONS = (".rodata", ".lrodata", ".data.rel.ro", ".data", ".ldata")
 _HEADER = b"\x50\xed\x55\xba\x01\x00\x10\x00"  # magic, version 1, header size 16
@@ -81,8 +79,6 @@ def _in_section(sub: Source, name: str, base: int, left: list[int]) -> list[Cont
     the file, not necessarily within the section). The search resumes after each fatbin found,
     so the bytes inside fatbins are not searched. Where the source already knows where the
     fatbin magics are (an inflated zip member), only those places are read."""
-    from rocm_build_backend.binary.fatbin import Deferred, settle
-
     found: list[Container] = []
     deferred: Deferred = []
     known = _elf.magic_offsets(sub, 0, sub.size)
@@ -120,13 +116,10 @@ def _in_section(sub: Source, name: str, base: int, left: list[int]) -> list[Cont
 
 
 def _candidate(src: Source, start: int, name: str, left: list[int], found: list[Container],
-               deferred: "Deferred") -> int:
+               deferred: Deferred) -> int:
     """Read the fatbin header at ``start`` (counted against ``left``); a well-formed fatbin
     with targets goes into ``found``. Returns where the search goes on: after a whole fatbin
     (kept or not), else the next byte."""
-    from rocm_build_backend.binary.budget import count_container
-    from rocm_build_backend.binary.fatbin import read_fatbin
-
     left[0] -= 1
     if left[0] < 0:
         return start + 1

@@ -1,5 +1,6 @@
-"""The magic bytes that open each device-code container, so that a file is sent to its reader
-without importing every reader first. Constants only; the readers re-export theirs."""
+"""The magic bytes that open each device-code container, named once: the dispatch in ``audit``
+and the first-pass scan in ``lookahead`` compare with them. Constants only; each reader
+re-exports its own; nothing is imported or read here."""
 
 BUNDLE = b"__CLANG_OFFLOAD_BUNDLE__"  # clang offload bundle
 CCOB = b"CCOB"  # compressed offload bundle

@@ -7,6 +7,7 @@ Nothing is extracted and no member is held whole in memory. It knows no device f
 from __future__ import annotations
 
 import zipfile
+import zlib
 from bisect import bisect_right
 from typing import IO, Any
 
@@ -79,8 +80,6 @@ class InflateSource:
     MIN_STEP = 64 << 10
 
     def __init__(self, fh: IO[bytes], base: int, csize: int, usize: int) -> None:
-        import zlib
-
         self._zlib = zlib
         self._fh, self._base, self._csize = fh, base, csize
         self.size = usize

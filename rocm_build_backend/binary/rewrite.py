@@ -26,11 +26,13 @@ from functools import partial
 from typing import Callable
 
 from rocm_build_backend.binary import amdgpu, bundle, ccob, cubin, elf, fatbin, offload_binary, walk
+from rocm_build_backend.binary.audit import audit_bytes
+from rocm_build_backend.binary.compact import compacted
 from rocm_build_backend.binary.elf import BytesSource, Source
-from rocm_build_backend.errors import FormatError
 from rocm_build_backend.binary.rewrite_amd import plan_bundle, plan_ccob, plan_offloading
 from rocm_build_backend.binary.rewrite_cuda import plan_fatbin
 from rocm_build_backend.binary.rewrite_plan import Buffer, CannotThin, Plan, Selector
+from rocm_build_backend.errors import FormatError
 
 _Planner = Callable[[Source, int, int, Selector], "tuple[Plan, int, int]"]
 _HIP: dict[bytes, _Planner] = {bundle.BUNDLE_MAGIC[:4]: plan_bundle, ccob.CCOB_MAGIC: plan_ccob}
@@ -160,8 +162,6 @@ def audit_agrees(buf: Buffer, result: FileResult, name: str) -> str:
 
     A fatbin container emptied by thinning reads back as holding no entries: expected.
     """
-    from rocm_build_backend.binary.audit import audit_bytes
-
     report = audit_bytes(buf, name)  # type: ignore[arg-type]  # any buffer works
     problems = [p for p in report.problems if "holds no entries" not in p]
     if problems:
@@ -196,9 +196,6 @@ def _in_place(result: FileResult, why: str) -> FileResult:
 
 def _compacted(buf: Buffer, result: FileResult, name: str) -> FileResult:
     """The thinned library compacted, when its layout allows and its audit stays the same."""
-    from rocm_build_backend.binary.audit import audit_bytes
-    from rocm_build_backend.binary.compact import compacted
-
     def facts(data: Buffer) -> tuple[object, ...]:
         r = audit_bytes(data, name)  # type: ignore[arg-type]  # any buffer works
         return r.targets, r.complete, r.modules, r.problems

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import zlib
 from dataclasses import dataclass
 
 from rocm_build_backend.binary import bundle, ccob, decompression, offload_binary, walk
 from rocm_build_backend.binary.elf import BytesSource, Source, msg
-from rocm_build_backend.errors import FormatError
 from rocm_build_backend.binary.rewrite_plan import CannotThin, Plan, Selector
+from rocm_build_backend.errors import FormatError
 
 MAX_INFLATE = 1 << 30  # one compressed bundle inflated in memory, at most
 ZSTD_LEVEL = 3  # the offload bundler's zstd level (long-distance matching on)
@@ -201,16 +202,15 @@ def inflate_all(method: int, src: Source, start: int, end: int, usize: int) -> b
 
 def compress(method: int, data: bytes) -> bytes:
     if method == 0:
-        import zlib
-
         return zlib.compress(data, ZLIB_LEVEL)
-    try:
-        import zstandard
-    except ImportError:  # pragma: no cover - the zstd extra
-        raise CannotThin(decompression.ZSTD_NOTE) from None
-    params = zstandard.ZstdCompressionParameters.from_level(
-        ZSTD_LEVEL, source_size=len(data), enable_ldm=True, write_content_size=True)
-    return bytes(zstandard.ZstdCompressor(compression_params=params).compress(data))
+    zstd = decompression.zstd_module()
+    if zstd is None:  # pragma: no cover - a dependency before Python 3.14
+        raise CannotThin(decompression.ZSTD_NOTE)
+    param = zstd.CompressionParameter
+    options = {param.compression_level: ZSTD_LEVEL, param.enable_long_distance_matching: 1,
+               param.content_size_flag: 1}
+    # one call with the whole input: zstd knows its size, writes it and sizes its tables for it
+    return bytes(zstd.ZstdCompressor(options=options).compress(data, zstd.ZstdCompressor.FLUSH_FRAME))
 
 
 def ccob_bytes(version: int, method: int, data: bytes, payload: bytes, total: int | None = None) -> bytes:

@@ -13,7 +13,7 @@ from rocm_build_backend.errors import RocmBuildBackendError
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.project import plan_json, plan_project
+    from rocm_build_backend.builder.project import plan_json, plan_project
 
     prepared, stale = plan_project(Path(args.path), build_settings(args))
     clean = prepared.project.settings.stale == "clean"
@@ -35,24 +35,30 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.project import build_project
+    """Exit 0 built; 1 refused (stale tree, compiler, missing target) or failed; 2 a bad setting;
+    3 no GPU found (the hook's own code, see ``builder.project.failed``)."""
+    from rocm_build_backend.builder.project import build_project
 
-    wheel, stale = build_project(Path(args.path), Path(args.outdir) if args.outdir else None,
-                                 build_settings(args))
-    for path, targets in stale:
+    built = build_project(Path(args.path), Path(args.outdir) if args.outdir else None, build_settings(args))
+    for path, targets in built.stale:
         print(f"warning: {path} in the output folder was built for {' '.join(targets) or 'no GPU target'}",
               file=sys.stderr)
-    print(wheel)
+    if args.json:
+        print_json(built.to_json())
+    else:
+        print(built.wheel)
     return 0
 
 
 def cmd_configure(args: argparse.Namespace) -> int:
-    from rocm_build_backend.build.configure import configure
+    from rocm_build_backend.builder.configure import configure
 
     if not Path(args.path).is_dir():
         raise RocmBuildBackendError(f"{args.path} is not a folder", hint="give the project's folder")
     result = configure(Path(args.path), write=not (args.diff or args.dry_run))
-    if args.diff:
+    if args.json:
+        print_json(result.to_json())
+    elif args.diff:
         sys.stdout.write(result.diff())
     else:
         print(result.message)
@@ -72,10 +78,12 @@ def register(add: AddVerb) -> None:
     sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist)")
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
     sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+    sp.add_argument("--json", action="store_true", help="print what was built as JSON (the build log stays on stderr)")
 
 
     sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")
     sp.add_argument("path", nargs="?", default=".")
     sp.add_argument("--diff", action="store_true", help="show the change as a unified diff; write nothing")
     sp.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+    sp.add_argument("--json", action="store_true", help="print what changed (or would change) as JSON")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
     AddVerb, print_json,
 )
@@ -15,35 +16,36 @@ KEEP_LAYOUT = ("rewrite libraries in place only: they keep their size and layout
 
 
 def cmd_thin(args: argparse.Namespace) -> int:
-    """Exit 0 written; 1 no code for a target; 2 a wheel thin does not take; 3 damaged."""
+    """Exit 0 written; 1 no code for a target, or a file kept whole; 2 a wheel thin does not
+    take; 3 damaged."""
     from rocm_build_backend.gpu.targets import parse_targets
-    from rocm_build_backend.wheel.thin import thin_wheel
+    from rocm_build_backend.wheel.thin.run import thin_wheel
 
     result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir), keep_layout=args.keep_layout)
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
-    return 0
+        print(render.thin(result))
+    return result.exit_code
 
 
 def cmd_split(args: argparse.Namespace) -> int:
     """Exit codes as for thin."""
-    from rocm_build_backend.wheel.split import split_wheel
+    from rocm_build_backend.wheel.thin.split import split_wheel
 
     result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per, keep_layout=args.keep_layout)
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
-    return 0
+        print(render.split(result))
+    return result.exit_code
 
 
 def register(add: AddVerb) -> None:
     sp = add("thin", cmd_thin, "write a copy of a wheel whose GPU code is only what loads on the targets")
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--targets", required=True, help="the GPUs to keep code for (gfx942, sm_90, ...)")
-    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
+    sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
     sp.add_argument("--keep-layout", action="store_true", help=KEEP_LAYOUT)
     sp.add_argument("--json", action="store_true")
 
@@ -51,6 +53,6 @@ def register(add: AddVerb) -> None:
     sp = add("split", cmd_split, "write one thinned wheel per target (or AMD family), with a local version")
     sp.add_argument("wheel", metavar="WHEEL")
     sp.add_argument("--per", choices=["target", "family"], default="target")
-    sp.add_argument("--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
+    sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
     sp.add_argument("--keep-layout", action="store_true", help=KEEP_LAYOUT)
     sp.add_argument("--json", action="store_true")

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
-    AddVerb, check_devices, detect_args, detection, print_json,
+    AddVerb, check_devices, detect_args, detection, print_json, targets_from_env,
 )
 from rocm_build_backend.errors import RocmBuildBackendError
 
@@ -24,29 +26,29 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.audit(report))
     return report.exit_code
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.environment import check_environment
+    from rocm_build_backend.wheel.check.environment import check_environment
 
     if args.wheels:
         raise RocmBuildBackendError("check --env takes no wheels", hint="check wheels and environments in two runs")
     devices, notes, generic_ok = check_devices(args)
-    from rocm_build_backend.wheel.environment import default_cache_path
+    from rocm_build_backend.wheel.check.environment import default_cache_path
 
     report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
                                cache_path=None if args.no_cache else default_cache_path(), strict=args.strict)
     if args.json:
-        print_json(report.to_dict())
+        print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.environment(report))
     return report.exit_code
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.check import check_wheels
+    from rocm_build_backend.wheel.check.wheels import check_wheels
 
     if args.env is not None:
         return cmd_check_env(args)
@@ -61,18 +63,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.check(report))
     return report.exit_code
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.cache import list_cache, purge_cache
+    from rocm_build_backend.wheel.cache.run import list_cache, purge_cache
     from rocm_build_backend.gpu.targets import parse_targets
 
-    if args.targets is not None:
-        from rocm_build_backend.wheel.index_plan import named_targets
+    given = args.targets if args.targets is not None or args.root else targets_from_env()
+    if given is not None:
+        from rocm_build_backend.wheel.index.plan import named_targets
 
-        targets = parse_targets(named_targets(args.targets))
+        targets = parse_targets(named_targets(given))
     else:
         from rocm_build_backend.gpu.detect import require_targets
 
@@ -87,49 +90,80 @@ def cmd_cache(args: argparse.Namespace) -> int:
                           "tools": ("pip", "uv") if args.tool == "all" else (args.tool,)}
     if args.action == "list":
         result = list_cache(targets, **kw)
+        result.purge_args = ((["--targets", args.targets] if args.targets is not None else [])
+                             + (["--tool", args.tool] if args.tool != "all" else [])
+                             + [a for d in args.cache_dir or [] for a in ("--cache-dir", d)]
+                             + ([] if args.root is None else ["--root", args.root]))
     else:
         result = purge_cache(targets, yes=args.yes, **kw)
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.cache(result))
     return result.exit_code
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.index import build_index
+    from rocm_build_backend.wheel.index.run import build_index
     from rocm_build_backend.gpu.targets import parse_targets
 
-    from rocm_build_backend.wheel.index_plan import named_targets
+    from rocm_build_backend.wheel.index.plan import named_targets
 
     targets: Any = None
     if args.targets is not None:  # with --family, family names too: build_index parses them
         names = named_targets(args.targets)
         targets = names if args.family else parse_targets(names)
-    result = build_index(Path(args.wheel_dir), Path(args.out_dir), targets=targets,
+    result = build_index(Path(args.wheel_dir), Path(outdir(args)), targets=targets,
                          family=args.family, base_url=args.base_url,
                          variants=args.variants, split=args.split)
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.index(result))
+    if args.out_dir is not None:  # after the run: an error stays the first line of its output
+        print("warning: OUT_DIR as a second argument is deprecated; use -o/--outdir", file=sys.stderr)
     return result.exit_code
+
+
+def outdir(args: argparse.Namespace) -> str:
+    """``index``'s output folder: -o/--outdir, or the deprecated second positional argument."""
+    if args.out_dir is not None and args.outdir is not None and args.out_dir != args.outdir:
+        raise RocmBuildBackendError(f"two output folders: {args.out_dir} and -o {args.outdir}",
+                                    hint="give the output folder once, as -o/--outdir")
+    if args.out_dir is not None:
+        return str(args.out_dir)
+    if args.outdir is None:
+        args.index_parser.error("give the output folder: -o/--outdir DIR")  # usage, exit 2
+    return str(args.outdir)
 
 
 def cmd_install(args: argparse.Namespace) -> int:
     import tempfile
 
-    from rocm_build_backend.wheel.install import install_inspected
+    from rocm_build_backend.wheel.install.run import install_inspected
 
     devices, notes, generic_ok = check_devices(args)
     env = dict(os.environ)
     if args.root:  # builds through the shim see the same GPUs as the check
         env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(Path(args.root).resolve())
+    if devices:  # and build for them, whatever named them (--targets, recorded outputs, detection)
+        env["ROCM_BUILD_BACKEND_TARGETS"] = args.targets or targets_from_env() or build_targets(devices)
     with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
         result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
                                    dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
-        print(result.to_text())
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(render.install(result))
     return result.exit_code
+
+
+def build_targets(devices: list[Any]) -> str:
+    """The targets a build for these devices gets: each processor once (features dropped, as
+    detection gives a build), in the stable order."""
+    from rocm_build_backend.gpu.targets import GpuTarget, join_targets, sort_targets
+
+    return join_targets(sort_targets({GpuTarget(str(d).split(":", 1)[0]) for d in devices}), ";")
 
 
 def register(add: AddVerb) -> None:
@@ -169,14 +203,17 @@ def register(add: AddVerb) -> None:
     sp.add_argument("--python", metavar="PYTHON", help="the interpreter whose pip collects and installs (default: this one)")
     sp.add_argument("--tool", choices=["pip", "uv"], default="pip", help="the installer that resolves and installs")
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    sp.add_argument("--json", action="store_true", help="print the table as JSON")
     sp.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="PIP_ARGS",
                     help="pip's arguments: requirements and index options (put them after --)")
     detect_args(sp)
 
 
     sp = add("index", cmd_index, "write a static package index per GPU target")
-    sp.add_argument("wheel_dir")
-    sp.add_argument("out_dir")
+    sp.add_argument("wheel_dir", metavar="WHEEL_DIR")
+    sp.add_argument("out_dir", nargs="?", metavar="OUT_DIR", help="deprecated spelling of -o/--outdir")
+    sp.add_argument("-o", "--outdir", metavar="DIR", help="where the index goes")
+    sp.set_defaults(index_parser=sp)
     sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")

@@ -1,0 +1,272 @@
+"""``configure``: make a project's ``pyproject.toml`` build through the shim.
+
+Edits ``pyproject.toml`` with tomlkit (comments and layout stay), then re-reads the result with
+tomllib and refuses, writing nothing, unless it parses and only ``[build-system]`` and
+``[tool.rocm-build-backend]`` changed. A command, never imported by the build hooks: tomlkit is
+imported where it edits (an error, not a traceback, where it is missing). Builds nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+import tomlkit
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from tomlkit.items import InlineTable
+
+from rocm_build_backend.builder.project import LEGACY, SHIM
+from rocm_build_backend.errors import CANNOT_TELL, ConfigError, RocmBuildBackendError
+
+REQUIREMENT = "rocm-build-backend"
+SCHEMA_VERSION = 1  # of Configured.to_json
+
+
+class UnreadableFileError(RocmBuildBackendError):
+    """A project file that exists but cannot be read: we cannot tell what it declares."""
+
+    exit_code = CANNOT_TELL
+
+
+MAX_PYPROJECT_BYTES = 1 << 20  # a pyproject.toml is a few KiB; refuse anything absurd
+_TABLE = "rocm-build-backend"
+
+
+@dataclass(frozen=True)
+class Configured:
+    """What ``configure`` did (or, with ``write=False``, would do) to one file."""
+
+    file: Path
+    changed: bool
+    message: str
+    before: str  # "" when the file did not exist
+    after: str
+    written: bool = False  # False with write=False, or when nothing changed
+    wrapped: str | None = None  # the backend the shim now wraps; None when it already built through it
+
+    def to_json(self) -> dict[str, Any]:
+        """``configure --json``: schema ``data/schemas/configure.schema.json``, docs/json/configure.md."""
+        return {"schema_version": SCHEMA_VERSION, "file": str(self.file), "changed": self.changed,
+                "written": self.written, "wrapped": self.wrapped, "message": self.message, "diff": self.diff()}
+
+    def diff(self) -> str:
+        """A unified diff of the change ("" when nothing changes)."""
+        name = self.file.name
+        return "".join(difflib.unified_diff(
+            _diff_lines(self.before), _diff_lines(self.after),
+            fromfile=f"a/{name}" if self.before else "/dev/null", tofile=f"b/{name}"))
+
+
+def _diff_lines(text: str) -> list[str]:
+    """Lines for a unified diff; a last line without a newline is marked the way git and patch expect."""
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def _read_text(file: Path) -> str:
+    try:
+        with open(file, "rb") as fh:
+            raw = fh.read(MAX_PYPROJECT_BYTES + 1)
+    except OSError as exc:
+        raise UnreadableFileError(f"cannot read {file}: {exc.strerror}", hint="check the file's permissions") from None
+    if len(raw) > MAX_PYPROJECT_BYTES:
+        raise ConfigError([f"{file} is too large ({MAX_PYPROJECT_BYTES} bytes at most)"],
+                          hint="give the pyproject.toml of a Python project")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{file} is not UTF-8 (byte {exc.start})"], hint="TOML files are UTF-8; fix the file") from None
+
+
+def _parse(text: str, file: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"cannot read {file}: {exc}"], hint="fix the TOML syntax, then run configure again") from None
+    return data
+
+
+def _has_requirement(requires: list[Any]) -> bool:
+    for item in requires:
+        if not isinstance(item, str):
+            continue
+        try:
+            name = Requirement(item).name
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(name) == REQUIREMENT:
+            return True
+    return False
+
+
+def _expected(before: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The [build-system] and [tool.rocm-build-backend] the edit must produce, and the wrapped backend."""
+    system = dict(before.get("build-system") or {})
+    ours = dict((before.get("tool") or {}).get(_TABLE) or {})
+    declared = system.get("build-backend")
+    wrapped = declared if isinstance(declared, str) else LEGACY
+    if "backend" in ours and ours["backend"] != wrapped:
+        raise ConfigError([f"[tool.rocm-build-backend] already wraps {ours['backend']!r}, "
+                           f"while [build-system] declares {wrapped!r}"],
+                          hint=f'set build-backend = "{SHIM}" in [build-system] by hand, and keep the backend you mean')
+    requires = system.get("requires", ["setuptools>=40.8.0"] if wrapped == LEGACY else [])
+    if not isinstance(requires, list):
+        raise ConfigError(["[build-system] requires is not a list"], hint='write requires = ["..."]')
+    system["requires"] = list(requires) if _has_requirement(requires) else [*requires, REQUIREMENT]
+    system["build-backend"] = SHIM
+    ours["backend"] = wrapped
+    if "backend-path" in system:
+        ours["backend-path"] = system.pop("backend-path")
+    return system, ours, wrapped
+
+
+def _edit(text: str, system: dict[str, Any], ours: dict[str, Any]) -> list[str]:
+    """Candidate new texts, best first: the same document with the two tables edited."""
+    try:
+        import tomlkit
+    except ImportError:
+        raise RocmBuildBackendError("configure needs tomlkit, which is not installed",
+                                    hint="pip install tomlkit (a dependency of rocm-build-backend)") from None
+
+    doc = tomlkit.parse(text)
+    table = doc.get("build-system")
+    if table is not None:
+        if "requires" not in table:
+            table["requires"] = system["requires"]
+        elif not _has_requirement(list(table["requires"])):
+            table["requires"].append(REQUIREMENT)
+        table["build-backend"] = SHIM
+        if "backend-path" in table:
+            del table["backend-path"]
+        return [_with_ours(doc, ours)]
+    new = tomlkit.table()
+    new.update(system)
+    fresh = tomlkit.document()
+    fresh["build-system"] = new
+    first = tomlkit.dumps(fresh) + "\n" + _with_ours(doc, ours)
+    doc.append("build-system", new)
+    # first in the file where only tables follow; else last, where no header captures root-level keys
+    return [first, _with_ours(doc, ours)]
+
+
+def _with_ours(doc: Any, ours: dict[str, Any]) -> str:
+    """DOC's text with our table: keys added to an existing one, else a new table at the end."""
+    tool = doc.get("tool")
+    if tool is not None and _TABLE in tool:
+        for key, value in ours.items():
+            if key not in tool[_TABLE]:
+                tool[_TABLE][key] = value
+        return str(tomlkit.dumps(doc))
+    if isinstance(tool, InlineTable):  # tool = {black = {...}}: TOML allows no [tool.x] after it
+        new = tomlkit.inline_table()
+        new.update(ours)
+        tool[_TABLE] = new
+        return str(tomlkit.dumps(doc))
+    # [tool.x] tables may be spread over the file (tomlkit cannot append to those): add ours last
+    table = tomlkit.table()
+    table.update(ours)
+    tail = tomlkit.document()
+    tail.append("tool", tomlkit.table(is_super_table=True))
+    tail["tool"].append(_TABLE, table)
+    text = str(tomlkit.dumps(doc)).rstrip("\n")
+    return (text + "\n\n" if text else "") + str(tomlkit.dumps(tail))
+
+
+def _others(data: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in data.items() if k != "build-system"}
+    tool = {k: v for k, v in (out.get("tool") or {}).items() if k != _TABLE}
+    out.pop("tool", None)
+    if tool:
+        out["tool"] = tool
+    return out
+
+
+def _checked(before: dict[str, Any], candidates: list[str], system: dict[str, Any],
+             ours: dict[str, Any]) -> str | None:
+    """The first candidate that parses and changes nothing but our two tables."""
+    for text in candidates:
+        try:
+            after = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            continue
+        if (_others(after) == _others(before) and after.get("build-system") == system
+                and (after.get("tool") or {}).get(_TABLE) == ours):
+            return text
+    return None
+
+
+def _write_atomically(file: Path, text: str) -> None:
+    """Replace FILE with TEXT in one rename, keeping its mode; on any failure the file is untouched."""
+    mode = file.stat().st_mode & 0o7777 if file.exists() else None
+    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, file)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+_NEW_FILE = (f'[build-system]\nrequires = ["setuptools>=40.8.0", "{REQUIREMENT}"]\nbuild-backend = "{SHIM}"\n\n'
+             f'[tool.{_TABLE}]\nbackend = "{LEGACY}"\n')
+
+
+def _new_text(file: Path, before: str) -> tuple[str, str]:
+    """(new text, wrapped backend) for an existing pyproject.toml; ConfigError when it cannot be done safely."""
+    data = _parse(before, file)
+    system, ours, wrapped = _expected(data)
+    crlf = "\r\n" in before
+    hint = (f'edit it by hand: build-backend = "{SHIM}", add "{REQUIREMENT}" to requires, '
+            f'and backend = "{wrapped}" under [tool.rocm-build-backend]')
+    try:
+        edited = _edit(before, system, ours)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a layout tomlkit cannot edit
+        raise ConfigError([f"cannot edit {file} safely ({type(exc).__name__}: {exc})"], hint=hint) from None
+    candidates = [text.replace("\r\n", "\n").replace("\n", "\r\n") if crlf else text for text in edited]
+    after = _checked(data, candidates, system, ours)
+    if after is None:
+        raise ConfigError([f"editing {file} would change more than [build-system] and [tool.rocm-build-backend]"],
+                          hint=hint)
+    return after, wrapped
+
+
+def configure(path: Path, *, write: bool = True) -> Configured:
+    """Make PATH build through the shim, wrapping its current backend; with ``write=False`` only say how.
+
+    A project with only setup.py gets a pyproject.toml that wraps setuptools' legacy backend.
+    """
+    path = path.resolve()
+    file = path / "pyproject.toml"
+    verb = "updated" if write else "would update"
+    if not file.is_file():
+        if not (path / "setup.py").is_file():
+            raise ConfigError([f"{path} has no pyproject.toml or setup.py"], hint="give a Python project's folder")
+        done = Configured(file, True, f"{'wrote' if write else 'would write'} {file}: builds through "
+                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE, written=write, wrapped=LEGACY)
+        if write:
+            _write_atomically(file, _NEW_FILE)
+        return done
+    before = _read_text(file)
+    if (_parse(before, file).get("build-system") or {}).get("build-backend") == SHIM:
+        return Configured(file, False, f"{file} already builds through rocm-build-backend", before, before)
+    after, wrapped = _new_text(file, before)
+    if write:
+        _write_atomically(file, after)
+    return Configured(file, True, f"{verb} {file}: builds through rocm-build-backend, wrapping {wrapped}",
+                      before, after, written=write, wrapped=wrapped)

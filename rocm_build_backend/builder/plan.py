@@ -1,0 +1,279 @@
+"""The plan: everything a build gets, computed from its inputs and nothing else.
+
+``make_plan`` is pure: targets, settings, the environment it is handed, the wrapped backend's
+kind and a few host facts in; a BuildPlan out. The targets' vendor gives its knobs and code
+targets (``BuildVendor.knobs``: ``gpu/<vendor>/plan.py``); this module adds what every build
+gets (``MAX_JOBS`` and its split between extensions built at once, the project's own job
+variables, the project profile's knobs, enforcement's variables and words, what the build does
+about the project's own GPU switches, warnings about our settings spelled without our prefix).
+It reads no files, no clock and no ``os.environ`` (what the project's build files show comes in
+as ``findings`` and ``extensions``); ``environment.applied(plan)`` is the one place that sets
+variables. It branches on no vendor.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from rocm_build_backend.builder import enforce
+from rocm_build_backend.builder.parallel import Extensions, job_variables, split
+from rocm_build_backend.builder.profiles import (
+    TARGET_LISTS,
+    profile_names,
+    select_profile,
+)
+from rocm_build_backend.builder.settings import PREFIX, Settings
+from rocm_build_backend.builder.switches import Finding, Switch
+from rocm_build_backend.builder.switches.actions import resolve
+from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.gpu.build import BuildInputs, Knobs, join_words, same_targets
+from rocm_build_backend.gpu.targets import GpuTarget, join_targets
+from rocm_build_backend.gpu.vendor import build_side, vendor_names
+
+_GIB = 1 << 30
+__all__ = ["BuildPlan", "Host", "build_inputs", "join_words", "make_plan"]
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the plan needs to know about the machine (gathered by the caller)."""
+
+    cpus: int = 1
+    mem_available: int | None = None  # bytes
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    targets: list[GpuTarget]
+    source: str  # where the targets came from: settings, PYTORCH_ROCM_ARCH or detected:<probe>
+    env: dict[str, str]  # every variable the build gets (ours, and the user's we keep)
+    kept: dict[str, str]  # the user's values kept because they agree with the targets
+    replaced: dict[str, tuple[str, str]]  # variable -> (the user's value, ours)
+    config_settings: dict[str, Any]  # forwarded to the wrapped backend
+    backend: str
+    max_jobs: int
+    jobs_reason: str
+    profile: str | None = None
+    pinned_tools: bool = True
+    notes: list[str] = field(default_factory=list)
+    source_detail: str = ""  # the same in words, for the log: "from -C rocm-build-backend.targets"
+    vendor: str = ""  # the one vendor the build targets (a name of the vendor registry)
+    enforce: list[str] | None = None  # what enforcement does (None: not enforced, the notes say why)
+    switches: list[Switch] = field(default_factory=list)  # the project's own GPU switches, and what the build does
+    build_ext_parallel: int = 1  # setuptools extensions built at once (DIST_EXTRA_CONFIG)
+    parallel_reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "targets": [str(t) for t in self.targets],
+            "vendor": self.vendor,
+            "source": self.source,
+            "source_detail": self.source_detail or self.source,
+            "backend": self.backend,
+            "env": dict(self.env),
+            "kept": dict(self.kept),
+            "replaced": {k: {"was": a, "now": b} for k, (a, b) in self.replaced.items()},
+            "config_settings": dict(self.config_settings),
+            "max_jobs": self.max_jobs,
+            "max_jobs_reason": self.jobs_reason,
+            "profile": self.profile,
+            "pinned_tools": self.pinned_tools,
+            "notes": list(self.notes),
+            "enforce": {"enabled": self.enforce is not None, "how": list(self.enforce or [])},
+            "build_ext_parallel": self.build_ext_parallel,
+            "build_ext_parallel_reason": self.parallel_reason,
+            "switches": [s.to_json() for s in self.switches],
+        }
+
+    def summary(self) -> list[str]:
+        """The lines a build log shows (without the prefix)."""
+        lines = [f"targets {join_targets(self.targets, ' ') or 'none'} ({self.source_detail or self.source})",
+                 f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
+        if self.parallel_reason:
+            lines.append(f"build_ext parallel = {self.build_ext_parallel} ({self.parallel_reason})")
+        shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
+        lines.append(f"environment {shown}")
+        if self.config_settings:
+            lines.append("config settings " + " ".join(f"-C{k}={v}" for k, v in self.config_settings.items()))
+        for var, (was, now) in self.replaced.items():
+            lines.append(f"warning: replaced {var}={was!r} with {now!r} to match the targets")
+        if self.profile:
+            lines.append(f"profile {self.profile}")
+        if self.pinned_tools:
+            lines.append(build_side(self.vendor).pinned_note)
+        lines += self.enforce or []
+        lines += [s.line() for s in self.switches]
+        lines += self.notes
+        return lines
+
+
+def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[int, str]:
+    if isinstance(settings.max_jobs, int):
+        return settings.max_jobs, f"max-jobs from {settings.source_of('max-jobs')}"
+    user = env.get("MAX_JOBS", "").strip()
+    if user.isdigit() and int(user) > 0:
+        return int(user), "MAX_JOBS set by the user"
+    cpus = max(1, host.cpus)
+    if host.mem_available is None:
+        return cpus, f"{cpus} cores; available memory unknown"
+    by_mem = max(1, host.mem_available // (settings.memory_per_job * _GIB))
+    jobs = min(cpus, by_mem)
+    return jobs, (f"{cpus} cores, {host.mem_available / _GIB:.0f} GiB available at "
+                  f"{settings.memory_per_job} GiB a job")
+
+
+def _parallel(draft: Knobs, budget: int, extensions: Extensions | None, backend_kind: str,
+              env: Mapping[str, str], dist_name: str | None) -> tuple[int, int, str]:
+    """(extensions at once, jobs each, why): the budget split (``builder.parallel``), and the
+    project's own job variables (``data/jobs.json``) for the jobs each."""
+    if extensions is None:
+        return 1, budget, ""
+    at_once, each, why = split(budget, extensions, backend_kind=backend_kind)
+    for var, (value, source) in job_variables(dist_name, each, budget).items():
+        if var in env and env[var] != value:
+            draft.notes.append(f"{var}={env[var]} kept (the project reads it: {source})")
+            continue
+        draft.env[var] = value
+    return at_once, each, why
+
+
+def _unprefixed(forwarded: Mapping[str, Any]) -> list[str]:
+    """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
+    backend as it is, which is rarely what was meant; say so, with the right spelling."""
+    ours = set(Settings.keys())
+    notes = []
+    for key, value in forwarded.items():
+        if key in ours:
+            shown = ";".join(value) if isinstance(value, list) else str(value)
+            notes.append(f"warning: -C {key}={shown} is not read by rocm-build-backend: it goes to the "
+                         f"wrapped backend as it is; rocm-build-backend's setting is -C {PREFIX}{key}={shown}")
+    return notes
+
+
+def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, str],
+             backend_kind: str, dist_name: str | None) -> str | None:
+    """The project profile's knobs for the code targets ``draft.code``; returns the profile's name, or None."""
+    if settings.profile == "none":
+        return None
+
+    profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
+    if profile is None:
+        near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
+        draft.problems.append(f"unknown profile '{settings.profile}'"
+                              + (f" (did you mean '{near[0]}'?)" if near else "")
+                              + "; known: " + ", ".join(profile_names()))
+        return None
+    targets = draft.code
+    variables, defines = profile.env(targets), profile.cmake_defines(targets)
+    if profile.name == TARGET_LISTS and not variables and not defines:
+        return None  # no target list of a known project is this vendor's
+    for var, value in variables.items():
+        if var in env and env[var] != value and not same_targets(env[var], targets):
+            draft.replaced[var] = (env[var], value)
+        draft.env[var] = value
+    if backend_kind == "scikit-build-core":
+        for var, value in defines.items():
+            draft.config_settings.setdefault(f"cmake.define.{var}", value)
+    else:
+        extra = [f"-D{var}={value}" for var, value in defines.items()]
+        if extra and "CMAKE_ARGS" in draft.env:
+            draft.env["CMAKE_ARGS"] = join_words(shlex.split(draft.env["CMAKE_ARGS"]) + extra)
+    for knob in profile.omitted(vendor):
+        if draft.env.pop(knob.name, None) is not None:
+            draft.replaced.pop(knob.name, None)
+            draft.notes.append(f"{knob.name} not set for {profile.title}: {knob.why}")
+    return profile.name
+
+
+def _enforce(draft: Knobs, settings: Settings, vendor: str) -> list[str] | None:
+    """Enforcement's variables (into the draft) and its words; None when the build is not
+    enforced (``enforce = false``, no targets, a vendor without enforcement: a note says which)."""
+    if not draft.code:
+        return None
+    if not settings.enforce:
+        draft.notes.append("enforce = false: the compiler builds the targets the project lists")
+        return None
+    if enforce.enforcer(vendor) is None:
+        draft.notes.append(enforce.not_enforced(vendor))
+        return None
+    names = [str(t) for t in draft.code]
+    changed = enforce.plan_env(vendor, names, draft.env)
+    for var, value in changed.items():
+        if var in draft.replaced:
+            draft.replaced[var] = (draft.replaced[var][0], value)
+    draft.env.update(changed)
+    return enforce.plan_lines(vendor, names)
+
+
+def _switches(draft: Knobs, findings: Sequence[Finding], env: Mapping[str, str], *, vendor: str,
+              backend_kind: str, enforced: bool, profile: str | None) -> list[Switch]:
+    """What the build does about each of the project's own switches (``builder.switches``)."""
+    if not findings:
+        return []
+    return resolve(findings, vendor=vendor, targets=[str(t) for t in draft.code], env_out=draft.env, env_user=env,
+                   forwarded=draft.config_settings, backend_kind=backend_kind, enforce=enforced, profile=profile)
+
+
+def build_inputs(settings: Settings, env: Mapping[str, str], backend_kind: str,
+                 config_settings: Mapping[str, Any] | None = None) -> BuildInputs:
+    """What a vendor's knobs and checks are computed from, from the settings."""
+    return BuildInputs(env=env, backend_kind=backend_kind, config_settings=dict(config_settings or {}),
+                       ptx=settings.ptx, compiler=settings.compiler, lenient=settings.verify == "off")
+
+
+def make_plan(
+    targets: Sequence[GpuTarget],
+    source: str,
+    settings: Settings,
+    env: Mapping[str, str],
+    *,
+    backend_kind: str,
+    config_settings: Mapping[str, Any] | None = None,
+    host: Host = Host(),
+    dist_name: str | None = None,
+    source_detail: str = "",
+    findings: Sequence[Finding] = (),
+    extensions: Extensions | None = None,
+) -> BuildPlan:
+    """Compute the variables and config settings a build gets. Pure.
+
+    ``findings``: the project's own switches (``builder.switches.scan``); ``extensions``: what its
+    ``setup.py`` shows of its extensions (``builder.parallel.read_extensions``)."""
+    targets = list(targets)
+    vendors = {t.vendor for t in targets}
+    if len(vendors) > 1:
+        raise ConfigError([f"the targets {join_targets(targets)} name GPUs of more than one vendor"],
+                          hint="a build targets one vendor: build once per vendor")
+    vendor = vendors.pop() if vendors else vendor_names()[0]
+    inputs = build_inputs(settings, env, backend_kind, config_settings)
+    notes = _unprefixed(inputs.config_settings)
+    if targets:
+        draft = build_side(vendor).knobs(targets, inputs)  # the code targets: after the ptx choice
+    else:  # verify = "off" and no GPU: the project compiles nothing for a GPU
+        draft = Knobs(config_settings=dict(inputs.config_settings),
+                      notes=["no GPU targets: no target variables, no pinned tools"])
+    draft.notes[:0] = notes
+    jobs, why = _max_jobs(settings, env, host)
+    at_once, each, parallel_why = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    draft.env["MAX_JOBS"] = str(each)
+    if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
+        draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(each)
+    profile_name = _profile(draft, vendor, settings, env, backend_kind, dist_name) if targets else None
+    enforced = _enforce(draft, settings, vendor)
+    switches = _switches(draft, findings, env, vendor=vendor, backend_kind=backend_kind,
+                         enforced=enforced is not None, profile=profile_name)
+    if draft.problems:
+        hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
+                else "drop the -C cmake.define setting, or set the same targets")
+        raise ConfigError(draft.problems, hint=hint)
+    return BuildPlan(
+        targets=draft.code, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
+        config_settings=draft.config_settings, backend=settings.backend, max_jobs=each,
+        jobs_reason=why if at_once == 1 else f"a budget of {jobs} jobs ({why}): {at_once} extensions at once x {each}",
+        profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
+        source_detail=source_detail or source, vendor=vendor, enforce=enforced, switches=switches,
+        build_ext_parallel=at_once, parallel_reason=parallel_why,
+    )

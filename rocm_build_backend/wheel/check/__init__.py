@@ -1,0 +1,1 @@
+"""``check``: wheels or an installed environment judged against the GPUs."""

@@ -1,0 +1,249 @@
+"""The files of a static index on disk: atomic writes, hosted wheels, one read per wheel.
+
+``atomic_write`` and ``write_if_changed`` put bytes in place with ``os.replace`` (a reader
+never sees half a file; an unchanged file is not touched). ``read_wheel`` copies a wheel to a
+staging file (a copy-on-write clone where the filesystem offers one), hashes it and reads its
+facts (``reader.py``) and METADATA from that copy; the caller moves it to
+``OUT/files/<hash>/<wheel>``, so a file the pages link to is never replaced or changed. ``parallel`` runs such work on a few threads (hashing releases the GIL). ``Layout`` says
+where one run reads wheels and where it writes pages, hosted copies and sidecars.
+
+It decides nothing about which wheel goes where (``index_plan.py``) and renders no page
+(``index_pages.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.facts import modules_to_json
+from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info, read_metadata
+
+T = TypeVar("T")
+K = TypeVar("K")
+R = TypeVar("R")
+
+Record = dict[str, Any]
+FILES_DIR = "files"
+HASH_DIR = 16  # hex digits of the wheel's sha256 that name its folder under OUT/files
+
+
+def parallel(fn: Callable[[T], R], items: list[T], key: Callable[[T], K]) -> dict[K, R]:
+    """``{key(item): fn(item)}``, run on a few threads: hashing and file creation release the GIL."""
+    if len(items) < 8:
+        return {key(item): fn(item) for item in items}
+
+    with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 2)) as pool:
+        return dict(zip((key(item) for item in items), pool.map(fn, items)))
+
+
+def tmp_name(path: Path) -> Path:
+    """A temporary name beside ``path``, unique to this process and thread."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def atomic_write(path: Path, data: bytes, *, mkdir: bool = True) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and move it into place."""
+    if mkdir:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_name(path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+
+
+def write_if_changed(path: Path, data: bytes, *, mkdir: bool = True) -> bool:
+    """``atomic_write`` unless ``path`` already holds exactly ``data``; True when written."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read() == data:
+                return False
+    except OSError:
+        pass
+    atomic_write(path, data, mkdir=mkdir)
+    return True
+
+
+_local = threading.local()
+
+
+def _buffer() -> memoryview:
+    buf = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = memoryview(bytearray(1 << 20))
+    return buf
+
+
+def _clone(src_fd: int, dst_fd: int) -> bool:
+    """A copy-on-write clone (``FICLONE``: btrfs, XFS, ...); False where the filesystem has none."""
+    try:
+        import fcntl
+
+        fcntl.ioctl(dst_fd, 0x40049409, src_fd)  # FICLONE
+    except (ImportError, OSError, ValueError):
+        return False
+    return True
+
+
+def _stage(src: Path, stage: Path) -> tuple[Any, os.stat_result]:
+    """Copy ``src`` to ``stage`` (a clone where the filesystem can); its sha256 and status.
+
+    The copy is what gets hashed, read and hosted, so a wheel rewritten in place while or
+    after it is indexed cannot change what the pages describe.
+    """
+    h = hashlib.sha256()
+    buf = _buffer()
+    with open(src, "rb") as fh, open(stage, "w+b") as dst:
+        st = os.fstat(fh.fileno())
+        if _clone(fh.fileno(), dst.fileno()):
+            while n := dst.readinto(buf):
+                h.update(buf[:n])
+        else:
+            while n := fh.readinto(buf):
+                h.update(buf[:n])
+                dst.write(buf[:n])
+    os.utime(stage, ns=(st.st_atime_ns, st.st_mtime_ns))
+    shutil.copymode(src, stage)
+    return h, st
+
+
+def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
+    """Hash a wheel and read its facts (``reader.py``) and METADATA from the same bytes.
+
+    With ``stage`` the wheel is first copied there (the hosted copy to be) and everything is
+    read from that copy; the caller moves it into place or removes it. The record's size and
+    time are the source's, as they were read.
+    """
+    h: Any = None
+    if stage is not None:
+        h, st = _stage(path, stage)
+    with open(stage or path, "rb") as fh:
+        if h is not None:
+            pass
+        elif hasattr(hashlib, "file_digest"):
+            st = os.fstat(fh.fileno())
+            h = hashlib.file_digest(fh, "sha256")
+        else:  # Python 3.10
+            st = os.fstat(fh.fileno())
+            h = hashlib.sha256()
+            buf = _buffer()
+            while n := fh.readinto(buf):
+                h.update(buf[:n])
+        fh.seek(0)
+        with zipfile.ZipFile(fh) as zf:
+            dist_info = pick_dist_info(zf.namelist(), path.name, path.name.split("-", 1)[0])
+            metadata = read_metadata(zf, dist_info, path.name)
+            wt = facts_from_zip(zf, stage or path, audit=False, metadata=metadata)
+
+    meta = parse_metadata(metadata.decode("utf-8", "replace"))
+    rec = {
+        "sha256": h.hexdigest(),
+        "name": wt.name,
+        "version": wt.version,
+        "requires_python": meta.get("requires-python"),
+        "metadata_sha256": hashlib.sha256(metadata).hexdigest(),
+        "known": wt.known,
+        "stamped": wt.stamped,
+        "problems": list(wt.problems),
+        # [path, targets, complete, problems, modules, unread]; modules null when not known
+        "files": [[f.path, list(f.targets), list(f.complete), list(f.problems),
+                   None if f.modules is None else modules_to_json(f.modules), modules_to_json(f.unread)]
+                  for f in wt.files],
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+    }
+    return rec, metadata
+
+
+def inside(child: Path, parent: Path) -> bool:
+    """Whether ``child`` is ``parent`` or under it (as paths; nothing is resolved here)."""
+    try:
+        child.relative_to(parent)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class Layout:
+    """Where this run reads wheels from and where it writes pages, copies and sidecars."""
+
+    wheel_dir: Path
+    out_dir: Path
+    base_url: str | None
+    in_place: bool
+    copy: bool
+    sources: dict[str, Path] | None = None  # file name -> path, when not all are WHEEL_DIR/<name>
+
+    def source(self, fn: str) -> Path:
+        """Where the wheel ``fn`` is read from."""
+        return self.sources[fn] if self.sources is not None else self.wheel_dir / fn
+
+    @property
+    def files_dir(self) -> Path:
+        return self.out_dir / FILES_DIR
+
+    def rel(self, path: Path) -> str:
+        return os.path.relpath(path, self.out_dir).replace(os.sep, "/")
+
+    def host_for(self, fn: str, rec: Record) -> Path | None:
+        """Where a hosted copy lives: ``OUT/files/<hash>/<wheel>``, one folder per content."""
+        return self.files_dir / str(rec["sha256"])[:HASH_DIR] / fn if self.copy else None
+
+    def sidecar_for(self, fn: str, rec: Record) -> Path:
+        """The PEP 658 ``.metadata`` file: beside the wheel (in place, or its hosted copy), else
+        (wheels served from ``base_url``) in OUT/files, to be uploaded beside them."""
+        if self.in_place:
+            return Path(f"{self.source(fn)}.metadata")
+        host = self.host_for(fn, rec)
+        return Path(f"{host}.metadata") if host is not None else self.files_dir / f"{fn}.metadata"
+
+    def href(self, fn: str, rec: Record, page_dir: Path) -> str:
+        if self.base_url is not None:
+            return f"{self.base_url}/{quote(fn)}"
+        target = self.source(fn) if self.in_place else self.host_for(fn, rec)
+        assert target is not None
+        rel = os.path.relpath(target, page_dir).replace(os.sep, "/")
+        return "/".join(quote(part) for part in rel.split("/"))
+
+
+def layout(wheel_dir: Path, out_dir: Path, base_url: str | None) -> Layout:
+    """Check the arguments and create OUT; RocmBuildBackendError for a bad one."""
+    if not wheel_dir.is_dir():
+        raise RocmBuildBackendError(f"{wheel_dir} is not a folder", hint="pass the folder that holds the wheels")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RocmBuildBackendError(f"{out_dir} exists and is not a folder", hint="pick another output folder")
+    if base_url is not None:
+        base_url = base_url.strip()
+        if not base_url or any(c in base_url for c in " \t\r\n\"'<>"):
+            raise RocmBuildBackendError(
+                f"bad base URL {base_url!r}", hint="pass a URL such as https://cdn.example.com/wheels"
+            )
+        base_url = base_url.rstrip("/")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = tmp_name(out_dir / ".write-test")
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise RocmBuildBackendError(f"cannot write the index into {out_dir}: {exc.strerror or exc}",
+                                    hint="pick an output folder you can write to") from None
+    in_place = base_url is None and inside(wheel_dir.resolve(), out_dir.resolve())
+    return Layout(wheel_dir, out_dir, base_url, in_place, base_url is None and not in_place)

@@ -1,0 +1,98 @@
+"""The variants index of ``build_index(..., variants=True)``: ``OUT/variants/simple/``.
+
+Variant wheels (WheelNext drafts; ``variant.py``) in WHEEL_DIR are listed in one index of their
+own, whatever their targets, and never in the per-target indexes (pip cannot install them).
+The same project pages list the plain wheels of the same projects as the fallback
+(``listed``): an installer without the variants' provider (uv for AMD GPUs; any installer
+without variant support) then finds the plain wheel, and PEP 825 ranks plain wheels after
+every variant that fits, so one index serves both without ``--index-strategy``.
+Beside them each project page links ``<name>-<version>-variants.json`` (``variant.index_files``
+from the wheels' own ``variant.json``), which a variant-aware installer reads to learn every
+label of that version and what it stands for. The JSON is hosted under its content's hash,
+``OUT/files/<hash>/<name>-<version>-variants.json`` (with ``base_url``: ``OUT/files/<name>-...``,
+to be uploaded beside the wheels), written before the pages that link to it and removed by the
+state logic like a hosted wheel. It carries no ``data-core-metadata``: it is not a wheel.
+
+It renders no page and removes nothing; ``index.py`` strings it into the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from rocm_build_backend.errors import WheelError
+from rocm_build_backend.wheel.index.files import HASH_DIR, Layout, Record
+from rocm_build_backend.wheel.index.pages import Entry, normalize
+from rocm_build_backend.wheel.variant.names import split_variant_name
+from rocm_build_backend.wheel.variant.properties import index_files, read_variant
+
+INDEX = "variants"
+JSON_SUFFIX = "-variants.json"
+
+
+def variant_label(fn: str) -> tuple[str, str | None]:
+    """(the file name without its variant label, the label or None); the name unchanged when
+    it is not a variant wheel's."""
+    try:
+        return split_variant_name(fn)
+    except WheelError:
+        return fn, None
+
+
+def read_variant_json(path: Path, filename: str) -> dict[str, Any]:
+    """The ``variant.json`` of a variant wheel (WheelError when it is missing or disagrees)."""
+    found = read_variant(path, filename)
+    if found is None:
+        raise WheelError(f"{filename} is not a variant wheel")
+    return found[1]
+
+
+def listed(wheels: dict[str, Record]) -> list[str]:
+    """The wheels the variants index lists: every variant wheel, and each plain wheel of a
+    project that has variant wheels (the fallback on the same project pages)."""
+    projects = {normalize(str(rec["name"])) for rec in wheels.values() if "variant" in rec}
+    return sorted(fn for fn, rec in wheels.items() if "variant" in rec or normalize(str(rec["name"])) in projects)
+
+
+def json_path(lay: Layout, fn: str, sha256: str) -> Path:
+    """Where a variants JSON is hosted: under its hash, or flat for upload beside the wheels."""
+    if lay.base_url is not None:
+        return lay.files_dir / fn
+    return lay.files_dir / sha256[:HASH_DIR] / fn
+
+
+def json_files(lay: Layout, wheels: dict[str, Record], listed: list[str]) -> tuple[
+        dict[Path, bytes], dict[str, list[Entry]]]:
+    """The variants JSON files of the listed variant wheels, and their entries per project page.
+
+    Raises WheelError when one label stands for two property sets in one version.
+    """
+    listed = [fn for fn in listed if "variant" in wheels[fn]]  # the plain fallback has no variants JSON
+    entries = []
+    for fn in listed:
+        rec = wheels[fn]
+        entries.append((str(rec["name"]), str(rec["version"]), rec["variant"]))
+    files: dict[Path, bytes] = {}
+    pages: dict[str, list[Entry]] = {}
+    names = {normalize(str(wheels[fn]["name"])) for fn in listed}
+    for jfn, data in index_files(entries).items():
+        sha = hashlib.sha256(data).hexdigest()
+        path = json_path(lay, jfn, sha)
+        files[path] = data
+        version = jfn[: -len(JSON_SUFFIX)].rsplit("-", 1)[1]
+        norm = next(n for n in names if normalize(jfn[: -len(JSON_SUFFIX)].rsplit("-", 1)[0]) == n)
+        page_dir = lay.out_dir / INDEX / "simple" / norm
+        pages.setdefault(norm, []).append((jfn, {"sha256": sha, "size": len(data), "version": version},
+                                           _href(lay, jfn, path, page_dir)))
+    return files, pages
+
+
+def _href(lay: Layout, fn: str, path: Path, page_dir: Path) -> str:
+    if lay.base_url is not None:
+        return f"{lay.base_url}/{quote(fn)}"
+    rel = os.path.relpath(path, page_dir).replace(os.sep, "/")
+    return "/".join(quote(part) for part in rel.split("/"))

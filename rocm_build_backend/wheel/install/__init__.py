@@ -1,0 +1,1 @@
+"""``rocm-build-backend install``: pip or uv with every wheel checked against the GPUs before it lands."""

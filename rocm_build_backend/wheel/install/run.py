@@ -1,0 +1,219 @@
+"""An install that checks every wheel against this machine's GPUs before it lands.
+
+``rocm-build-backend install [pip arguments]``, in library form:
+
+1. collect: ``pip wheel --wheel-dir TMP <the user's arguments>`` resolves and collects every
+   wheel, with the user's own index options and caches (a wheel built earlier from an sdist
+   comes back from pip's wheel cache: the trap this command exists for);
+2. check: each wheel against the devices (``check.check_wheels``: stamp, audited binaries);
+3. rebuild: a wheel that does not load is built again from its sdist, ``pip wheel --no-deps
+   --no-cache-dir --no-binary NAME NAME==VERSION`` with the same index options (the cache is
+   bypassed for that project only), and checked again; a wheel with no sdist, or whose rebuild
+   still does not load, is refused with the reason;
+4. install: ``pip install --no-deps --no-index`` of exactly the collected files, only when
+   every wheel loads (a half-installed set of dependencies is worse than none);
+5. read back: each distribution as installed in the target environment (``installed.py``: its
+   RECORD and files). pip keeps an installed distribution of the same version (the wheel it
+   was handed is skipped): one whose installed build does not load, or that is missing, is
+   installed again with ``--force-reinstall --no-deps`` (and ``--upgrade`` into a ``--target``
+   folder), and read back again; still not loading is exit 1.
+
+Where each wheel came from: ``built`` (pip built it in this run: "Created wheel for"),
+``cache`` (the same bytes sit in pip's wheel cache), ``index`` (downloaded) or ``rebuilt``.
+With uv (``install_with_uv``), which has no ``pip wheel``, a staging install stands for step 1
+and the shim's per-project build settings for the cache bypass. Only the subprocess runner
+touches the world; it is passed in. This module does not decide what loads (``check`` does)
+and never installs a set with a refused wheel in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from packaging.utils import parse_wheel_filename
+
+from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.cache.run import default_cache_dirs
+from rocm_build_backend.wheel.check.wheels import check_wheels
+from rocm_build_backend.wheel.install.args import SplitArgs, split_args
+from rocm_build_backend.wheel.install.installed import verify_installed
+from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
+from rocm_build_backend.wheel.install.uv import install_with_uv
+
+__all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
+           "judge", "origin_of", "rebuild", "split_args"]
+
+_CREATED = re.compile(r"Created wheel for (\S+): filename=(\S+\.whl)")
+_CACHED = re.compile(r"Using cached (\S+\.whl)(?!\s*\()")
+
+
+# --------------------------------------------------------------------------- collecting
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _pip_cache(split: SplitArgs, env: Mapping[str, str]) -> Path | None:
+    opts = split.options
+    for i, arg in enumerate(opts):
+        if arg == "--no-cache-dir":
+            return None
+        if arg == "--cache-dir" and i + 1 < len(opts):
+            return Path(opts[i + 1])
+        if arg.startswith("--cache-dir="):
+            return Path(arg.split("=", 1)[1])
+    if env.get("PIP_NO_CACHE_DIR", "").lower() in ("1", "true", "yes", "on"):
+        return None
+
+    return default_cache_dirs(env)["pip"]
+
+
+def origin_of(wheel: Path, output: str, cache: Path | None) -> str:
+    """``built`` when pip built it in this run, ``cache`` when the same bytes are in pip's
+    wheel cache, else ``index``."""
+    if any(m.group(2) == wheel.name for m in _CREATED.finditer(output)):
+        return "built"
+    if cache is not None and any(m.group(1) == wheel.name for m in _CACHED.finditer(output)):
+        digest = _sha256(wheel)
+        for hit in (cache / "wheels").rglob(wheel.name):
+            if hit.is_file() and _sha256(hit) == digest:
+                return "cache"
+    return "index"
+
+
+def _name_version(wheel: Path) -> tuple[str, str]:
+    name, version, _, _ = parse_wheel_filename(wheel.name)
+    return str(name), str(version)
+
+
+def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str, str], run: Runner) -> list[Row]:
+    """Resolve and collect every wheel the install needs into ``wheel_dir`` (``pip wheel``)."""
+    argv = [python, "-m", "pip", "wheel", "--wheel-dir", str(wheel_dir), *split.options, *split.requirements]
+    proc = run(argv, env=dict(env), capture_output=True, text=True)
+    output = (proc.stdout or "") + (proc.stderr or "")
+    if proc.returncode != 0:
+        raise RocmBuildBackendError(f"pip could not collect the wheels (exit {proc.returncode}): {_last_error(proc)}",
+                                    hint="the same arguments must work with pip wheel")
+    cache = _pip_cache(split, env)
+    rows = []
+    for wheel in sorted(wheel_dir.glob("*.whl")):
+        name, version = _name_version(wheel)
+        rows.append(Row(name, version, wheel, origin_of(wheel, output, cache)))
+    return rows
+
+
+# --------------------------------------------------------------------------- checking, rebuilding
+
+
+def judge(rows: Sequence[Row], devices: Sequence[Any], *, generic_ok: bool | None) -> None:
+    """Fill each row's targets, status and reason from the check of its wheel."""
+    # stamp first: a wheel built through the shim says what it holds; one without a stamp is audited
+    report = check_wheels([r.wheel for r in rows], devices, generic_ok=generic_ok, audit=False)
+    for row, wc in zip(rows, report.wheels):
+        row.status = wc.status
+        row.targets = list(wc.facts.targets) if wc.facts is not None else []
+        reasons = [v.reason for v in wc.verdicts if v.status != "ok" and v.reason]
+        problems = list(wc.facts.problems) if wc.facts is not None else list(wc.problems)
+        if wc.status != "ok" and not reasons and not devices:
+            reasons = ["no GPU found to check against"]
+        row.reason = "; ".join(reasons + problems) or None
+
+
+def rebuild(row: Row, split: SplitArgs, out_dir: Path, *, python: str, env: Mapping[str, str], run: Runner) -> Row:
+    """Build ``row``'s project again from its sdist, bypassing pip's cache for it alone."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    argv = [python, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "--no-binary", row.name,
+            "--wheel-dir", str(out_dir), *split.for_rebuild(), f"{row.name}=={row.version}"]
+    proc = run(argv, env=dict(env), capture_output=True, text=True)
+    wheels = sorted(out_dir.glob("*.whl"))
+    if proc.returncode != 0 or len(wheels) != 1:
+        output = (proc.stdout or "") + (proc.stderr or "")
+        no_sdist = "no matching distribution" in output.lower() or "could not find a version" in output.lower()
+        row.build_lines = [] if no_sdist else shim_lines(output)
+        failed = ("its rebuild failed, the build said:" if row.build_lines
+                  else f"its rebuild failed: {_last_error(proc)}")
+        why = "it has no sdist to build from" if no_sdist else failed
+        row.refused = True
+        row.reason = f"{row.reason or 'its device code does not load here'}; {why}"
+        return row
+    return Row(row.name, row.version, wheels[0], "rebuilt", was=", ".join(row.targets) or "no device code",
+               was_origin=row.origin)
+
+
+def install_inspected(
+    args: Sequence[str],
+    devices: Sequence[Any],
+    *,
+    work_dir: Path,
+    generic_ok: bool | None = True,
+    notes: Sequence[str] = (),
+    dry_run: bool = False,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    run: Runner = subprocess.run,
+    tool: str = "pip",
+) -> InstallResult:
+    """Collect, check, rebuild what does not load, install. ``work_dir``: an empty folder.
+
+    ``tool="uv"``: see ``install_with_uv``."""
+    python = python or sys.executable
+    env = dict(os.environ if env is None else env)
+    split = split_args(args)
+    if not split.requirements and not any(a in ("-r", "--requirement") or a.startswith("--requirement=")
+                                          for a in split.options):
+        raise RocmBuildBackendError("nothing to install", hint="give requirements, e.g. install torch")
+    if tool == "uv":
+        return install_with_uv(split, devices, work_dir=work_dir, generic_ok=generic_ok, notes=notes,
+                               dry_run=dry_run, python=python, env=env, run=run)
+    rows = collect(split, work_dir / "collected", python=python, env=env, run=run)
+    judge(rows, devices, generic_ok=generic_ok)
+    for i, row in enumerate(rows):
+        if row.status == "fails":
+            new = rebuild(row, split, work_dir / "rebuilt" / row.name, python=python, env=env, run=run)
+            if new is not row:
+                judge([new], devices, generic_ok=generic_ok)
+                if new.status != "ok":
+                    new.refused = True
+                    new.reason = f"rebuilt from its sdist, it still does not load: {new.reason}"
+            rows[i] = new
+        elif row.status == "unknown":
+            row.refused = True
+    result = InstallResult(rows, [str(d) for d in devices], list(notes), dry_run=dry_run)
+    if dry_run or result.exit_code or not rows:
+        return result
+    _pip_install(rows, split.install, python=python, env=env, run=run)
+    result.installed = True
+    verify_installed(result, split.install, python, generic_ok,
+                     lambda wrong: _pip_install(wrong, [*split.install, *_force(split.install)],
+                                                python=python, env=env, run=run))
+    return result
+
+
+def _pip_install(rows: Sequence[Row], options: Sequence[str], *, python: str, env: Mapping[str, str],
+                 run: Runner) -> None:
+    argv = [python, "-m", "pip", "install", "--no-deps", "--no-index", *options, *[str(r.wheel) for r in rows]]
+    proc = run(argv, env=dict(env), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RocmBuildBackendError(f"pip install of the checked wheels failed (exit {proc.returncode}): "
+                                    f"{_last_error(proc)}", hint="run the same pip install to see its whole output")
+
+
+def _force(options: Sequence[str]) -> list[str]:
+    """What makes pip replace an installed distribution of the same version: --force-reinstall,
+    and into a --target folder (where pip skips existing folders) --upgrade as well."""
+    extra = ["--force-reinstall"]
+    if any(o in ("-t", "--target") or o.startswith("--target=") for o in options) and not any(
+            o in ("-U", "--upgrade") for o in options):
+        extra.append("--upgrade")
+    return extra

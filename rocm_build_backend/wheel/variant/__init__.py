@@ -1,0 +1,1 @@
+"""Wheel variants (WheelNext drafts): properties from the audit, and file names."""
