@@ -25,14 +25,12 @@ import zipfile
 from typing import Iterable, Union
 
 from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary import magic
 from rocm_build_backend.binary.budget import BudgetSource, budget_for
-from rocm_build_backend.binary.bundle import BUNDLE_MAGIC
-from rocm_build_backend.binary.ccob import CCOB_MAGIC
 from rocm_build_backend.binary.container import Container
 from rocm_build_backend.binary.elf import BytesSource, FileSource, FormatError, Source, msg
-from rocm_build_backend.binary.fatbin import FATBIN_MAGIC, walk_fatbins
+from rocm_build_backend.binary.fatbin import walk_fatbins
 from rocm_build_backend.binary.members import ZIP_MAGIC, member_source
-from rocm_build_backend.binary.offload_binary import OFFLOAD_MAGIC
 from rocm_build_backend.binary.report import AuditReport, FileReport, sorted_targets
 from rocm_build_backend.binary.sections import audit_elf
 from rocm_build_backend.binary.verify import HINT, mismatch_error, verify
@@ -76,17 +74,17 @@ def _read_by_magic(src: Source, r: FileReport) -> None:
     try:
         if head[:4] == _elf.ELF_MAGIC:
             audit_elf(src, r)
-        elif head[:24] == BUNDLE_MAGIC or head[:4] == CCOB_MAGIC:
-            r.kind = "bundle" if head[:4] == BUNDLE_MAGIC[:4] else "ccob"
+        elif head[:24] == magic.BUNDLE or head[:4] == magic.CCOB:
+            r.kind = "bundle" if head[:4] == magic.BUNDLE[:4] else "ccob"
             found, problems = walk_hip_fatbin(src, "file", cut=True)
             r.containers.extend(found)
             r.problems.extend(problems)
-        elif head[:4] == OFFLOAD_MAGIC:
+        elif head[:4] == magic.OFFLOAD:
             r.kind = "offload-binary"
             found, problems = walk_offloading(src, "file")
             r.containers.extend(found)
             r.problems.extend(problems)
-        elif head[:4] == FATBIN_MAGIC:
+        elif head[:4] == magic.FATBIN:
             r.kind = "fatbin"
             found, problems = walk_fatbins(src, "file", cut=True)
             r.containers.extend(found)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
+from rocm_build_backend.binary import elf as _elf
 from rocm_build_backend.binary.elf import FormatError, Source
 
 FACTOR = 64  # work allowed per byte of input
@@ -105,6 +106,12 @@ class BudgetSource:
         data = self._src.read(offset, n)
         self._budget.charge(max(len(data), MIN_READ_COST), self._what)
         return data
+
+    def magic_offsets(self, start: int, end: int) -> list[int] | None:
+        found = _elf.magic_offsets(self._src, start, end)
+        if found:
+            self._budget.charge(len(found) * MIN_READ_COST, self._what)
+        return found
 
     @property
     def damaged(self) -> str:

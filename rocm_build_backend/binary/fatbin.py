@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import struct
 
+from rocm_build_backend.binary import magic
 from rocm_build_backend.binary import elf as _elf
 from rocm_build_backend.binary.container import Container, add_note
 from rocm_build_backend.binary.decompression import ZstdUnavailable, inflate_prefix, lz4_block
 from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, SubSource, need
 from rocm_build_backend.binary.walk import walk
 
-FATBIN_MAGIC = b"\x50\xed\x55\xba"
+FATBIN_MAGIC = magic.FATBIN
 KIND_PTX, KIND_ELF = 1, 2
 FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
 FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000

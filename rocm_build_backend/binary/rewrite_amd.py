@@ -129,9 +129,9 @@ def _alignment(entries: list[Entry]) -> int:
     return align
 
 
-def compact_bundle(data: bytes, kept_entries: list[Entry], align: int) -> bytes:
+def compact_bundle(data: bytes | memoryview, kept_entries: list[Entry], align: int) -> bytes:
     """A new bundle holding ``kept_entries`` (host entries size 0), code objects copied as
-    they are, each at a multiple of ``align``."""
+    they are, each at a multiple of ``align``; ``data`` is the whole old bundle."""
     if len({e.ident for e in kept_entries}) != len(kept_entries):
         raise CannotThin("a compressed bundle names the same entry twice")
     offsets: dict[str, int] = {}
@@ -149,7 +149,10 @@ def compact_bundle(data: bytes, kept_entries: list[Entry], align: int) -> bytes:
     out[: len(table)] = table
     for e in kept_entries:
         if e.size:
-            out[offsets[e.ident] : offsets[e.ident] + e.size] = data[e.offset : e.offset + e.size]
+            code = data[e.offset : e.offset + e.size]
+            if len(code) != e.size:  # never let a short slice change the bundle's length
+                raise FormatError(f"bundle entry {e.ident}: {e.size} bytes at +0x{e.offset:x}, {len(code)} present")
+            out[offsets[e.ident] : offsets[e.ident] + e.size] = code
     return bytes(out)
 
 
@@ -306,6 +309,8 @@ def plan_offloading(src: Source, start: int, end: int, sel: Selector) -> Plan:
     out = start
     for i, (bpos, size, _t, _k) in enumerate(kept):
         data = bytearray(src.read(bpos, size))
+        if len(data) != size:
+            raise CannotThin(f".llvm.offloading: a blob of {size} bytes is too large to move")
         if i == len(kept) - 1:
             struct.pack_into("<Q", data, 8, end - out)
         plan.writes.append((out, bytes(data)))

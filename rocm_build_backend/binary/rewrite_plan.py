@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Union
 
+from rocm_build_backend.errors import UnknownTargetError
 from rocm_build_backend.gpu.compat import why_not
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.gpu.vendor import vendor_of
@@ -105,6 +106,8 @@ class Selector:
             try:
                 if why_not(obj, device) is None:
                     return True
+            except UnknownTargetError:  # sm_35: code for a GPU the tables no longer list
+                raise CannotThin(f"device code for {code!r}, a target this tool cannot judge") from None
             except (AssertionError, KeyError) as exc:  # pragma: no cover - guarded by the regexes
                 raise CannotThin(f"cannot judge {code}: {exc}") from None
         return False

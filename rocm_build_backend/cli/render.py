@@ -297,7 +297,9 @@ def thin(result: ThinResult) -> str:
     for m in result.members:
         data = m.to_json()  # its targets in target order
         kept, dropped = data["kept"], data["dropped"]
-        what = {"thinned": f"kept {', '.join(kept) or 'nothing'}; dropped {', '.join(dropped)}",
+        what = {"thinned": f"kept {', '.join(kept) or 'nothing'}; dropped {', '.join(dropped)}; "
+                           f"{_mib(m.size_before)} -> {_mib(m.size_after)}"
+                           + (f" (in place: {m.layout_reason})" if m.layout == "in place" else ""),
                 "dropped": f"removed (held {', '.join(dropped)})",
                 "unchanged": f"unchanged ({', '.join(kept)})",
                 "kept-whole": f"KEPT WHOLE: {m.reason}"}[m.action]

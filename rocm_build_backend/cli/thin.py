@@ -11,13 +11,18 @@ from rocm_build_backend.cli.common import (
 )
 
 
+KEEP_LAYOUT = ("rewrite libraries in place only: they keep their size and layout (default: the freed "
+               "bytes are cut out of each library's file, so the installed wheel shrinks too)")
+
+
 def cmd_thin(args: argparse.Namespace) -> int:
     """Exit 0 written; 1 no code for a target, or a file kept whole; 2 a wheel thin does not
     take; 3 damaged."""
     from rocm_build_backend.gpu.targets import parse_targets
     from rocm_build_backend.wheel.thin.run import thin_wheel
 
-    result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir), force=args.force)
+    result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir), force=args.force,
+                        keep_layout=args.keep_layout)
     if args.json:
         print_json(result.to_json())
     else:
@@ -29,7 +34,8 @@ def cmd_split(args: argparse.Namespace) -> int:
     """Exit codes as for thin."""
     from rocm_build_backend.wheel.thin.split import split_wheel
 
-    result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per, force=args.force)
+    result = split_wheel(Path(args.wheel), Path(args.outdir), per=args.per, force=args.force,
+                         keep_layout=args.keep_layout)
     if args.json:
         print_json(result.to_json())
     else:
@@ -44,6 +50,7 @@ def register(add: AddVerb) -> None:
     sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
     sp.add_argument("--force", action="store_true",
                     help="replace an earlier thin result for other targets under the same name")
+    sp.add_argument("--keep-layout", action="store_true", help=KEEP_LAYOUT)
     sp.add_argument("--json", action="store_true")
 
 
@@ -53,4 +60,5 @@ def register(add: AddVerb) -> None:
     sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
     sp.add_argument("--force", action="store_true",
                     help="replace earlier split results for other targets under the same names")
+    sp.add_argument("--keep-layout", action="store_true", help=KEEP_LAYOUT)
     sp.add_argument("--json", action="store_true")

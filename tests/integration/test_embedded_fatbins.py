@@ -9,10 +9,12 @@ import os
 import shutil
 import struct
 import subprocess
+import zipfile
 
 import pytest
 
-from rocm_build_backend.binary.audit import audit_file
+from rocm_build_backend.binary import members
+from rocm_build_backend.binary.audit import audit_file, audit_wheel
 from rocm_build_backend.binary.embedded import MAX_CANDIDATES
 
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
@@ -75,3 +77,33 @@ def test_hostile_data_costs_bounded_work(parts, tmp_path):
     lib = audit_file(_with_data(parts, tmp_path, empty * (2 * MAX_CANDIDATES)))
     assert any("too many entries" in p for p in lib.problems), lib.problems
     assert not lib.readable
+
+
+def _as_wheel(tmp_path, lib) -> "os.PathLike[str]":
+    wheel = tmp_path / "emb-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.write(lib, "emb/lib.so")
+    return wheel
+
+
+def test_in_a_wheel_the_data_is_not_read_again(parts, tmp_path, monkeypatch):
+    """A deflated member: the first pass remembers where the fatbin magics are, so the search
+    of the data reads only there; the answer is the file's, to the byte."""
+    filler = bytes(range(256)) * (16 << 10)  # 4 MiB without a magic, then the fatbins
+    blob = filler + _pad((parts / "k80.fatbin").read_bytes()) * 3 + _pad((parts / "k100.fatbin").read_bytes())
+    lib = _with_data(parts, tmp_path, blob)
+    read = []
+    real = members.InflateSource.read
+    monkeypatch.setattr(members.InflateSource, "read", lambda self, o, n: read.append(n) or real(self, o, n))
+    (member,) = audit_wheel(_as_wheel(tmp_path, lib)).files
+    assert member.to_json() | {"path": "", "archive": ""} == audit_file(lib).to_json() | {"path": "", "archive": ""}
+    assert dict(member.modules) == {("sm_80",): 3, ("sm_100",): 1}
+    assert sum(read) < len(filler) // 4
+
+
+def test_hostile_data_in_a_wheel_costs_bounded_work(parts, tmp_path):
+    empty = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 0)
+    lib = _with_data(parts, tmp_path, empty * (2 * MAX_CANDIDATES))
+    (member,) = audit_wheel(_as_wheel(tmp_path, lib)).files
+    assert member.problems == audit_file(lib).problems
+    assert any("too many entries" in p for p in member.problems)

@@ -32,13 +32,26 @@ def torchao() -> Path:
     return real_wheel(wheel_pin("torchao"))
 
 
+def _memory_layout(readelf_out: str) -> list[tuple[str, ...]]:
+    """(name, type, address, flags) of each section: what a program sees in memory."""
+    rows = []
+    for line in readelf_out.splitlines():
+        fields = line.replace("[ ", "[").split()
+        if len(fields) > 7 and fields[0].startswith("[") and fields[0][1:-1].isdigit():
+            rows.append((fields[1], fields[2], fields[3], fields[7] if len(fields) > 10 else ""))
+    return rows
+
+
+@pytest.mark.parametrize("keep_layout", [True, False])
 @pytest.mark.parametrize("target, cutlass, mxfp8", [
     ("sm_90", ["sm_90a"], []),
     ("sm_100", [], ["sm_100"]),
     ("sm_120", [], ["compute_120"]),
 ])
-def test_thin_a_real_cuda_wheel(tmp_path, torchao, target, cutlass, mxfp8):
-    result = thin_wheel(torchao, parse_targets(target), tmp_path)
+def test_thin_a_real_cuda_wheel(tmp_path, torchao, target, cutlass, mxfp8, keep_layout):
+    """In place: the same layout; compacted (the default): the same symbols and sections at
+    the same addresses, a file no larger, and LLVM's reader finds nothing wrong."""
+    result = thin_wheel(torchao, parse_targets(target), tmp_path, keep_layout=keep_layout)
     out = tmp_path / NAME
     files = {m.name.split("/")[-1].split(".")[0]: m for m in result.members}
     assert sorted(set(files["_C_cutlass_90a"].kept)) == cutlass
@@ -50,13 +63,21 @@ def test_thin_a_real_cuda_wheel(tmp_path, torchao, target, cutlass, mxfp8):
         assert len(stamp) == 1 and sorted(zd.namelist()) == sorted(zs.namelist() + stamp)
         for m in result.members:
             old, new = zs.read(m.name), zd.read(m.name)
-            assert len(old) == len(new)
+            assert len(old) == len(new) if keep_layout else len(new) <= len(old)
+            if m.action == "thinned":
+                assert m.layout == ("in place" if keep_layout else "compacted") or m.layout_reason
             if READELF:
                 (tmp_path / "old.so").write_bytes(old)
                 (tmp_path / "new.so").write_bytes(new)
-                layouts = [subprocess.run([READELF, "-h", "-l", "-S", "-s", "--dyn-syms", f], capture_output=True,
+                what = ["-h", "-l", "-S", "-s", "--dyn-syms"] if keep_layout else ["-s", "--dyn-syms"]
+                layouts = [subprocess.run([READELF, *what, f], capture_output=True,
                                           text=True, cwd=tmp_path).stdout.replace(f, "") for f in ("old.so", "new.so")]
                 assert layouts[0] == layouts[1]
+                sections = [_memory_layout(subprocess.run([READELF, "-S", "-W", f], capture_output=True, text=True,
+                                                          cwd=tmp_path).stdout) for f in ("old.so", "new.so")]
+                assert sections[0] == sections[1]
+                clean = subprocess.run([READELF, "-a", "new.so"], capture_output=True, text=True, cwd=tmp_path)
+                assert clean.returncode == 0 and not clean.stderr
             if CUOBJDUMP:
                 listed = subprocess.run([CUOBJDUMP, "--list-elf", "--list-ptx", "new.so"], capture_output=True,
                                         text=True, cwd=tmp_path).stdout

@@ -27,8 +27,9 @@ READELF = shutil.which("llvm-readelf-19")
 
 
 def thin(name: str, targets: str):
+    """The in-place rewrite (compaction, which then cuts the file, is tested in tests/integration/test_compact.py)."""
     buf = bytearray((DATA / name).read_bytes())
-    result = thin_buffer(buf, Selector(parse_targets(targets)), name)
+    result = thin_buffer(buf, Selector(parse_targets(targets)), name, compact=False)
     if result.new_size is not None:
         del buf[result.new_size:]
     return result, bytes(buf)
@@ -222,3 +223,15 @@ def test_a_compressed_bundle_naming_an_entry_twice_is_kept_whole():
     twice = [Entry("hipv4-amdgcn-amd-amdhsa--gfx90a", 4096, 16, "gfx90a")] * 2
     with pytest.raises(CannotThin):
         compact_bundle(bytes(8192), twice, 4096)
+
+
+def test_code_for_a_gpu_the_tables_no_longer_list_is_kept_whole():
+    """cupy-cuda11x ships sm_35 cubins (Kepler, gone from CUDA 12): a target the loader rules
+    cannot judge keeps its file whole (thinning it used to stop with an unknown-target error)."""
+    data = bytearray((DATA / "cuda_sm75_80_90_ptx90.so").read_bytes())
+    off, _size = section(bytes(data), ".nv_fatbin")
+    entry = off + 16  # the first entry header, right after the container's
+    assert struct.unpack_from("<I", data, entry + 28)[0] == 75
+    struct.pack_into("<I", data, entry + 28, 35)
+    result = thin_buffer(data, Selector(parse_targets("sm_90")), "old.so")
+    assert result.action == "kept-whole" and "sm_35" in result.reason

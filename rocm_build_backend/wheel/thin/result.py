@@ -45,6 +45,8 @@ class MemberResult:
     reason: str = ""
     size_before: int = 0
     size_after: int = 0
+    layout: str = ""  # a thinned library: "compacted" or "in place"
+    layout_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.name, "action": self.action, "kept": _sorted(self.kept),
@@ -52,6 +54,10 @@ class MemberResult:
                                "size_after": self.size_after}
         if self.reason:
             out["reason"] = self.reason
+        if self.layout:
+            out["layout"] = self.layout
+        if self.layout_reason:
+            out["layout_reason"] = self.layout_reason
         return out
 
 

@@ -152,9 +152,10 @@ def _file_mode() -> int:
 
 
 def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: str | os.PathLike[str],
-               *, new_version: str | None = None, force: bool = False) -> ThinResult:
+               *, new_version: str | None = None, force: bool = False, keep_layout: bool = False) -> ThinResult:
     """Write the thinned wheel into ``outdir``; see the module docstring. ``force``: replace
-    an earlier thin result for other targets under the same name.
+    an earlier thin result for other targets under the same name. ``keep_layout``: thinned
+    libraries keep their size and layout (zeros where code was dropped), not compacted.
 
     ``new_version``: the output's version (``split`` gives each wheel its label). Without it a
     wheel whose local label names targets (``1.0+gfx908.gfx90a``) gets a label naming what the
@@ -184,7 +185,7 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
         result = ThinResult(src, dst, [str(t) for t in targets], sha256=_sha256(src))
         fd, tmp = files.temp_file(out, dst.name, ".thin.tmp")
         try:
-            _write(zf, raw, fd, dist_info, targets, result, version, out)
+            _write(zf, raw, fd, dist_info, targets, result, version, out, compact=not keep_layout)
             os.chmod(tmp, _file_mode())  # mkstemp makes 0600: a web server must be able to read it
             os.replace(tmp, dst)
             tmp = ""
@@ -202,12 +203,12 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
 
 
 def _write(zf: zipfile.ZipFile, raw: Any, fd: int, dist_info: str, targets: list[GpuTarget], result: ThinResult,
-           new_version: str | None, out: Path) -> None:
+           new_version: str | None, out: Path, *, compact: bool) -> None:
     """The member loop within the wheel's budget, every failure one error of ours."""
     name = result.source.name
     try:
         with os.fdopen(fd, "w+b") as fh, budget_for(os.fstat(raw.fileno()).st_size, task=f"thinning {name}"):
-            thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out))
+            thin_write.write(zf, raw, fh, dist_info, targets, result, new_version, str(out), compact=compact)
             fh.flush()
             os.fsync(fh.fileno())
         _settle(result, targets)

@@ -66,9 +66,10 @@ def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
 
 
 def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target",
-                force: bool = False) -> SplitResult:
+                force: bool = False, keep_layout: bool = False) -> SplitResult:
     """One thinned wheel per unit in ``outdir``; every output name is checked before the first
-    is written (``force``: replace earlier split results for other targets)."""
+    is written (``force``: replace earlier split results for other targets; ``keep_layout``: see
+    ``thin_wheel``)."""
     src = Path(wheel)
     if per not in ("target", "family"):
         raise ThinInputError(f"--per {per}: expected target or family")
@@ -93,5 +94,6 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
             refuse_existing(Path(outdir) / names[unit], src, [str(t) for t in targets], force)
     for unit, targets in units.items():
         result.units[unit] = [str(t) for t in targets]
-        result.wheels.append(thin_wheel(src, targets, outdir, new_version=relabel(version, targets), force=force))
+        result.wheels.append(thin_wheel(src, targets, outdir, new_version=relabel(version, targets), force=force,
+                                        keep_layout=keep_layout))
     return result

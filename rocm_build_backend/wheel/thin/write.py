@@ -66,8 +66,9 @@ def _renamer(dist_info: str, new_version: str | None) -> Callable[[str], str]:
 
 class _Writer:
     def __init__(self, zf: zipfile.ZipFile, raw: IO[bytes], zout: zipfile.ZipFile, sel: Selector,
-                 result: ThinResult, tmpdir: str, record: RecordCheck) -> None:
+                 result: ThinResult, tmpdir: str, record: RecordCheck, compact: bool = True) -> None:
         self.zf, self.raw, self.zout, self.sel, self.record = zf, raw, zout, sel, record
+        self.compact = compact
         self.total = os.fstat(raw.fileno()).st_size
         self.result, self.tmpdir = result, tmpdir
         self.rows: list[tuple[str, str, str]] = []
@@ -107,7 +108,7 @@ class _Writer:
         try:
             self.record.verify_bytes(info.filename, buf)
             try:
-                res = thin_buffer(buf, self.sel, info.filename)
+                res = thin_buffer(buf, self.sel, info.filename, compact=self.compact)
             except FormatError as exc:  # the same kind (damaged, or past the budget), naming the member
                 raise type(exc)(f"{info.filename}: {exc.message}") from None
             if res.restore:
@@ -119,13 +120,15 @@ class _Writer:
 
     def _settle(self, info: zipfile.ZipInfo, name: str, res: FileResult, buf: thin_zip.Buffer) -> None:
         m = MemberResult(info.filename, res.action, list(res.kept), list(res.dropped), res.reason,
-                         size_before=info.file_size)
+                         size_before=info.file_size, layout=res.layout, layout_reason=res.layout_reason)
         digest = hashlib.sha256()
         zinfo = thin_zip.new_info(info, name)
         if res.action == "dropped":
             self.result.members.append(m)
             self.result.had.extend(res.dropped)
             return
+        if res.data is not None:  # a compacted library: smaller on disk too
+            buf = res.data
         if res.action == "thinned":
             size = res.new_size if res.new_size is not None else len(buf)
             zinfo.compress_type = zipfile.ZIP_DEFLATED
@@ -158,8 +161,9 @@ def _keeps(sel: Selector, target: str) -> bool:
 
 
 def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, targets: list[GpuTarget],
-          result: ThinResult, new_version: str | None, tmpdir: str) -> None:
-    """Write the thinned wheel to ``fh``; fills ``result``."""
+          result: ThinResult, new_version: str | None, tmpdir: str, *, compact: bool = True) -> None:
+    """Write the thinned wheel to ``fh``; fills ``result``. ``compact``: thinned libraries are
+    compacted (smaller installed), else rewritten in place only."""
 
     renamed = _renamer(dist_info, new_version)
     record = f"{dist_info}/RECORD"
@@ -167,7 +171,7 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
     old_stamp: bytes | None = None
     check = _record_check(zf, record, result.source.name)
     with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, allowZip64=True, compresslevel=COMPRESS_LEVEL) as zout:
-        w = _Writer(zf, raw, zout, Selector(targets), result, tmpdir, check)
+        w = _Writer(zf, raw, zout, Selector(targets), result, tmpdir, check, compact)
         for info in zf.infolist():
             name = renamed(info.filename)
             if info.is_dir():
