@@ -24,7 +24,7 @@ WORKFLOW = EXAMPLE / "wheels.yml"
 CONFIG = EXAMPLE / "cibuildwheel.toml"
 PACKAGE = ROOT / "sample_projects" / "setuptools_hip"  # any project: the configuration is the example's
 IDENTIFIERS = ["cp311-manylinux_x86_64", "cp312-manylinux_x86_64", "cp313-manylinux_x86_64"]
-MERGE = "rocm-build-backend index --add dist/*/*.whl site"
+MERGE = "rocm-build-backend index all -o site"
 
 
 
@@ -66,7 +66,7 @@ def test_the_merge_step_adds_every_jobs_wheels_to_the_index():
     publish = _workflow()["jobs"]["publish"]
     assert publish["needs"] == "build" and publish["concurrency"]["cancel-in-progress"] is False
     runs = [s.get("run", "") for s in publish["steps"]]
-    assert MERGE in runs
+    assert any(MERGE in run for run in runs)
     assert f"rocm-build-backend=={__version__}" in "\n".join(runs)
     assert MERGE in (ROOT / "docs" / "scale-out.md").read_text()
 
