@@ -31,6 +31,7 @@ import base64
 import hashlib
 import json
 import os
+import resource
 import shutil
 import struct
 import subprocess
@@ -721,4 +722,31 @@ ACME_ENTRY = Entry("acme", "thirdvendor.vendor:ACME", "thirdvendor.build:BUILD")
 #: the other vendors' knobs, none of which an ACME build may get
 ACME_OTHER_KNOBS = frozenset({"PYTORCH_ROCM_ARCH", "GPU_TARGETS", "HIPCC_COMPILE_FLAGS_APPEND", "HIP_ARCHITECTURES",
                               "TORCH_CUDA_ARCH_LIST", "NVCC_APPEND_FLAGS", "CUDAARCHS"})
+
+
+# ------------------------------------------------------------------- hostile inputs: the verdict
+
+def one_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
+    """A refusal as the project promises it: exit ``code``, no traceback, and stderr nothing but
+    ``error:`` lines then ``hint:`` lines; returns stderr."""
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    lines = proc.stderr.splitlines()
+    assert lines and lines[0].startswith("error: ") and all(ln.startswith(("error: ", "hint: ")) for ln in lines), proc.stderr
+    return proc.stderr
+
+
+CAPPED_MEMORY = 1 << 30  # address space of a capped child: far more than any run needs
+
+
+def _cap_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (CAPPED_MEMORY, CAPPED_MEMORY))
+
+
+def capped_cli(*args: object, cwd: Path | None = None, timeout: float = 60,
+               env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m rocm_build_backend ARGS`` from this checkout, its address space capped at 1 GiB."""
+    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=timeout, cwd=cwd,
+                          preexec_fn=_cap_memory)
 

@@ -6,36 +6,18 @@ child process with a memory limit, so a defect shows as a failure, not as a mach
 from __future__ import annotations
 
 import json
-import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import capped_cli as cli, one_error
 from helpers import hostile as G
 
-MEMORY = 1 << 30  # address space of each child: far more than any run needs
 
 
-def _limit() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
-
-def cli(*args: object, cwd: Path | None = None, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=timeout, cwd=cwd,
-                          preexec_fn=_limit)
-
-
-def one_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    lines = proc.stderr.splitlines()
-    assert lines and lines[0].startswith("error: ") and all(ln.startswith(("error: ", "hint: ")) for ln in lines), proc.stderr
-    return proc.stderr
 
 
 def venv(folder: Path, *, system: bool = False) -> tuple[Path, Path]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, one_error
 from helpers import hostile as G
 
 MEMORY = 2 << 30
@@ -37,13 +37,6 @@ def install(tmp_path: Path, *args: object, timeout: float = 120) -> subprocess.C
                           capture_output=True, text=True, env=env_for(tmp_path), timeout=timeout, preexec_fn=_limit,
                           cwd=tmp_path)
 
-
-def one_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-    lines = proc.stderr.splitlines()
-    assert lines and lines[0].startswith("error: ") and all(ln.startswith(("error: ", "hint: ")) for ln in lines), proc.stderr
-    return proc.stderr
 
 
 def work_folders(tmp_path: Path) -> list[str]:

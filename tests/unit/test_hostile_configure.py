@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, one_error
 from helpers import hostile as G
 
 SETUP_PY = "from setuptools import setup\nsetup(name='legacy', version='1.0')\n"
@@ -22,13 +22,6 @@ def cli(*args: object, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=timeout)
 
-
-def one_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert lines and lines[0].startswith("error: ") and all(ln.startswith(("error: ", "hint: ")) for ln in lines), proc.stderr
-    return proc.stderr
 
 
 @pytest.mark.parametrize("kind", ["array", "table"])

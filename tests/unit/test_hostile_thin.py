@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, one_error
 from helpers import hostile as G
 
 
@@ -23,13 +23,6 @@ def cli(*args: object, timeout: float = 120, env: dict | None = None) -> subproc
     return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=timeout)
 
-
-def one_error(proc: subprocess.CompletedProcess, code: int) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert lines[0].startswith("error: ") and all(ln.startswith(("error: ", "hint: ")) for ln in lines), proc.stderr
-    return proc.stderr
 
 
 def wheels_in(folder: Path) -> list[str]:
