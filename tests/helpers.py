@@ -750,3 +750,18 @@ def capped_cli(*args: object, cwd: Path | None = None, timeout: float = 60,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=timeout, cwd=cwd,
                           preexec_fn=_cap_memory)
 
+
+# ------------------------------------------------------------------- check --env: one site-packages
+
+def check_env_site(tmp_path: Path) -> Path:
+    """A site-packages of three distributions: code for gfx90a:xnack+ (``demo-gpu``), for gfx942
+    (``demo-ok``), and device code under names that cannot hold any (``pure``: never opened)."""
+    binaries = DATA / "binaries"
+    gfx90a = (binaries / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes()
+    gfx942 = (binaries / "amdgpu_gfx942_cov5.hsaco").read_bytes()
+    site = tmp_path / "site-packages"
+    install_dist(site, "demo-gpu", {"demo_gpu/__init__.py": b"", "demo_gpu/_k.so": gfx90a})
+    install_dist(site, "demo-ok", {"demo_ok/k.hsaco": gfx942, "demo_ok/data.bin": b"\0" * 4096})
+    install_dist(site, "pure", {"pure/__init__.py": gfx90a, "pure/notes.txt": gfx90a, "pure/tiny.so": b"\x7fELF"})
+    return site
+

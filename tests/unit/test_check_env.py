@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from rocm_build_backend.wheel.check import environment as E
-from helpers import install_dist, run, TESTS
+from helpers import check_env_site, install_dist, run, TESTS
 
 BIN = TESTS / "data" / "binaries"
 GFX90A = (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes()
@@ -16,12 +16,7 @@ GFX942 = (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes()
 
 @pytest.fixture
 def site(tmp_path):
-    site = tmp_path / "site-packages"
-    install_dist(site, "demo-gpu", {"demo_gpu/__init__.py": b"", "demo_gpu/_k.so": GFX90A})
-    install_dist(site, "demo-ok", {"demo_ok/k.hsaco": GFX942, "demo_ok/data.bin": b"\0" * 4096})
-    # device code under a name that cannot hold any is never opened
-    install_dist(site, "pure", {"pure/__init__.py": GFX90A, "pure/notes.txt": GFX90A, "pure/tiny.so": b"\x7fELF"})
-    return site
+    return check_env_site(tmp_path)
 
 
 def test_each_distribution_is_judged(site):
