@@ -1,9 +1,9 @@
 """Step 6 of a build: the one place that sets ``os.environ``, for the wrapped backend's hook only.
 
 ``with applied(plan) as world:`` sets the plan's variables, puts the pinned tools first on PATH,
-puts the pinned compilers in place (``enforce``) and writes the merged setuptools configuration
-(``parallel``), then restores the environment exactly as it was and removes its temporary
-folder. ``world.record`` is the file the pinned compilers append to (read it before the block
+puts the pinned compilers in place (``enforce``), writes the merged setuptools configuration
+(``parallel``) and puts the compile pool in place (``pool``), then restores the environment
+exactly as it was, puts setuptools' ``compile`` back and removes its temporary folder. ``world.record`` is the file the pinned compilers append to (read it before the block
 ends). Computes nothing: the plan is made before.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -21,6 +21,7 @@ from rocm_build_backend.builder.enforce import RECORD_VAR, install
 from rocm_build_backend.builder.log import log
 from rocm_build_backend.builder.parallel import merged_config
 from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
+from rocm_build_backend.builder.pool import pooled
 from rocm_build_backend.builder.plan import BuildPlan
 
 
@@ -40,6 +41,7 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
     saved = dict(os.environ)
     tools = None
     world = World()
+    stack = ExitStack()
     try:
         if plan is not None:
             os.environ.update(plan.env)
@@ -51,13 +53,26 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
                 world.record = _enforce(plan, Path(tools) / "enforced.jsonl")
             if plan.build_ext_parallel > 1:
                 os.environ["DIST_EXTRA_CONFIG"] = str(merged_config(
-                    Path(tools), plan.build_ext_parallel, os.environ.get("DIST_EXTRA_CONFIG")))
+                    Path(tools), _at_once(plan, stack), os.environ.get("DIST_EXTRA_CONFIG")))
         yield world
     finally:
+        stack.close()
         os.environ.clear()
         os.environ.update(saved)
         if tools:
             shutil.rmtree(tools, ignore_errors=True)
+
+
+def _at_once(plan: BuildPlan, stack: ExitStack) -> int:
+    """The extensions setuptools builds at once: the plan's, with the compile pool in place (on
+    ``stack``) when the plan has one; within the budget when it cannot be put in place."""
+    if not plan.compile_pool:
+        return plan.build_ext_parallel
+    if stack.enter_context(pooled(plan.compile_pool)) is None:
+        log(f"warning: no compile pool (this setuptools' compiler classes are not known): "
+            f"{min(plan.build_ext_parallel, plan.compile_pool)} extensions at once")
+        return min(plan.build_ext_parallel, plan.compile_pool)
+    return plan.build_ext_parallel
 
 
 def _enforce(plan: BuildPlan, record: Path) -> Path | None:

@@ -1,11 +1,11 @@
-"""Every core: setuptools' parallel ``build_ext``, and the job budget split between extensions.
+"""Every core: setuptools' parallel ``build_ext``, the compile pool, and the job budget split.
 
 setuptools builds a project's extensions one after another; each compiles its files one at a
 time, unless torch's ninja builds them (``MAX_JOBS`` jobs). A project with many extensions and
 no ninja (torch-scatter's ``use_ninja=False``, plain ``Extension`` lists) then uses one core.
 setuptools' own ``[build_ext] parallel = N`` (read from the file named by ``DIST_EXTRA_CONFIG``,
 setuptools 64+) builds N extensions at once. The memory-aware budget of parallel jobs (``MAX_JOBS``
-of the plan) is split so that extensions at once x jobs of each stays within it:
+of the plan) is split so that the compiles at once stay within it:
 
 - one extension, a CMake or other non-setuptools build: 1 x budget (nothing changes);
 - torch's ``BuildExtension`` with ninja (its default): 1 x budget, because every extension writes
@@ -13,11 +13,15 @@ of the plan) is split so that extensions at once x jobs of each stays within it:
   once would overwrite each other's; without ninja torch swaps the compiler object's
   ``compiler_so`` for nvcc while a .cu file compiles, which extensions side by side share: safe
   only where setuptools compiles C++ with a ``compiler_so_cxx`` of its own (setuptools 84 does),
-  else one at a time;
-- several extensions without ninja, or an unknown number made in a loop: min(count, budget)
-  at once, budget // that jobs each;
+  else one at a time (``pool.py`` keeps each compile's swap to itself);
+- a project that compiles side by side itself (pybind11's ``ParallelCompile`` in ``setup.py``):
+  one extension at a time, the budget for its threads;
+- several extensions without ninja, or an unknown number made in a loop, on POSIX: all of them
+  at once (up to ``ALL_AT_ONCE``), and their compiles through one compile pool of ``budget``
+  slots shared by all, largest first (``pool.py``), 1 job each; elsewhere min(count, budget) at
+  once, budget // that jobs each;
 - a ``[build_ext] parallel`` the project (``setup.cfg``) or the user (``DIST_EXTRA_CONFIG``) set:
-  theirs, with budget // theirs jobs each.
+  theirs, with budget // theirs jobs each, and no pool.
 
 ``read_extensions`` reads ``setup.py`` with ``ast`` (never runs it); ``split`` is pure;
 ``merged_config`` writes the user's ``DIST_EXTRA_CONFIG`` plus ours into a new file in the
@@ -30,10 +34,11 @@ from __future__ import annotations
 import ast
 import configparser
 import json
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from rocm_build_backend.builder.profiles import normalize
 from rocm_build_backend.data import path as data_path
@@ -41,6 +46,7 @@ from rocm_build_backend.data import path as data_path
 _CONSTRUCTORS = frozenset({"Extension", "CUDAExtension", "CppExtension", "Pybind11Extension", "HIPExtension",
                            "SyclExtension"})
 _MAX_SETUP = 1 << 20
+ALL_AT_ONCE = 64  # extensions started together when the compile pool bounds their compiles
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,17 @@ class Extensions:
     theirs: int | None = None  # a [build_ext] parallel of the project's own (setup.cfg)
     user: int | None = None  # a [build_ext] parallel of the user's own (DIST_EXTRA_CONFIG)
     cxx_apart: bool = True  # setuptools compiles C++ with its own compiler_so_cxx (see split)
+    own_pool: bool = False  # setup.py compiles side by side itself (pybind11's ParallelCompile)
+    pool: bool = True  # this host can pool setuptools' compiles (POSIX: the unix compiler, pool.py)
+
+
+class Split(NamedTuple):
+    """What ``split`` decided."""
+
+    at_once: int  # extensions built at once ([build_ext] parallel)
+    each: int  # jobs of each (MAX_JOBS)
+    why: str
+    pool: int = 0  # slots of the compile pool shared by all extensions; 0: no pool
 
 
 def _name(node: ast.AST) -> str:
@@ -73,7 +90,7 @@ def read_extensions(source_dir: Path, env: Mapping[str, str]) -> Extensions:
         return Extensions(theirs=theirs, user=user)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.AsyncFor)
-    sites, looped, torch, ninja, custom = 0, False, False, True, False
+    sites, looped, torch, ninja, custom, own_pool = 0, False, False, True, False, False
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _name(node.func) in _CONSTRUCTORS:
             sites += 1
@@ -85,10 +102,13 @@ def read_extensions(source_dir: Path, env: Mapping[str, str]) -> Extensions:
             ninja = not (isinstance(node.value, ast.Constant) and node.value.value is False)
         elif isinstance(node, (ast.Name, ast.Attribute)) and _name(node) == "BuildExtension":
             torch = True
+        elif isinstance(node, (ast.Name, ast.Attribute)) and _name(node) == "ParallelCompile":
+            own_pool = True
         elif isinstance(node, ast.ClassDef) and any(_name(b) in _CONSTRUCTORS for b in node.bases):
             custom = True
     return Extensions(sites, looped, torch, ninja, custom, theirs, user,
-                      cxx_apart=_cxx_apart() if torch and not ninja else True)
+                      cxx_apart=_cxx_apart() if torch and not ninja else True, own_pool=own_pool,
+                      pool=os.name == "posix")
 
 
 def _cxx_apart() -> bool:
@@ -122,29 +142,35 @@ def user_parallel(env: Mapping[str, str]) -> int | None:
     return _cfg_parallel(Path(given)) if given else None
 
 
-def split(budget: int, ext: Extensions, *, backend_kind: str) -> tuple[int, int, str]:
-    """(extensions at once, jobs of each, why). Pure."""
+def split(budget: int, ext: Extensions, *, backend_kind: str) -> Split:
+    """Extensions at once, jobs of each, why, and the compile pool's slots. Pure."""
     budget = max(1, budget)
     given = ext.user or ext.theirs
     if given:
         who = "DIST_EXTRA_CONFIG" if ext.user else "setup.cfg"
-        return given, max(1, budget // given), f"[build_ext] parallel = {given} from {who}"
+        return Split(given, max(1, budget // given), f"[build_ext] parallel = {given} from {who}")
     if backend_kind != "setuptools" or ext.custom or ext.sites == 0:
-        return 1, budget, "one build at a time (not a setuptools extension build)"
+        return Split(1, budget, "one build at a time (not a setuptools extension build)")
     if ext.sites == 1 and not ext.looped:
-        return 1, budget, "one extension"
+        return Split(1, budget, "one extension")
     if ext.torch and ext.ninja:
-        return 1, budget, ("torch's ninja builds share build_temp/build.ninja: one extension at a time, "
-                           f"{budget} jobs each")
+        return Split(1, budget, ("torch's ninja builds share build_temp/build.ninja: one extension at a time, "
+                                 f"{budget} jobs each"))
     if ext.torch and not ext.cxx_apart:
-        return 1, budget, ("torch's build without ninja swaps the one shared compiler for nvcc while a .cu file "
-                           "compiles; this setuptools has no compiler_so_cxx, so extensions side by side could "
-                           "compile C++ with nvcc: one at a time")
-    count = budget if ext.looped else min(ext.sites, budget)
-    at_once = max(1, min(count, budget))
-    return at_once, max(1, budget // at_once), (f"{'extensions made in a loop' if ext.looped else f'{ext.sites} extensions'}"
-                                                 f"{' without ninja' if ext.torch else ''}: {at_once} at once x "
-                                                 f"{max(1, budget // at_once)} jobs each, within {budget}")
+        return Split(1, budget, ("torch's build without ninja swaps the one shared compiler for nvcc while a .cu "
+                                 "file compiles; this setuptools has no compiler_so_cxx, so extensions side by side "
+                                 "could compile C++ with nvcc: one at a time"))
+    if ext.own_pool:
+        return Split(1, budget, "setup.py compiles side by side itself (pybind11's ParallelCompile): one extension "
+                                f"at a time, {budget} jobs for it")
+    what = f"{'extensions made in a loop' if ext.looped else f'{ext.sites} extensions'}{' without ninja' if ext.torch else ''}"
+    at_once = budget if ext.looped else min(ext.sites, budget)
+    if at_once > 1 and ext.pool:
+        every = ALL_AT_ONCE if ext.looped else min(ext.sites, ALL_AT_ONCE)
+        return Split(every, 1, (f"{what}: {'up to ' if ext.looped else ''}{every} at once, their compiles through "
+                                f"one pool of {budget} slots, largest first, 1 job each"), pool=budget)
+    return Split(at_once, max(1, budget // at_once),
+                 f"{what}: {at_once} at once x {max(1, budget // at_once)} jobs each, within {budget}")
 
 
 def merged_config(directory: Path, parallel: int, user: str | None) -> Path:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.builder import enforce
-from rocm_build_backend.builder.parallel import Extensions, job_variables, split
+from rocm_build_backend.builder.parallel import ALL_AT_ONCE, Extensions, Split, job_variables, split
 from rocm_build_backend.builder.profiles import (
     TARGET_LISTS,
     profile_names,
@@ -65,6 +65,7 @@ class BuildPlan:
     switches: list[Switch] = field(default_factory=list)  # the project's own GPU switches, and what the build does
     build_ext_parallel: int = 1  # setuptools extensions built at once (DIST_EXTRA_CONFIG)
     parallel_reason: str = ""
+    compile_pool: int = 0  # slots of the compile pool the extensions' compiles share (builder.pool); 0: none
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +86,7 @@ class BuildPlan:
             "enforce": {"enabled": self.enforce is not None, "how": list(self.enforce or [])},
             "build_ext_parallel": self.build_ext_parallel,
             "build_ext_parallel_reason": self.parallel_reason,
+            "compile_pool": self.compile_pool,
             "switches": [s.to_json() for s in self.switches],
         }
 
@@ -94,6 +96,10 @@ class BuildPlan:
                  f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
         if self.parallel_reason:
             lines.append(f"build_ext parallel = {self.build_ext_parallel} ({self.parallel_reason})")
+        if self.compile_pool:
+            shared = (f"{self.build_ext_parallel} extensions" if self.build_ext_parallel < ALL_AT_ONCE
+                      else f"the extensions (up to {ALL_AT_ONCE} at once)")
+            lines.append(f"compile pool: {self.compile_pool} slots shared by {shared}, largest first")
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
         lines.append(f"environment {shown}")
         if self.config_settings:
@@ -126,18 +132,18 @@ def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[i
 
 
 def _parallel(draft: Knobs, budget: int, extensions: Extensions | None, backend_kind: str,
-              env: Mapping[str, str], dist_name: str | None) -> tuple[int, int, str]:
-    """(extensions at once, jobs each, why): the budget split (``builder.parallel``), and the
-    project's own job variables (``data/jobs.json``) for the jobs each."""
+              env: Mapping[str, str], dist_name: str | None) -> Split:
+    """The budget split (``builder.parallel``), and the project's own job variables
+    (``data/jobs.json``) for the jobs each."""
     if extensions is None:
-        return 1, budget, ""
-    at_once, each, why = split(budget, extensions, backend_kind=backend_kind)
-    for var, (value, source) in job_variables(dist_name, each, budget).items():
+        return Split(1, budget, "")
+    got = split(budget, extensions, backend_kind=backend_kind)
+    for var, (value, source) in job_variables(dist_name, got.each, budget).items():
         if var in env and env[var] != value:
             draft.notes.append(f"{var}={env[var]} kept (the project reads it: {source})")
             continue
         draft.env[var] = value
-    return at_once, each, why
+    return got
 
 
 def _unprefixed(forwarded: Mapping[str, Any]) -> list[str]:
@@ -257,7 +263,11 @@ def make_plan(
                       notes=["no GPU targets: no target variables, no pinned tools"])
     draft.notes[:0] = notes
     jobs, why = _max_jobs(settings, env, host)
-    at_once, each, parallel_why = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    at_once, each, parallel_why, pool = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    if pool:
+        why = f"a budget of {jobs} jobs ({why}): one compile pool of {pool} slots, 1 job each"
+    elif at_once > 1:
+        why = f"a budget of {jobs} jobs ({why}): {at_once} extensions at once x {each}"
     draft.env["MAX_JOBS"] = str(each)
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
         draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(each)
@@ -272,8 +282,8 @@ def make_plan(
     return BuildPlan(
         targets=draft.code, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
         config_settings=draft.config_settings, backend=settings.backend, max_jobs=each,
-        jobs_reason=why if at_once == 1 else f"a budget of {jobs} jobs ({why}): {at_once} extensions at once x {each}",
+        jobs_reason=why,
         profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
         source_detail=source_detail or source, vendor=vendor, enforce=enforced, switches=switches,
-        build_ext_parallel=at_once, parallel_reason=parallel_why,
+        build_ext_parallel=at_once, parallel_reason=parallel_why, compile_pool=pool,
     )

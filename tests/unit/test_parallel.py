@@ -14,23 +14,31 @@ from rocm_build_backend.builder.plan import Host, make_plan
 from rocm_build_backend.builder.settings import load_settings
 from rocm_build_backend.gpu.targets import parse_targets
 
-@pytest.mark.parametrize("budget, ext, kind, at_once, each, words", [
-    (16, Extensions(sites=1), "setuptools", 1, 16, "one extension"),
-    (16, Extensions(sites=14, torch=True, ninja=True), "setuptools", 1, 16, "build.ninja"),
-    (16, Extensions(sites=14, torch=True, ninja=False), "setuptools", 14, 1, "14 extensions without ninja"),
-    (16, Extensions(sites=1, looped=True, torch=True, ninja=False), "setuptools", 16, 1, "made in a loop"),
-    (16, Extensions(sites=3), "setuptools", 3, 5, "3 extensions"),
-    (4, Extensions(sites=10), "setuptools", 4, 1, "10 extensions"),
-    (16, Extensions(sites=5, custom=True), "setuptools", 1, 16, "not a setuptools extension build"),
-    (16, Extensions(sites=5), "scikit-build-core", 1, 16, "not a setuptools extension build"),
-    (16, Extensions(sites=8, theirs=4), "setuptools", 4, 4, "from setup.cfg"),
-    (16, Extensions(sites=8, theirs=4, user=2), "setuptools", 2, 8, "from DIST_EXTRA_CONFIG"),
-    (16, Extensions(sites=14, torch=True, ninja=False, cxx_apart=False), "setuptools", 1, 16, "compiler_so_cxx"),
+@pytest.mark.parametrize("budget, ext, kind, at_once, each, pool, words", [
+    (16, Extensions(sites=1), "setuptools", 1, 16, 0, "one extension"),
+    (16, Extensions(sites=14, torch=True, ninja=True), "setuptools", 1, 16, 0, "build.ninja"),
+    (16, Extensions(sites=14, torch=True, ninja=False), "setuptools", 14, 1, 16, "14 extensions without ninja: 14 at once"),
+    (16, Extensions(sites=1, looped=True, torch=True, ninja=False), "setuptools", 64, 1, 16, "made in a loop without ninja: up to 64"),
+    (16, Extensions(sites=3), "setuptools", 3, 1, 16, "one pool of 16 slots, largest first"),
+    (4, Extensions(sites=10), "setuptools", 10, 1, 4, "10 extensions: 10 at once"),
+    (16, Extensions(sites=100), "setuptools", 64, 1, 16, "100 extensions: 64 at once"),
+    (1, Extensions(sites=10), "setuptools", 1, 1, 0, "10 extensions: 1 at once x 1 jobs each, within 1"),
+    # where the pool cannot go (not POSIX), extensions at once x jobs each stay within the budget
+    (16, Extensions(sites=3, pool=False), "setuptools", 3, 5, 0, "3 extensions: 3 at once x 5"),
+    (4, Extensions(sites=10, pool=False), "setuptools", 4, 1, 0, "10 extensions: 4 at once"),
+    (16, Extensions(sites=1, looped=True, pool=False), "setuptools", 16, 1, 0, "made in a loop: 16 at once"),
+    (16, Extensions(sites=5, custom=True), "setuptools", 1, 16, 0, "not a setuptools extension build"),
+    (16, Extensions(sites=5), "scikit-build-core", 1, 16, 0, "not a setuptools extension build"),
+    (16, Extensions(sites=8, theirs=4), "setuptools", 4, 4, 0, "from setup.cfg"),
+    (16, Extensions(sites=8, theirs=4, user=2), "setuptools", 2, 8, 0, "from DIST_EXTRA_CONFIG"),
+    (16, Extensions(sites=14, torch=True, ninja=False, cxx_apart=False), "setuptools", 1, 16, 0, "compiler_so_cxx"),
+    (16, Extensions(sites=6, own_pool=True), "setuptools", 1, 16, 0, "ParallelCompile"),
 ])
-def test_split_stays_within_the_budget(budget, ext, kind, at_once, each, words):
+def test_split_stays_within_the_budget(budget, ext, kind, at_once, each, pool, words):
     got = split(budget, ext, backend_kind=kind)
-    assert got[:2] == (at_once, each) and words in got[2]
-    assert got[0] * got[1] <= budget
+    assert (got.at_once, got.each, got.pool) == (at_once, each, pool) and words in got.why, got
+    # the compiles at once stay within the budget: the pool's slots x 1 job, or extensions x jobs
+    assert (got.pool * got.each if got.pool else got.at_once * got.each) <= budget
 
 
 TORCH_SCATTER_SHAPE = '''from setuptools import setup
@@ -64,6 +72,10 @@ setup(ext_modules=[CMakeExtension("a"), CMakeExtension("b")])
     (FLASH_ATTN_SHAPE, Extensions(sites=2, looped=False, torch=True, ninja=True)),
     (CMAKE_SHAPE, Extensions(sites=0, custom=True)),
     ("def broken(:", Extensions()),
+    ("from pybind11.setup_helpers import ParallelCompile, Pybind11Extension\n"
+     "ParallelCompile('NPY_NUM_BUILD_JOBS').install()\n"
+     "setup(ext_modules=[Pybind11Extension('a', []), Pybind11Extension('b', [])])\n",
+     Extensions(sites=2, own_pool=True)),
 ])
 def test_read_extensions(tmp_path, text, expected):
     (tmp_path / "setup.py").write_text(text)
@@ -106,8 +118,10 @@ def test_plan_sets_max_jobs_to_each_extensions_share():
     plan = make_plan(parse_targets("sm_90"), "settings", settings, {}, backend_kind="setuptools",
                      host=Host(cpus=16, mem_available=512 << 30),
                      extensions=Extensions(sites=1, looped=True, torch=True, ninja=False))
-    assert plan.build_ext_parallel == 16 and plan.env["MAX_JOBS"] == "1" and plan.max_jobs == 1
-    assert "16 extensions at once x 1" in plan.jobs_reason
+    assert plan.build_ext_parallel == 64 and plan.env["MAX_JOBS"] == "1" and plan.max_jobs == 1
+    assert plan.compile_pool == 16 and "one compile pool of 16 slots, 1 job each" in plan.jobs_reason
+    assert "compile pool: 16 slots shared by the extensions (up to 64 at once), largest first" in plan.summary()
+    assert plan.to_json()["compile_pool"] == 16
     user = make_plan(parse_targets("sm_90"), "settings", settings, {"NVCC_THREADS": "4"},
                      backend_kind="setuptools", host=Host(cpus=16, mem_available=512 << 30),
                      extensions=Extensions(sites=1), dist_name="flash-attn")
