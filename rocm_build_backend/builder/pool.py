@@ -39,7 +39,6 @@ when entered, nothing at import. Decides nothing: the plan says when.
 from __future__ import annotations
 
 import heapq
-import importlib
 import itertools
 import os
 import sys
@@ -57,7 +56,6 @@ Cost = tuple[int, int]  # (a device source, the file's size): larger compiles fi
 SETTLE = 0.3  # seconds the first admission waits for the compiles started with it
 _DEVICE = (".cu", ".hip")
 _SWAPPED = ("compiler_so", "compiler_so_cxx")
-_PACKAGES = ("distutils", "setuptools._distutils")  # the name setuptools' build uses, and its own
 _MISSING = object()
 _local = threading.local()  # .swapped: {(id(compiler), name): value} inside a pooled compile
 
@@ -232,25 +230,24 @@ def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls) -> Call
 
 def _classes() -> tuple[list[type], list[type]]:
     """The ``CCompiler`` classes (with the ``_setup_compile`` protocol) and unix compiler classes of
-    the distutils that setuptools uses: ``distutils`` (setuptools' own copy, or the standard
-    library's), and ``setuptools._distutils`` where it was loaded apart."""
+    the distutils that setuptools' build uses: ``distutils`` (setuptools' own copy under that name,
+    or the standard library's), and ``setuptools._distutils`` where it was loaded apart."""
+    try:  # an optional dependency, probed where it is used; setuptools puts its distutils in place
+        import setuptools  # noqa: F401
+        import distutils.ccompiler
+        import distutils.unixccompiler
+    except ImportError:
+        return [], []
     bases: list[type] = []
     unix: list[type] = []
-    try:  # an optional dependency: its import puts setuptools' distutils in place
-        importlib.import_module("setuptools")
-    except ImportError:
-        return bases, unix
-    for package in _PACKAGES:
-        try:
-            if package != "distutils" and f"{package}.ccompiler" not in sys.modules:
-                continue
-            base = importlib.import_module(f"{package}.ccompiler").CCompiler
-            found = importlib.import_module(f"{package}.unixccompiler").UnixCCompiler
-        except (ImportError, AttributeError):
+    for package in ("distutils", "setuptools._distutils"):
+        base = getattr(sys.modules.get(f"{package}.ccompiler"), "CCompiler", None)
+        found = getattr(sys.modules.get(f"{package}.unixccompiler"), "UnixCCompiler", None)
+        if not isinstance(base, type) or not isinstance(found, type) or base in bases:
             continue
         if "compile" in vars(base) and hasattr(base, "_setup_compile") and hasattr(base, "_get_cc_args"):
-            bases += [base] if base not in bases else []
-            unix += [found] if found not in unix else []
+            bases.append(base)
+            unix.append(found)
     return bases, unix
 
 
