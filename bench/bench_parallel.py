@@ -1,13 +1,18 @@
-"""Every core: a many-extension setuptools project built through the shim with its parallel
-``build_ext`` and one extension at a time, side by side in one run.
+"""Every core: a many-extension setuptools project built through the shim three ways, side by side
+in one run: with the shim's plan (every extension at once, their compiles through the compile
+pool, largest first), with setuptools' parallel ``build_ext`` alone (as many extensions at once
+as cores, each compiling its files one after another: the shim's plan before the pool) and one
+extension at a time.
 
-The project is made here: N C++ extensions (each a few seconds of g++ at -O2), made in a loop the
-way torch-scatter makes its own, without GPU code (``verify = "off"``). "serial" is the same
-build with ``[build_ext] parallel = 1`` in the user's own ``DIST_EXTRA_CONFIG`` (which the shim
-honours). For each: wall time, CPU time of the build's processes, and CPU use as CPU time / wall /
-cores. Rounds interleave the two.
+The project is made here, in torch-cluster's shape without torch or GPU code (``verify = "off"``):
+N C++ extensions made in a loop, each of a small module file and a medium source, the last one
+(built last) of a small module file and three large sources, so that compiled one after another
+its sources are the build's critical path. The two other ways are the user's own
+``DIST_EXTRA_CONFIG`` with ``[build_ext] parallel`` = cores and = 1 (which the shim honours, without
+its pool). For each: wall time, CPU time of the build's processes, and CPU use as CPU time / wall
+/ cores. Rounds interleave the three.
 
-    python3 bench/bench_parallel.py [--extensions 8] [--rounds 2]
+    python3 bench/bench_parallel.py [--extensions 6] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -24,29 +29,22 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = r"""
+MODULE = r"""
 #include <Python.h>
-#include <map>
-#include <string>
-#include <vector>
-#include <algorithm>
-// Enough templates that -O2 takes a few seconds.
-template <int N> struct Work {
-  static std::map<std::string, std::vector<double>> make() {
-    std::map<std::string, std::vector<double>> m;
-    for (int i = 0; i < N; ++i) m[std::to_string(i)].push_back(i * 0.5);
-    auto v = Work<N - 1>::make();
-    for (auto& kv : v) std::sort(kv.second.begin(), kv.second.end());
-    m.insert(v.begin(), v.end());
-    return m;
-  }
-};
-template <> struct Work<0> { static std::map<std::string, std::vector<double>> make() { return {}; } };
-static PyObject* run(PyObject*, PyObject*) { return PyLong_FromSize_t(Work<120>::make().size()); }
+extern "C" int @NAME@_work(void);
+static PyObject* run(PyObject*, PyObject*) { return PyLong_FromLong(@NAME@_work()); }
 static PyMethodDef methods[] = {{"run", run, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
 static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "@NAME@", nullptr, -1, methods};
 PyMODINIT_FUNC PyInit_@NAME@(void) { return PyModule_Create(&def); }
 """
+MEDIUM, LARGE = 400, 1200  # functions in a medium and a large source: about 1.4 s and 4 s of g++ -O2 here
+
+
+def source(name: str, count: int) -> str:
+    """``count`` small functions (g++ -O2 time grows with them) and ``name``, which calls two."""
+    body = "".join(f"int {name}_f{i}(int x) {{ int s = {i}; for (int j = 0; j < x; ++j) s += (j * {i}) ^ (s >> 3); "
+                   f"return s; }}\n" for i in range(count))
+    return f"{body}extern \"C\" int {name}(void) {{ return {name}_f0(3) + {name}_f{count - 1}(3); }}\n"
 
 
 def make_project(folder: Path, count: int) -> Path:
@@ -54,11 +52,18 @@ def make_project(folder: Path, count: int) -> Path:
     (folder / "manyext").mkdir()
     (folder / "manyext" / "__init__.py").write_text("")
     for i in range(count):
-        (folder / "csrc" / f"e{i}.cpp").write_text(SOURCE.replace("@NAME@", f"_e{i}"))
+        last = i == count - 1
+        (folder / "csrc" / f"e{i}.cpp").write_text(MODULE.replace("@NAME@", f"_e{i}"))
+        parts = [f"e{i}_{k}" for k in range(3 if last else 1)]
+        for k, part in enumerate(parts):
+            work = f"_e{i}_work" if k == 0 else f"_e{i}_more{k}"
+            (folder / "csrc" / f"{part}.cpp").write_text(source(work, LARGE if last else MEDIUM))
     (folder / "setup.py").write_text(
         "from setuptools import Extension, setup\n"
-        f"setup(ext_modules=[Extension(f'manyext._e{{i}}', [f'csrc/e{{i}}.cpp'], extra_compile_args=['-O2'])"
-        f" for i in range({count})])\n")
+        f"N = {count}\n"
+        "def sources(i):\n"
+        "    return [f'csrc/e{i}.cpp'] + [f'csrc/e{i}_{k}.cpp' for k in range(3 if i == N - 1 else 1)]\n"
+        "setup(ext_modules=[Extension(f'manyext._e{i}', sources(i), extra_compile_args=['-O2']) for i in range(N)])\n")
     (folder / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["rocm-build-backend", "setuptools>=64"]\nbuild-backend = "rocm_build_backend"\n'
         '[project]\nname = "manyext"\nversion = "0.1.0"\n[tool.setuptools]\npackages = ["manyext"]\n'
@@ -77,24 +82,27 @@ def build(project: Path, out: Path, env: dict[str, str]) -> tuple[float, float, 
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    line = next((ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if "build_ext parallel" in ln), "")
-    return wall, cpu, line
+    lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()
+             if "build_ext parallel =" in ln or "compile pool: " in ln and " compiles from " in ln]
+    return wall, cpu, "\n    log: ".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--extensions", type=int, default=8)
+    parser.add_argument("--extensions", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
     work = Path(tempfile.mkdtemp(prefix="bench-parallel-"))
     try:
         project = make_project(work / "manyext", args.extensions)
-        serial_cfg = work / "serial.cfg"
+        side_cfg, serial_cfg = work / "side.cfg", work / "serial.cfg"
+        side_cfg.write_text(f"[build_ext]\nparallel = {cores}\n")
         serial_cfg.write_text("[build_ext]\nparallel = 1\n")
         base = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(work / "cache")}
         base.pop("DIST_EXTRA_CONFIG", None)
-        cases = {"parallel build_ext (the shim's plan)": base,
+        cases = {"compile pool (the shim's plan)": base,
+                 f"{cores} extensions at once, no pool": {**base, "DIST_EXTRA_CONFIG": str(side_cfg)},
                  "one extension at a time": {**base, "DIST_EXTRA_CONFIG": str(serial_cfg)}}
         got: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
         lines = {}
@@ -103,8 +111,8 @@ def main() -> int:
                 wall, cpu, line = build(project, work / "out", env)
                 got[name].append((wall, cpu))
                 lines[name] = line
-        print(f"{args.extensions} C++ extensions, {cores} cores, median of {args.rounds} interleaved rounds "
-              f"(load {os.getloadavg()[0]:.1f}):")
+        print(f"{args.extensions} C++ extensions ({2 * args.extensions + 2} sources, the last extension's three large), "
+              f"{cores} cores, median of {args.rounds} interleaved rounds (load {os.getloadavg()[0]:.1f}):")
         serial_wall = statistics.median(w for w, _ in got["one extension at a time"])
         for name, values in got.items():
             wall = statistics.median(w for w, _ in values)

@@ -3,9 +3,12 @@
 # cuda, made in a loop, built by torch's BuildExtension with use_ninja=False, one file at a time),
 # through the shim with targets = auto.
 #
-#   bash bench/h200/parallel.sh parallel  # the shim's plan: setuptools' parallel build_ext, within the job budget
-#   bash bench/h200/parallel.sh serial    # the same with [build_ext] parallel = 1 in the user's DIST_EXTRA_CONFIG
-#   bash bench/h200/parallel.sh report    # wall time, CPU time, CPU / wall / cores, the ratio
+#   bash bench/h200/parallel.sh parallel    # the shim's plan: every extension at once, their compiles through
+#                                           # the compile pool (the job budget's slots, largest first)
+#   bash bench/h200/parallel.sh extensions  # the shim's plan before the pool: [build_ext] parallel = cores in the
+#                                           # user's DIST_EXTRA_CONFIG (extensions side by side, each one's files in a row)
+#   bash bench/h200/parallel.sh serial      # [build_ext] parallel = 1 in the user's DIST_EXTRA_CONFIG (about 4 calls)
+#   bash bench/h200/parallel.sh report      # wall time, CPU time, CPU / wall / cores, the ratios
 #
 # Each mode is one device call of at most 10 minutes (LIMIT, default 560 s, for the build); a build
 # cut off at the limit exits 124 and resumes on the next call of the same mode (setuptools skips the
@@ -13,7 +16,7 @@
 # Results go to $OUT (default out/h200/results). Needs: the sdist in carry/ (CARRY), python3 with a
 # CUDA torch, setuptools; nvcc; no network.
 set -uo pipefail
-mode=${1:?"parallel | serial | report"}
+mode=${1:?"parallel | extensions | serial | report"}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 carry=${CARRY:-$repo/carry}
 out=${OUT:-$repo/out/h200/results}
@@ -32,19 +35,19 @@ if [ "$mode" = report ]; then
 import json, sys
 from pathlib import Path
 state = Path(sys.argv[1])
-rows = {m: json.loads((state / m / "state.json").read_text()) for m in ("serial", "parallel")
+rows = {m: json.loads((state / m / "state.json").read_text()) for m in ("serial", "extensions", "parallel")
         if (state / m / "state.json").is_file()}
-print("| build | wall s | CPU s | CPU / wall / cores | done | x serial |")
-print("|---|---|---|---|---|---|")
-base = rows.get("serial", {}).get("wall")
+print("| build | wall s | CPU s | CPU / wall / cores | done | x serial | x extensions |")
+print("|---|---|---|---|---|---|---|")
+def ratio(s, base):
+    return f"{s['wall'] / rows[base]['wall']:.2f}" if base in rows and rows[base].get("done") else "-"
 for mode, s in rows.items():
-    ratio = f"{s['wall'] / base:.2f}" if base else "-"
     print(f"| {mode} | {s['wall']:.1f} | {s['cpu']:.1f} | {s['cpu'] / s['wall'] / s['cores']:.0%} | "
-          f"{'yes' if s.get('done') else 'no (cut off)'} | {ratio} |")
+          f"{'yes' if s.get('done') else 'no (cut off)'} | {ratio(s, 'serial')} | {ratio(s, 'extensions')} |")
 EOF
   exit 0
 fi
-case "$mode" in parallel|serial) ;; *) echo "unknown mode $mode: parallel | serial | report" >&2; exit 2 ;; esac
+case "$mode" in parallel|extensions|serial) ;; *) echo "unknown mode $mode: parallel | extensions | serial | report" >&2; exit 2 ;; esac
 [ -f "$carry/$SDIST" ] || { echo "missing $carry/$SDIST (carry it)" >&2; exit 2; }
 got=$(sha256sum "$carry/$SDIST" | cut -d' ' -f1)
 [ "$got" = "$SHA256" ] || { echo "$SDIST sha256 $got is not the pinned $SHA256" >&2; exit 2; }
@@ -58,6 +61,9 @@ fi
 if [ "$mode" = serial ]; then
   printf '[build_ext]\nparallel = 1\n' > "$work/serial.cfg"
   export DIST_EXTRA_CONFIG="$work/serial.cfg"
+elif [ "$mode" = extensions ]; then
+  printf '[build_ext]\nparallel = %s\n' "$(nproc)" > "$work/extensions.cfg"
+  export DIST_EXTRA_CONFIG="$work/extensions.cfg"
 fi
 (cd "$tree" && python3 -m rocm_build_backend plan . --json) > "$out/parallel-$mode-plan.json" 2>>"$out/parallel-$mode-log.txt"
 rm -rf "$work/wheel"
@@ -84,7 +90,7 @@ print(f"{mode}: wall {s['wall']:.1f} s over {s['calls']} call(s), CPU {s['cpu']:
       f"CPU/wall/cores {s['cpu'] / s['wall'] / s['cores']:.0%} of {s['cores']}; {len(sos)} .so files; "
       f"wheel targets {' '.join(stamp['audit']['targets'])}")
 EOF
-grep -E "build_ext parallel|MAX_JOBS=" "$out/parallel-$mode-shim-lines.txt" | head -2 | tee -a "$out/parallel-summary.txt"
+grep -E "build_ext parallel|MAX_JOBS=|compile pool" "$out/parallel-$mode-shim-lines.txt" | head -4 | tee -a "$out/parallel-summary.txt"
 [ "$mode" != parallel ] && exit 0
 
 # the kernels run: knn on the GPU equals knn on the CPU
