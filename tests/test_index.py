@@ -214,10 +214,11 @@ def test_pages_replaced_atomically(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(I.os, "replace", failing_replace)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(RocmBuildBackendError) as err:  # one error line, not a traceback
         I.build_index(wheels, out)
     monkeypatch.undo()
+    assert "No space left on device" in err.value.message and err.value.hint
     assert page.read_bytes() == before  # the old page, whole
     assert not [p for p in out.rglob("*.tmp")]
     after = I.build_index(wheels, out)
@@ -230,9 +231,12 @@ def test_state_file_damaged_is_rebuilt(tmp_path):
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
     I.build_index(wheels, out)
-    (out / I.STATE_NAME).write_text("{ not json")
+    (out / I.DB_NAME).write_bytes(b"{ not a database" * 100)
     result = I.build_index(wheels, out)
     assert result.read == 1 and result.pages_written == []
+    assert any("state file is damaged" in w for w in result.warnings)
+    assert (out / (I.DB_NAME + ".damaged")).is_file()  # set aside, not lost
+    assert I.build_index(wheels, out).warnings == []
 
 
 def test_targets_family_and_base_url(tmp_path):
@@ -500,15 +504,20 @@ def test_replacing_a_wheel_keeps_every_moment_consistent(tmp_path, monkeypatch):
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"], "pkg/_j.so": ["gfx90a"]},
                requires_python=">=3.8")
     seen = []
-    real = I.write_if_changed
+    real_replace, real_unlink = os.replace, os.unlink
 
-    def watching(path, data, **kw):  # a client reading the index at every step of the run
+    def replacing(src, dst, **kw):  # a client reading the index before and after every change
         seen.extend(inconsistencies(out))
-        changed = real(path, data, **kw)
+        real_replace(src, dst, **kw)
         seen.extend(inconsistencies(out))
-        return changed
 
-    monkeypatch.setattr(I, "write_if_changed", watching)
+    def unlinking(path, **kw):
+        seen.extend(inconsistencies(out))
+        real_unlink(path, **kw)
+        seen.extend(inconsistencies(out))
+
+    monkeypatch.setattr(os, "replace", replacing)
+    monkeypatch.setattr(os, "unlink", unlinking)
     result = I.build_index(wheels, out)
     assert "gfx90a/simple/pkg/index.html" in result.pages_written
     assert seen == []

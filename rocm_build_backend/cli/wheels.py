@@ -97,18 +97,36 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.index.run import build_index
+    from rocm_build_backend.errors import ConfigError
     from rocm_build_backend.gpu.targets import parse_targets
-
     from rocm_build_backend.wheel.index.plan import named_targets
 
     targets: Any = None
     if args.targets is not None:  # with --family, family names too: build_index parses them
         names = named_targets(args.targets)
         targets = names if args.family else parse_targets(names)
-    result = build_index(Path(args.wheel_dir), Path(args.out_dir), targets=targets,
-                         family=args.family, base_url=args.base_url,
-                         variants=args.variants, split=args.split)
+    paths = list(args.paths)
+    if args.add or args.remove:
+        from rocm_build_backend.wheel.index.publish import publish
+
+        if args.base_url or args.split:
+            raise ConfigError([f"{'--base-url' if args.base_url else '--split'} does not go with --add/--remove"],
+                              hint="published wheels are hosted in OUT_DIR/files/; split them first "
+                                   "(rocm-build-backend split WHEEL) and add the split wheels")
+        if (args.add and len(paths) < 2) or (not args.add and len(paths) != 1):
+            raise ConfigError(["--add takes WHEEL... OUT_DIR; --remove NAME==VERSION takes OUT_DIR"],
+                              hint="rocm-build-backend index --add dist/*.whl OUT_DIR, or "
+                                   "rocm-build-backend index --remove NAME==VERSION OUT_DIR")
+        result = publish(Path(paths[-1]), add=paths[:-1] if args.add else [], remove=args.remove or [],
+                         targets=targets, family=args.family, variants=args.variants, lists=args.json)
+    else:
+        if len(paths) != 2:
+            raise ConfigError([f"index takes WHEEL_DIR OUT_DIR, not {len(paths)} paths"],
+                              hint="to add single wheels: rocm-build-backend index --add WHEEL... OUT_DIR")
+        from rocm_build_backend.wheel.index.run import build_index
+
+        result = build_index(Path(paths[0]), Path(paths[1]), targets=targets, family=args.family,
+                             base_url=args.base_url, variants=args.variants, split=args.split, lists=args.json)
     if args.json:
         print_json(result.to_json())
     else:
@@ -175,8 +193,16 @@ def register(add: AddVerb) -> None:
 
 
     sp = add("index", cmd_index, "write a static package index per GPU target")
-    sp.add_argument("wheel_dir")
-    sp.add_argument("out_dir")
+    sp.usage = ("%(prog)s [options] WHEEL_DIR OUT_DIR\n       %(prog)s [options] --add WHEEL... OUT_DIR\n"
+                "       %(prog)s [options] --remove NAME==VERSION OUT_DIR")
+    sp.add_argument("paths", nargs="+", metavar="PATH",
+                    help="WHEEL_DIR OUT_DIR: OUT_DIR lists exactly the wheels of WHEEL_DIR; with --add: "
+                         "the wheels (or folders of them) to add, then OUT_DIR")
+    sp.add_argument("--add", action="store_true",
+                    help="add the wheels given (copied into OUT_DIR/files/) and keep everything else: "
+                         "for many jobs publishing into one OUT_DIR")
+    sp.add_argument("--remove", action="append", metavar="NAME==VERSION",
+                    help="remove every wheel of that version (exactly; repeatable)")
     sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")

@@ -2,10 +2,13 @@
 
 ``atomic_write`` and ``write_if_changed`` put bytes in place with ``os.replace`` (a reader
 never sees half a file; an unchanged file is not touched). ``read_wheel`` copies a wheel to a
-staging file (a copy-on-write clone where the filesystem offers one), hashes it and reads its
-facts (``reader.py``) and METADATA from that copy; the caller moves it to
-``OUT/files/<hash>/<wheel>``, so a file the pages link to is never replaced or changed. ``parallel`` runs such work on a few threads (hashing releases the GIL). ``Layout`` says
-where one run reads wheels and where it writes pages, hosted copies and sidecars.
+staging file in ``OUT/files/.incoming/`` (a copy-on-write clone where the filesystem offers
+one), hashes it and reads its facts (``reader.py``) and METADATA from that copy; the caller
+moves it to ``OUT/files/<hash>/<wheel>``, so a file the pages link to is never replaced or
+changed. ``hash_file`` hashes without copying (is a changed file really new?). ``parallel``
+runs such work on a few threads (hashing releases the GIL). ``Layout`` says where one run reads
+wheels and where it writes pages, hosted copies and sidecars. ``WriteFailed`` is the one error
+for a write that fails (no space left, read-only): one line, and the run stops.
 
 It decides nothing about which wheel goes where (``index_plan.py``) and renders no page
 (``index_pages.py``).
@@ -13,6 +16,7 @@ It decides nothing about which wheel goes where (``index_plan.py``) and renders 
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable
@@ -28,7 +32,30 @@ R = TypeVar("R")
 
 Record = dict[str, Any]
 FILES_DIR = "files"
+INCOMING = ".incoming"  # OUT/files/.incoming: staging copies, moved to OUT/files/<hash>/ once read
 HASH_DIR = 16  # hex digits of the wheel's sha256 that name its folder under OUT/files
+
+# errors that only writing gives: the run stops (a wheel that cannot be *read* is skipped instead)
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+class WriteFailed(RocmBuildBackendError):
+    """Writing into the output folder failed (no space left, read-only, over quota)."""
+
+
+def write_failed(exc: OSError, out_dir: Path, path: Path | str | None = None) -> WriteFailed:
+    """The one error line for a failed write: what, where, and that the index stays consistent."""
+    where = path if path is not None else exc.filename
+    try:
+        rel = os.path.relpath(str(where), out_dir) if where else str(out_dir)
+    except ValueError:
+        rel = str(where)
+    from rocm_build_backend.binary.printable import printable
+
+    return WriteFailed(
+        printable(f"cannot write {rel} in {out_dir}: {exc.strerror or exc}; the pages still link only "
+                  "files that exist, and the next run finishes what this one began"),
+        hint="free space on (or make writable) the filesystem that holds the output folder, then run again")
 
 
 def parallel(fn: Callable[[T], R], items: list[T], key: Callable[[T], K]) -> dict[K, R]:
@@ -96,6 +123,20 @@ def _clone(src_fd: int, dst_fd: int) -> bool:
     return True
 
 
+def hash_file(path: Path) -> str:
+    """The sha256 of a file, read once (no copy)."""
+    import hashlib
+
+    with open(path, "rb") as fh:
+        if hasattr(hashlib, "file_digest"):
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+        h = hashlib.sha256()  # Python 3.10
+        buf = _buffer()
+        while n := fh.readinto(buf):
+            h.update(buf[:n])
+        return h.hexdigest()
+
+
 def _stage(src: Path, stage: Path) -> tuple[Any, os.stat_result]:
     """Copy ``src`` to ``stage`` (a clone where the filesystem can); its sha256 and status.
 
@@ -135,6 +176,7 @@ def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
 
     h: Any = None
     if stage is not None:
+        stage.parent.mkdir(parents=True, exist_ok=True)
         h, st = _stage(path, stage)
     with open(stage or path, "rb") as fh:
         if h is not None:
@@ -210,6 +252,10 @@ class Layout:
         """Where a hosted copy lives: ``OUT/files/<hash>/<wheel>``, one folder per content."""
         return self.files_dir / str(rec["sha256"])[:HASH_DIR] / fn if self.copy else None
 
+    def stage_for(self, fn: str) -> Path | None:
+        """Where a wheel is staged while it is read (copy mode): ``OUT/files/.incoming/``."""
+        return tmp_name(self.files_dir / INCOMING / fn) if self.copy else None
+
     def sidecar_for(self, fn: str, rec: Record) -> Path:
         """The PEP 658 ``.metadata`` file: beside the wheel (in place, or its hosted copy), else
         (wheels served from ``base_url``) in OUT/files, to be uploaded beside them."""
@@ -233,8 +279,13 @@ def layout(wheel_dir: Path, out_dir: Path, base_url: str | None) -> Layout:
     """Check the arguments and create OUT; RocmBuildBackendError for a bad one."""
     if not wheel_dir.is_dir():
         raise RocmBuildBackendError(f"{wheel_dir} is not a folder", hint="pass the folder that holds the wheels")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise RocmBuildBackendError(f"{out_dir} exists and is not a folder", hint="pick another output folder")
+    base_url = _base_url(base_url)
+    prepare_out(out_dir)
+    in_place = base_url is None and inside(wheel_dir.resolve(), out_dir.resolve())
+    return Layout(wheel_dir, out_dir, base_url, in_place, base_url is None and not in_place)
+
+
+def _base_url(base_url: str | None) -> str | None:
     if base_url is not None:
         base_url = base_url.strip()
         if not base_url or any(c in base_url for c in " \t\r\n\"'<>"):
@@ -242,6 +293,13 @@ def layout(wheel_dir: Path, out_dir: Path, base_url: str | None) -> Layout:
                 f"bad base URL {base_url!r}", hint="pass a URL such as https://cdn.example.com/wheels"
             )
         base_url = base_url.rstrip("/")
+    return base_url
+
+
+def prepare_out(out_dir: Path) -> None:
+    """Create OUT and check that it can be written to; RocmBuildBackendError when not."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RocmBuildBackendError(f"{out_dir} exists and is not a folder", hint="pick another output folder")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = tmp_name(out_dir / ".write-test")
@@ -250,5 +308,3 @@ def layout(wheel_dir: Path, out_dir: Path, base_url: str | None) -> Layout:
     except OSError as exc:
         raise RocmBuildBackendError(f"cannot write the index into {out_dir}: {exc.strerror or exc}",
                                     hint="pick an output folder you can write to") from None
-    in_place = base_url is None and inside(wheel_dir.resolve(), out_dir.resolve())
-    return Layout(wheel_dir, out_dir, base_url, in_place, base_url is None and not in_place)

@@ -6,7 +6,8 @@ with ``split.split_wheel`` into ``OUT/.split/<name>-<size>-<mtime_ns>/``, and th
 none, is indexed as it is. The folder is named after the fat wheel's size and time, so a later
 run reuses it when the wheel has not changed; it is written under a temporary name and moved
 into place whole, with a marker file listing what it holds. A split folder no wheel maps to any
-more is removed at the end of a run (after the pages), only the files its marker lists.
+more is removed at the end of a run (after the pages), only the files its marker lists (a
+folder without a readable marker is not one this index made and is left alone).
 
 It renders no page; ``index.py`` strings it into the run.
 """
@@ -15,16 +16,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from rocm_build_backend.errors import RocmBuildBackendError
 
 SPLIT_DIR = ".split"
 MARKER = ".rocm-build-backend-split.json"
-_NAME = re.compile(r"[A-Za-z0-9_.+!-]+-[0-9]+-[0-9]+")
 
 
 def _units(path: Path) -> int:
@@ -66,9 +66,12 @@ def _split_one(path: Path, final: Path) -> list[str]:
     return names
 
 
-def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str]) -> tuple[dict[str, Path], set[str]]:
+def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str],
+                  known: Callable[[str, os.stat_result], bool] | None = None) -> tuple[dict[str, Path], set[str]]:
     """File name -> path of every wheel to index, fat wheels replaced by their split wheels;
-    and the split folders in use (for ``prune``). A fat wheel that cannot be split is skipped."""
+    and the split folders in use (for ``prune``). A fat wheel that cannot be split is skipped.
+    ``known(name, stat)``: whether the index already holds that very file as it is (then it is
+    not opened to count its targets again)."""
     try:
         listing = sorted(p for p in wheel_dir.iterdir() if p.name.endswith(".whl") and p.is_file())
     except OSError as exc:
@@ -82,7 +85,7 @@ def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str]) -> tu
             folder = top / f"{path.name[:-len('.whl')]}-{st.st_size}-{st.st_mtime_ns}"
             names = _read_marker(folder)
             if names is None:
-                if _units(path) < 2:
+                if (known is not None and known(path.name, st)) or _units(path) < 2:
                     sources[path.name] = path
                     continue
                 top.mkdir(exist_ok=True)
@@ -108,7 +111,7 @@ def prune(out_dir: Path, used: set[str]) -> list[str]:
     except OSError:
         return removed
     for folder in sorted(folders):
-        if folder.name in used or not _NAME.fullmatch(folder.name):
+        if folder.name in used or folder.name.startswith("."):
             continue
         names = _read_marker(folder)
         if names is None:
