@@ -50,6 +50,11 @@ def write_failed(exc: OSError, out_dir: Path, path: Path | str | None = None) ->
         rel = os.path.relpath(str(where), out_dir) if where else str(out_dir)
     except ValueError:
         rel = str(where)
+    head, _, name = rel.rpartition("/")
+    parts = name.split(".")
+    if name.startswith(".") and name.endswith(".tmp") and len(parts) > 4:  # a temporary name: say what for
+        target = ".".join(parts[1:-3])
+        rel = f"a copy of {target} into {FILES_DIR}/" if head.endswith(INCOMING) else (f"{head}/" if head else "") + target
     from rocm_build_backend.binary.printable import printable
 
     return WriteFailed(
