@@ -164,14 +164,16 @@ def plan(s: Session, opts: Options, new: list[Record]) -> list[IndexDef]:
     for name, devices in wanted.items():
         old = stored.get(name)
         full = old is None or old[0] != [str(t) for t in devices] or old[1] != opts.generic_ok or not old[2]
-        out.append(IndexDef(name, devices, opts.generic_ok, full or s.href_changed, opts.targets is not None))
+        out.append(IndexDef(name, devices, opts.generic_ok, full or s.href_changed, requested=opts.targets is not None,
+                            new=old is None and not s.recovering))
     for name, (devices_, generic_ok, built) in stored.items():
         if name not in wanted and name != VARIANTS:
             out.append(IndexDef(name, [parse_target(d) for d in devices_], generic_ok,
                                 not built or s.href_changed))
     if opts.variants:
         old = stored.get(VARIANTS)
-        out.append(IndexDef(VARIANTS, [], True, old is None or not old[2] or s.href_changed))
+        out.append(IndexDef(VARIANTS, [], True, old is None or not old[2] or s.href_changed,
+                            new=old is None and not s.recovering))
     return out
 
 
@@ -207,18 +209,18 @@ def apply(s: Session, opts: Options, reads: dict[str, Read], *, gone: dict[str, 
         for item in refresh + [r.item for r in reads.values() if r.same]:
             store.set_fingerprint(item.fn, item.fp, item.racy)
         for r in new:
-            assert r.rec is not None
-            store.check_hosted_of(r.item.fn)
-            store.add_hosted((lay.rel(p), r.item.fn, str(r.rec["sha256"])) for p in hosted_files(lay, r.item.fn, r.rec))
+            if r.item.indexed or r.item.fn in gone:  # replaces a wheel: its old files may go
+                store.check_hosted_of(r.item.fn)
+        store.add_hosted((lay.rel(p), r.item.fn, str(r.rec["sha256"]))
+                         for r in new if r.rec is not None for p in hosted_files(lay, r.item.fn, r.rec))
         store.commit()
     except BaseException:
         drop_stages(reads)
         raise
     result.files_written += host(lay, new)
     store.begin()  # 2. wheels
-    for r in new:
-        assert r.rec is not None
-        store.put_wheel(r.item.fn, r.item.project, r.rec, r.item.fp, r.item.racy, r.item.bucket)
+    store.put_wheels((r.item.fn, r.item.project, r.rec, r.item.fp, r.item.racy, r.item.bucket)
+                     for r in new if r.rec is not None)
     store.commit()
     store.begin()  # 3. pages
     todo = store.todo()

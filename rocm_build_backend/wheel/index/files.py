@@ -64,13 +64,37 @@ def write_failed(exc: OSError, out_dir: Path, path: Path | str | None = None) ->
 
 
 def parallel(fn: Callable[[T], R], items: list[T], key: Callable[[T], K]) -> dict[K, R]:
-    """``{key(item): fn(item)}``, run on a few threads: hashing and file creation release the GIL."""
+    """``{key(item): fn(item)}``, run on a few threads: hashing and file creation release the GIL.
+
+    Each thread takes every n-th item (no task object per item); the first exception raised
+    by any of them is raised here, once all have stopped.
+    """
     if len(items) < 8:
         return {key(item): fn(item) for item in items}
-    from concurrent.futures import ThreadPoolExecutor
+    n = min(8, (os.cpu_count() or 1) + 2, len(items))
+    results: list[dict[K, R]] = [{} for _ in range(n)]
+    errors: list[BaseException] = []
 
-    with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 2)) as pool:
-        return dict(zip((key(item) for item in items), pool.map(fn, items)))
+    def work(i: int) -> None:
+        try:
+            for item in items[i::n]:
+                if errors:
+                    return
+                results[i][key(item)] = fn(item)
+        except BaseException as exc:  # raised in the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    out: dict[K, R] = {}
+    for part in results:
+        out.update(part)
+    return out
 
 
 def tmp_name(path: Path) -> Path:
@@ -142,64 +166,63 @@ def hash_file(path: Path) -> str:
         return h.hexdigest()
 
 
-def _stage(src: Path, stage: Path) -> tuple[Any, os.stat_result]:
-    """Copy ``src`` to ``stage`` (a clone where the filesystem can); its sha256 and status.
+def _copy_hash(src: Any, dst: Any) -> Any:
+    """Copy ``src`` into ``dst`` (a clone where the filesystem can) and hash the copy's bytes.
 
     The copy is what gets hashed, read and hosted, so a wheel rewritten in place while or
-    after it is indexed cannot change what the pages describe.
+    after it is indexed cannot change what the pages describe. It gets the mode new files get
+    (a hosted wheel must be readable by the web server, whatever the source's mode was).
     """
     import hashlib
-    import shutil
 
     h = hashlib.sha256()
     buf = _buffer()
-    with open(src, "rb") as fh, open(stage, "w+b") as dst:
-        st = os.fstat(fh.fileno())
-        if _clone(fh.fileno(), dst.fileno()):
-            while n := dst.readinto(buf):
-                h.update(buf[:n])
-        else:
-            while n := fh.readinto(buf):
-                h.update(buf[:n])
-                dst.write(buf[:n])
-    os.utime(stage, ns=(st.st_atime_ns, st.st_mtime_ns))
-    shutil.copymode(src, stage)
-    return h, st
+    if _clone(src.fileno(), dst.fileno()):
+        while n := dst.readinto(buf):
+            h.update(buf[:n])
+    else:
+        while n := src.readinto(buf):
+            h.update(buf[:n])
+            dst.write(buf[:n])
+    dst.flush()
+    dst.seek(0)
+    return h
 
 
 def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
     """Hash a wheel and read its facts (``reader.py``) and METADATA from the same bytes.
 
-    With ``stage`` the wheel is first copied there (the hosted copy to be) and everything is
-    read from that copy; the caller moves it into place or removes it. The record's size and
-    time are the source's, as they were read.
+    With ``stage`` the wheel is first copied there (the hosted copy to be; its folder must
+    exist) and everything is read from that copy; the caller moves it into place or removes
+    it. The record's size and time are the source's, as they were read.
     """
     import hashlib
-    import zipfile
 
-    from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info, read_metadata
-
-    h: Any = None
-    if stage is not None:
-        stage.parent.mkdir(parents=True, exist_ok=True)
-        h, st = _stage(path, stage)
-    with open(stage or path, "rb") as fh:
-        if h is not None:
-            pass
-        elif hasattr(hashlib, "file_digest"):
-            st = os.fstat(fh.fileno())
-            h = hashlib.file_digest(fh, "sha256")
-        else:  # Python 3.10
+    if stage is None:
+        with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
             h = hashlib.sha256()
             buf = _buffer()
             while n := fh.readinto(buf):
                 h.update(buf[:n])
-        fh.seek(0)
-        with zipfile.ZipFile(fh) as zf:
-            dist_info = pick_dist_info(zf.namelist(), path.name, path.name.split("-", 1)[0])
-            metadata = read_metadata(zf, dist_info, path.name)
-            wt = facts_from_zip(zf, stage or path, audit=False, metadata=metadata)
+            fh.seek(0)
+            return _record(fh, path, h, st)
+    with open(path, "rb") as src, open(stage, "w+b") as dst:
+        st = os.fstat(src.fileno())
+        return _record(dst, path, _copy_hash(src, dst), st)
+
+
+def _record(fh: Any, path: Path, h: Any, st: os.stat_result) -> tuple[Record, bytes]:
+    """The record of the wheel open as ``fh`` (at its start), hashed as ``h``."""
+    import hashlib
+    import zipfile
+
+    from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info, read_metadata
+
+    with zipfile.ZipFile(fh) as zf:
+        dist_info = pick_dist_info(zf.namelist(), path.name, path.name.split("-", 1)[0])
+        metadata = read_metadata(zf, dist_info, path.name)
+        wt = facts_from_zip(zf, path, audit=False, metadata=metadata)
     from rocm_build_backend.wheel.facts import modules_to_json
 
     meta = parse_metadata(metadata.decode("utf-8", "replace"))
@@ -251,11 +274,16 @@ class Layout:
         return self.out_dir / FILES_DIR
 
     def rel(self, path: Path) -> str:
+        text, top = str(path), str(self.out_dir) + os.sep
+        if text.startswith(top) and os.sep + ".." not in text[len(top) - 1:]:
+            return text[len(top):].replace(os.sep, "/")  # the usual case, without resolving anything
         return os.path.relpath(path, self.out_dir).replace(os.sep, "/")
 
     def host_for(self, fn: str, rec: Record) -> Path | None:
         """Where a hosted copy lives: ``OUT/files/<hash>/<wheel>``, one folder per content."""
-        return self.files_dir / str(rec["sha256"])[:HASH_DIR] / fn if self.copy else None
+        if not self.copy:
+            return None
+        return Path(f"{self.out_dir}{os.sep}{FILES_DIR}{os.sep}{str(rec['sha256'])[:HASH_DIR]}{os.sep}{fn}")
 
     def stage_for(self, fn: str) -> Path | None:
         """Where a wheel is staged while it is read (copy mode): ``OUT/files/.incoming/``."""
@@ -270,14 +298,14 @@ class Layout:
         return Path(f"{host}.metadata") if host is not None else self.files_dir / f"{fn}.metadata"
 
     def href(self, fn: str, rec: Record, page_dir: Path) -> str:
+        """The link from a page in ``page_dir`` (inside OUT) to a wheel."""
         from urllib.parse import quote
 
         if self.base_url is not None:
             return f"{self.base_url}/{quote(fn)}"
-        target = self.source(fn) if self.in_place else self.host_for(fn, rec)
-        assert target is not None
-        rel = os.path.relpath(target, page_dir).replace(os.sep, "/")
-        return "/".join(quote(part) for part in rel.split("/"))
+        rel = self.rel(self.source(fn)) if self.in_place else f"{FILES_DIR}/{str(rec['sha256'])[:HASH_DIR]}/{fn}"
+        up = "../" * (len(page_dir.parts) - len(self.out_dir.parts))
+        return up + "/".join(quote(part) for part in rel.split("/"))
 
 
 def layout(wheel_dir: Path, out_dir: Path, base_url: str | None) -> Layout:

@@ -2,7 +2,8 @@
 
 Every temporary file the index writes is named ``.<name>.<pid>.<thread>.tmp`` beside its
 target (``files.tmp_name``): pages, ``.metadata`` files, the state's probe; staging copies live
-in ``OUT/files/.incoming/`` under the same pattern, and ``index --split`` works in
+in ``OUT/files/.incoming/`` under the same pattern, a new index is built as a folder of that
+name in OUT before it is moved into place, and ``index --split`` works in
 ``OUT/.split/.tmp-*`` folders. Each run (under OUT's lock, so no other run is writing) looks at
 the few places that are cheap to list: OUT itself, ``OUT/files/.incoming`` and ``OUT/.split``.
 A run that finds its predecessor did not finish (the state's ``dirty`` mark) walks the whole
@@ -51,6 +52,19 @@ def _left(entry: os.DirEntry[str], now: float) -> bool:
     return old or not _pid_alive(int(m.group(1)))
 
 
+def _left_tree(entry: os.DirEntry[str], now: float) -> bool:
+    m = TMP.match(entry.name)
+    if not m:
+        return False
+    try:
+        if not entry.is_dir(follow_symlinks=False):
+            return False
+        old = now - entry.stat(follow_symlinks=False).st_mtime >= STAGE_AGE
+    except OSError:
+        return False
+    return old or not _pid_alive(int(m.group(1)))
+
+
 def _sweep_dir(out_dir: Path, folder: Path, removed: list[str], now: float) -> list[os.DirEntry[str]]:
     """Remove the temporary files left in one folder; its subfolders (not symlinks) come back."""
     subdirs = []
@@ -66,6 +80,10 @@ def _sweep_dir(out_dir: Path, folder: Path, removed: list[str], now: float) -> l
                 removed.append(os.path.relpath(entry.path, out_dir).replace(os.sep, "/"))
             except OSError:
                 pass
+        elif folder == out_dir and _left_tree(entry, now):  # a new index's tree, never moved into place
+            shutil.rmtree(entry.path, ignore_errors=True)
+            if not os.path.lexists(entry.path):
+                removed.append(entry.name)
         else:
             try:
                 if entry.is_dir(follow_symlinks=False):

@@ -142,7 +142,7 @@ def publish(
                 continue
             item.path = path
             row = s.store.row(fn)
-            item.known_sha = row[1] if row else None
+            item.known_sha, item.indexed = (row[1] if row else None), row is not None
             items.append(item)
         gone = _matching(s, specs)
         reads = read_all(lay, items)

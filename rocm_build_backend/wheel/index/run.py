@@ -174,35 +174,35 @@ def _mirror(s: Session, opts: Options) -> None:
     """Make the index list exactly the wheels of the folder (or ``lay.sources``)."""
     store, result = s.store, s.result
     args = opts.key()
-    salt = json.dumps([DB_VERSION, s.href, opts.variants])
-    listing = list_folder(s.lay, opts.variants, salt)
-    result.skipped.update(listing.skipped)
+    listing = list_folder(s.lay, json.dumps([DB_VERSION, s.href, opts.variants]))
     if (not s.recovering and store.meta("args") == args and store.meta("href") == s.href
             and store.bucket_digests() == listing.digests):
-        _unchanged(s, len(listing.items))
+        _unchanged(s, len(listing.entries))
         return
-    d = diff(store, listing, force=s.href_changed)
-    result.skipped.update(store.skipped(set(range(len(listing.digests))) - d.buckets))
+    d = diff(store, listing, opts.variants, force=s.href_changed)
+    result.skipped.update(store.skipped(set(listing.digests) - d.buckets))
+    result.skipped.update({fn: why for fn, (_b, why) in d.skipped.items()})
     reads = read_all(s.lay, d.to_read)
     gone = {fn: d.projects[fn] for fn in d.removed}
     gone.update({fn: d.projects[fn] for fn, r in reads.items() if r.why is not None and fn in d.projects})
-    result.reused = len(listing.items) - sum(1 for r in reads.values() if not r.same)
+    failed = dict(d.skipped)
+    failed.update({fn: (r.item.bucket, r.why) for fn, r in reads.items() if r.why is not None})
+    result.reused = len(listing.entries) - len(result.skipped) - sum(1 for r in reads.values() if not r.same)
     digests = {b: ("" if b in listing.racy else listing.digests[b]) for b in d.buckets}
-    failed = {fn: (r.item.bucket, r.why) for fn, r in reads.items() if r.why is not None}
-    store_meta = {"mode": "mirror", "args": args}
 
     def record() -> None:
         store.set_bucket_digests(digests)
         store.set_skipped(d.buckets, failed)
 
-    apply(s, opts, reads, gone=gone, refresh=d.refresh, meta=store_meta, before_commit=record)
+    apply(s, opts, reads, gone=gone, refresh=d.refresh, meta={"mode": "mirror", "args": args},
+          before_commit=record)
 
 
 def _unchanged(s: Session, n: int) -> None:
     """Nothing changed since the last run: its counts, and the wheels it skipped, again."""
     store, result = s.store, s.result
-    result.reused = n
     result.skipped.update(store.skipped())
+    result.reused = n - len(result.skipped)
     result.counts = {str(k): int(v) for k, v in json.loads(store.meta("counts", "{}")).items()}
     requested = {str(name) for name, req in json.loads(store.meta("plan", "[]")) if req}
     result.nothing_to_serve = [name for name, count in result.counts.items() if name in requested and not count]

@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS buckets(bucket INTEGER PRIMARY KEY, digest TEXT NOT N
 CREATE TABLE IF NOT EXISTS skipped(fn TEXT PRIMARY KEY, bucket INTEGER NOT NULL, reason TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS skipped_bucket ON skipped(bucket);
 CREATE TABLE IF NOT EXISTS indexes(name TEXT PRIMARY KEY, devices TEXT NOT NULL, generic_ok INTEGER NOT NULL,
-    built INTEGER NOT NULL);
+    built INTEGER NOT NULL, wheels INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS codes(codes TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS listed(idx TEXT NOT NULL, project TEXT NOT NULL, fn TEXT NOT NULL,
     sha256 TEXT NOT NULL, PRIMARY KEY(idx, project, fn));
 CREATE INDEX IF NOT EXISTS listed_file ON listed(fn, sha256);
@@ -139,13 +140,22 @@ class Store:
         return (str(got[0]), str(got[1]), str(got[2]), bool(got[3])) if got else None
 
     def put_wheel(self, fn: str, project: str, rec: Record, fp: str, racy: bool, bucket: int) -> None:
-        codes = sorted({c for row in rec.get("files", []) for c in row[2]})
-        device = 1 if rec.get("files") else 0
-        self.conn.execute(
+        self.put_wheels([(fn, project, rec, fp, racy, bucket)])
+
+    def put_wheels(self, wheels: Iterable[tuple[str, str, Record, str, bool, int]]) -> None:
+        """(fn, project, record, fingerprint, racy, bucket) of wheels to add or replace."""
+        rows, kinds = [], set()
+        for fn, project, rec, fp, racy, bucket in wheels:
+            codes = sorted({c for row in rec.get("files", []) for c in row[2]})
+            kind = f"{1 if rec.get('files') else 0} " + " ".join(codes)
+            if "variant" not in rec:
+                kinds.add(kind)
+            rows.append((fn, project, rec["sha256"], 1 if "variant" in rec else 0, kind, bucket, fp, 1 if racy else 0,
+                         json.dumps(rec, sort_keys=True, separators=(",", ":"))))
+        self.conn.executemany("INSERT OR IGNORE INTO codes(codes) VALUES(?)", ((k,) for k in sorted(kinds)))
+        self.conn.executemany(
             "INSERT OR REPLACE INTO wheels(fn, project, sha256, variant, codes, bucket, fp, racy, rec) "
-            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (fn, project, rec["sha256"], 1 if "variant" in rec else 0, f"{device} " + " ".join(codes), bucket,
-             fp, 1 if racy else 0, json.dumps(rec, sort_keys=True, separators=(",", ":"))))
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def set_fingerprint(self, fn: str, fp: str, racy: bool) -> None:
         self.conn.execute("UPDATE wheels SET fp=?, racy=? WHERE fn=?", (fp, 1 if racy else 0, fn))
@@ -180,9 +190,10 @@ class Store:
         return self.project_records(project)
 
     def codes(self) -> list[tuple[bool, list[str]]]:
-        """(has device files, complete codes) for each distinct set among the plain wheels."""
+        """(has device files, complete codes) of each distinct kind of plain wheel indexed so far
+        (kept as wheels are added, not as they go: an index, once made, is kept)."""
         out = []
-        for (value,) in self.conn.execute("SELECT DISTINCT codes FROM wheels WHERE variant=0"):
+        for (value,) in self.conn.execute("SELECT codes FROM codes"):
             device, *codes = str(value).split(" ")
             out.append((device == "1", [c for c in codes if c]))
         return out
@@ -219,25 +230,42 @@ class Store:
                 for n, d, g, b in self.conn.execute("SELECT name, devices, generic_ok, built FROM indexes")}
 
     def set_index(self, name: str, devices: list[str], generic_ok: bool, built: bool) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO indexes(name, devices, generic_ok, built) VALUES(?, ?, ?, ?)",
-                          (name, json.dumps(devices), 1 if generic_ok else 0, 1 if built else 0))
+        self.conn.execute("INSERT OR IGNORE INTO indexes(name, devices, generic_ok, built) VALUES(?, ?, ?, ?)",
+                          (name, "[]", 1, 0))
+        self.conn.execute("UPDATE indexes SET devices=?, generic_ok=?, built=? WHERE name=?",
+                          (json.dumps(devices), 1 if generic_ok else 0, 1 if built else 0, name))
 
     def listed(self, idx: str, project: str) -> dict[str, str]:
         return {str(fn): str(sha) for fn, sha in
                 self.conn.execute("SELECT fn, sha256 FROM listed WHERE idx=? AND project=?", (idx, project))}
 
-    def set_listed(self, idx: str, project: str, files: dict[str, str]) -> None:
+    def set_listed(self, idx: str, project: str, files: dict[str, str], before: dict[str, str]) -> None:
+        """Replace what one page links (``before``: what it linked); the index's count follows."""
         self.conn.execute("DELETE FROM listed WHERE idx=? AND project=?", (idx, project))
         self.conn.executemany("INSERT INTO listed(idx, project, fn, sha256) VALUES(?, ?, ?, ?)",
                               ((idx, project, fn, sha) for fn, sha in files.items()))
+        delta = sum(fn.endswith(".whl") for fn in files) - sum(fn.endswith(".whl") for fn in before)
+        if delta:
+            self.conn.execute("UPDATE indexes SET wheels=wheels+? WHERE name=?", (delta, idx))
+
+    def add_rows(self, rows: list[tuple[str, str, dict[str, str], str]]) -> None:
+        """(index, project, fn -> sha256 its page links, display name) of pages new to an index."""
+        self.conn.executemany("INSERT OR REPLACE INTO listed(idx, project, fn, sha256) VALUES(?, ?, ?, ?)",
+                              ((idx, project, fn, sha) for idx, project, links, _d in rows for fn, sha in links.items()))
+        self.conn.executemany("INSERT OR REPLACE INTO projects(idx, project, display) VALUES(?, ?, ?)",
+                              ((idx, project, display) for idx, project, _links, display in rows))
+        counts: dict[str, int] = {}
+        for idx, _project, links, _d in rows:
+            counts[idx] = counts.get(idx, 0) + sum(fn.endswith(".whl") for fn in links)
+        self.conn.executemany("UPDATE indexes SET wheels=wheels+? WHERE name=?", ((n, idx) for idx, n in counts.items()))
 
     def listed_wheels(self, idx: str) -> list[str]:
         return [str(fn) for (fn,) in self.conn.execute(
             "SELECT fn FROM listed WHERE idx=? AND fn LIKE '%.whl' ORDER BY fn", (idx,))]
 
     def count_listed(self, idx: str) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM listed WHERE idx=? AND fn LIKE '%.whl'",
-                                     (idx,)).fetchone()[0])
+        got = self.conn.execute("SELECT wheels FROM indexes WHERE name=?", (idx,)).fetchone()
+        return int(got[0]) if got else 0
 
     def index_projects(self, idx: str) -> list[tuple[str, str]]:
         """(project, display name) of one index's root page, in order."""
@@ -268,15 +296,16 @@ class Store:
         """Mark every hosted file of ``fn`` to be checked: a page may no longer link it."""
         self.conn.execute("UPDATE hosted SET pending=1 WHERE fn=?", (fn,))
 
+    def settle_linked(self) -> None:
+        """Every pending hosted file that a page links, or that serves a current wheel, is kept."""
+        self.conn.execute(
+            "UPDATE hosted SET pending=0 WHERE pending=1 AND sha256 != '' AND ("
+            "EXISTS(SELECT 1 FROM listed l WHERE l.fn=hosted.fn AND l.sha256=hosted.sha256) OR "
+            "EXISTS(SELECT 1 FROM wheels w WHERE w.fn=hosted.fn AND w.sha256=hosted.sha256))")
+
     def pending_hosted(self) -> list[tuple[str, str, str]]:
         return [(str(p), str(f), str(s)) for p, f, s in
                 self.conn.execute("SELECT path, fn, sha256 FROM hosted WHERE pending=1 ORDER BY path")]
-
-    def linked(self, fn: str, sha256: str) -> bool:
-        """Whether a page links (fn, sha256), or it is a current wheel's file."""
-        return (self.conn.execute("SELECT 1 FROM listed WHERE fn=? AND sha256=? LIMIT 1", (fn, sha256)).fetchone()
-                is not None or self.conn.execute("SELECT 1 FROM wheels WHERE fn=? AND sha256=? LIMIT 1",
-                                                 (fn, sha256)).fetchone() is not None)
 
     def settle_hosted(self, path: str, keep: bool) -> None:
         if keep:
@@ -294,6 +323,9 @@ class Store:
 
     def clear_todo(self) -> None:
         self.conn.execute("DELETE FROM todo")
+
+    def has_legacy_pages(self) -> bool:
+        return self.conn.execute("SELECT 1 FROM legacy_pages LIMIT 1").fetchone() is not None
 
     def legacy_pages(self) -> list[str]:
         return [str(p) for (p,) in self.conn.execute("SELECT path FROM legacy_pages ORDER BY path")]
@@ -321,7 +353,6 @@ def _connect(path: Path) -> sqlite3.Connection:
             conn.execute("INSERT INTO meta(key, value) VALUES('version', ?)", (DB_VERSION,))
         elif version[0] != DB_VERSION:
             raise StoreError(f"it is version {version[0]}, not {DB_VERSION}")
-        conn.execute("PRAGMA quick_check(1)").fetchone()
     except BaseException:
         conn.close()
         raise

@@ -13,13 +13,14 @@ It runs inside the caller's transaction and writes only pages, variants JSON fil
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from rocm_build_backend.gpu.targets import GpuTarget
-from rocm_build_backend.wheel.index.files import Layout, Record, parallel, write_failed, write_if_changed
+from rocm_build_backend.wheel.index.files import Layout, Record, parallel, tmp_name, write_failed, write_if_changed
 from rocm_build_backend.wheel.index.pages import (
     Entry,
     file_sort_key,
@@ -52,6 +53,7 @@ class IndexDef:
     devices: list[GpuTarget]
     generic_ok: bool = True
     full: bool = False  # render every project: the index is new, redefined, or the layout changed
+    new: bool = False  # the output holds no index of this name yet
     requested: bool = False  # named by this run's targets
 
 
@@ -83,12 +85,32 @@ class _Run:
         self.roots = {d.name for d in plan if d.full or recovering}
         self.doomed: list[str] = []
         self.batch: dict[Path, bytes] = {}
-        self.facts: dict[tuple[str, str], "WheelTargets"] = {}
+        self.bulk: list[tuple[str, str, dict[str, str], str]] = []  # rows of indexes new this run
+        self.trees: dict[str, Path] = {}  # new indexes, built under a temporary name
+        self.verdicts: dict[tuple[str, str], bool] = {}
+        self.kinds: dict[str, str] = {}
+        self.orders: dict[str, Any] = {}
 
     def loads(self, d: IndexDef, fn: str, rec: Record) -> bool:
-        key = (fn, str(rec["sha256"]))
-        wt = self.facts.get(key) or self.facts.setdefault(key, facts_of(rec))
-        return all(wt.verdict(dev, generic_ok=d.generic_ok)[0] == "ok" for dev in d.devices)
+        """Whether a wheel loads on every device of the index (one verdict per kind of wheel:
+        what its files hold, not what they are called)."""
+        kind = self.kinds.get(fn)
+        if kind is None:
+            kind = self.kinds[fn] = repr((rec.get("known", True), rec.get("problems", []),
+                                          [row[1:] for row in rec.get("files", [])]))
+        key = (d.name, kind)
+        got = self.verdicts.get(key)
+        if got is None:
+            wt = facts_of(rec)
+            got = self.verdicts[key] = all(wt.verdict(dev, generic_ok=d.generic_ok)[0] == "ok" for dev in d.devices)
+        return got
+
+    def order(self, fn: str, rec: Record) -> Any:
+        """``file_sort_key`` of a wheel, worked out once per run."""
+        key = self.orders.get(fn)
+        if key is None:
+            key = self.orders[fn] = file_sort_key(rec, fn)
+        return key
 
     def page_dir(self, index: str, project: str) -> Path | None:
         if not _INDEX.match(index) or not _PROJECT.match(project):
@@ -111,7 +133,7 @@ class _Run:
             more = extra.get(project, [])
         else:
             fns = sorted((fn for fn, rec in recs.items() if "variant" not in rec and self.loads(d, fn, rec)),
-                         key=lambda f: file_sort_key(recs[f], f))
+                         key=lambda f: self.order(f, recs[f]))
             more = []
         return [(fn, recs[fn], self.lay.href(fn, recs[fn], page_dir)) for fn in fns] + more
 
@@ -129,21 +151,25 @@ class _Run:
             if page_dir is None:
                 continue
             entries = self.entries(d, project, recs, page_dir)
-            old = self.store.display(d.name, project)
             wheels = [e for e in entries if e[0].endswith(".whl")]
             new = str(wheels[-1][1]["name"]) if wheels else None
             if wheels:
                 self.batch[page_dir / "index.html"] = project_html(project, entries)
                 self.batch[page_dir / "index.json"] = project_json(project, entries)
-            elif old is not None or (self.recovering and project in self.todo):  # else no page exists
-                self.doomed += [self.lay.rel(page_dir / "index.html"), self.lay.rel(page_dir / "index.json")]
             links = {fn: str(rec["sha256"]) for fn, rec, _href in entries} if wheels else {}
+            if d.new:  # nothing to compare with: rows written in bulk
+                if wheels:
+                    self.bulk.append((d.name, project, links, str(new)))
+                continue
+            old = self.store.display(d.name, project)
+            if not wheels and (old is not None or (self.recovering and project in self.todo)):
+                self.doomed += [self.lay.rel(page_dir / "index.html"), self.lay.rel(page_dir / "index.json")]
             before = self.store.listed(d.name, project)
             if links != before:
                 for fn, sha in before.items():
                     if links.get(fn) != sha:  # a file this page no longer links: removed unless linked elsewhere
                         self.store.check_hosted_of(fn)
-                self.store.set_listed(d.name, project, links)
+                self.store.set_listed(d.name, project, links, before)
             if new != old:
                 self.store.set_display(d.name, project, new)
                 self.roots.add(d.name)
@@ -152,17 +178,54 @@ class _Run:
 
     def flush(self) -> None:
         pages, self.batch = self.batch, {}
-        for folder in sorted({p.parent for p in pages}):
+        staged = {p: self.staged(p) for p in pages}
+        for folder in sorted({(staged[p] or p).parent for p in pages}, key=str):
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise write_failed(exc, self.lay.out_dir, folder) from None
-        done = parallel(lambda p: self.write(p, pages[p]), sorted(pages), key=lambda p: p)
-        for page in sorted(pages):
+
+        def write(page: Path) -> bool:
+            where = staged[page]
+            if where is None:
+                return self.write(page, pages[page])
+            try:  # inside a new index's tree that no one can see yet: written once, in place
+                with open(where, "xb") as fh:
+                    fh.write(pages[page])
+            except OSError as exc:
+                raise write_failed(exc, self.lay.out_dir, page) from None
+            return True
+
+        order = sorted(pages, key=str)
+        done = parallel(write, order, key=lambda p: p)
+        for page in order:
             if done[page]:
                 self.result.pages_written.append(self.lay.rel(page))
             else:
                 self.result.unchanged += 1
+
+    def staged(self, page: Path) -> Path | None:
+        """Where a page of a new index is written while its tree is built (None: in place)."""
+        rel = self.lay.rel(page)
+        index, _, rest = rel.partition("/")
+        tree = self.trees.get(index)
+        return tree / rest if tree is not None else None
+
+    def stage_trees(self) -> None:
+        """A new index (none of its name in OUT yet) is built as a whole tree under a temporary
+        name and moved into place once, complete: no page of it is seen half-built."""
+        for d in self.plan:
+            final = self.lay.out_dir / d.name
+            if d.new and not self.recovering and _INDEX.match(d.name) and not os.path.lexists(final):
+                self.trees[d.name] = tmp_name(final)
+
+    def move_trees(self) -> None:
+        for index, tree in self.trees.items():
+            try:
+                os.rename(tree, self.lay.out_dir / index)
+            except OSError as exc:
+                raise write_failed(exc, self.lay.out_dir, self.lay.out_dir / index) from None
+        self.trees = {}
 
     def projects(self) -> None:
         """Every project to render, each once, with its records."""
@@ -203,9 +266,12 @@ def update_pages(lay: Layout, store: "Store", plan: list[IndexDef], todo: set[st
     """Render and write the pages this run changes; the pages no index produces any more (to be
     removed once the root pages no longer list them)."""
     run = _Run(lay, store, plan, todo, recovering, result)
+    run.stage_trees()
     run.projects()
     run.flush()
+    store.add_rows(run.bulk)
     run.write_roots()
+    run.move_trees()
     _write_top(lay, store, result, recovering)
     return run.doomed
 
@@ -245,7 +311,7 @@ def remove_unlinked(lay: Layout, store: "Store", doomed: list[str], result: "Ind
     every pending hosted file no page links; the rows follow (inside the caller's transaction)."""
     for rel in doomed:
         note(remove_owned(lay.out_dir, rel), rel)
-    current = {(d, p) for d in store.index_defs() for p in store.project_names(d)}
+    current = {(d, p) for d in store.index_defs() for p in store.project_names(d)} if store.has_legacy_pages() else set()
     for rel in store.legacy_pages():
         parts = rel.split("/")
         if len(parts) == 4 and (parts[0], parts[2]) in current:
@@ -254,9 +320,7 @@ def remove_unlinked(lay: Layout, store: "Store", doomed: list[str], result: "Ind
             continue
         note(remove_owned(lay.out_dir, rel), rel)
     store.clear_legacy_pages()
-    for rel, fn, sha in store.pending_hosted():
-        if sha and store.linked(fn, sha):
-            store.settle_hosted(rel, keep=True)
-            continue
+    store.settle_linked()
+    for rel, _fn, _sha in store.pending_hosted():  # what is left: no page links it
         note(remove_owned(lay.out_dir, rel), rel)
         store.settle_hosted(rel, keep=False)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.wheel.index.files import (
+    INCOMING,
     WRITE_ERRORS,
     Layout,
     Record,
@@ -58,6 +59,7 @@ class Item:
     fp: str = ""
     racy: bool = False
     known_sha: str | None = None  # the database's hash, when only the fingerprint changed
+    indexed: bool = False  # the database holds a wheel of this file name
 
     @property
     def project(self) -> str:
@@ -82,8 +84,7 @@ class Read:
 
 @dataclass
 class Listing:
-    items: dict[str, Item] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)  # by name alone
+    entries: dict[str, tuple[str, str, bool]] = field(default_factory=dict)  # fn -> (path, fingerprint, racy)
     digests: dict[int, str] = field(default_factory=dict)
     racy: set[int] = field(default_factory=set)  # buckets holding a racy wheel
 
@@ -108,41 +109,41 @@ def parse_name(fn: str, variants: bool) -> tuple[Item | None, str | None]:
     return Item(fn, Path(fn), str(name), version, label is not None), None
 
 
-def _entries(lay: Layout) -> list[tuple[str, Path]]:
+def _entries(lay: Layout) -> list[tuple[str, str, Any]]:
+    """(file name, path, something with ``stat()``) of every wheel to look at."""
     if lay.sources is not None:
-        return sorted(lay.sources.items())
+        return [(fn, str(path), path) for fn, path in sorted(lay.sources.items())]
     try:
         with os.scandir(lay.wheel_dir) as it:
-            return sorted((e.name, Path(e.path)) for e in it if e.name.endswith(".whl") and e.is_file())
+            return [(e.name, e.path, e) for e in it if e.name.endswith(".whl") and e.is_file()]
     except OSError as exc:
         raise RocmBuildBackendError(f"cannot list {lay.wheel_dir}: {exc.strerror or exc}") from None
 
 
-def list_folder(lay: Layout, variants: bool, salt: str) -> Listing:
-    """Every wheel in WHEEL_DIR (or ``lay.sources``) with its fingerprint; digests per bucket."""
-    now = time.time_ns()
+def list_folder(lay: Layout, salt: str) -> Listing:
+    """Every wheel in WHEEL_DIR (or ``lay.sources``) with its fingerprint; digests per bucket.
+
+    Only names and ``stat`` here: what a name says is looked at for buckets that changed.
+    """
+    now = time.time_ns() - RACY_NS
     out = Listing()
     lines: dict[int, list[str]] = {}
-    for fn, path in _entries(lay):
-        item, why = parse_name(fn, variants)
+    for fn, path, entry in _entries(lay):
         try:
-            st = path.stat()
+            st = entry.stat()
+            fp = fingerprint(st)
+            racy = st.st_mtime_ns >= now or st.st_ctime_ns >= now
         except OSError as exc:
-            why = f"cannot be read ({exc.strerror or exc})"
-            st = None
-        fp = fingerprint(st) if st is not None else "?"
-        lines.setdefault(bucket_of(fn), []).append(f"{fn}\0{fp}\n")
-        if item is None or st is None:
-            out.skipped[fn] = why or "cannot be read"
-            continue
-        item.path, item.fp = path, fp
-        item.racy = max(st.st_mtime_ns, st.st_ctime_ns) >= now - RACY_NS
-        if item.racy:
-            out.racy.add(item.bucket)
-        out.items[fn] = item
+            fp, racy = f"?{exc.strerror or exc}", True
+        b = bucket_of(fn)
+        lines.setdefault(b, []).append(f"{fn}\0{fp}\n")
+        if racy:
+            out.racy.add(b)
+        out.entries[fn] = (path, fp, racy)
+    prefix = salt.encode("utf-8", "surrogateescape")
     for b in range(BUCKETS):
-        h = hashlib.sha1(salt.encode("utf-8", "surrogateescape"))
-        h.update("".join(lines.get(b, [])).encode("utf-8", "surrogateescape"))
+        h = hashlib.sha1(prefix)
+        h.update("".join(sorted(lines.get(b, []))).encode("utf-8", "surrogateescape"))
         out.digests[b] = h.hexdigest()
     return out
 
@@ -154,9 +155,10 @@ class Diff:
     refresh: list[Item] = field(default_factory=list)  # same bytes, new fingerprint (no read)
     removed: list[str] = field(default_factory=list)
     projects: dict[str, str] = field(default_factory=dict)  # fn -> project of the database's rows
+    skipped: dict[str, tuple[int, str]] = field(default_factory=dict)  # fn -> (bucket, why), by name
 
 
-def diff(store: "Store", listing: Listing, force: bool) -> Diff:
+def diff(store: "Store", listing: Listing, variants: bool, force: bool) -> Diff:
     """What changed since the database's listing: only buckets whose digest differs are compared.
 
     ``force``: every wheel is read again and hosted anew (the layout changed).
@@ -168,20 +170,29 @@ def diff(store: "Store", listing: Listing, force: bool) -> Diff:
         return out
     rows = store.rows(changed)
     out.projects = {fn: row[2] for fn, row in rows.items()}
-    for fn, item in listing.items.items():
-        if item.bucket not in changed:
+    kept = set()
+    for fn, (path, fp, racy) in listing.entries.items():
+        b = bucket_of(fn)
+        if b not in changed:
             continue
+        item, why = parse_name(fn, variants)
+        if item is None or fp.startswith("?"):
+            out.skipped[fn] = (b, why or f"cannot be read ({fp[1:]})")
+            continue
+        kept.add(fn)
+        item.path, item.fp, item.racy = Path(path), fp, racy
         row = rows.get(fn)
+        item.indexed = row is not None
         if row is None or force:
             out.to_read.append(item)
-        elif row[0] == item.fp and not row[3]:
+        elif row[0] == fp and not row[3]:
             continue
-        elif row[0].startswith("legacy:") and row[0] == "legacy:" + ":".join(item.fp.split(":")[:2]):
+        elif row[0].startswith("legacy:") and row[0] == "legacy:" + ":".join(fp.split(":")[:2]):
             out.refresh.append(item)  # the earlier state's size and mtime match: trusted, as it was
         else:
             item.known_sha = row[1]
             out.to_read.append(item)
-    out.removed = sorted(fn for fn in rows if fn not in listing.items)
+    out.removed = sorted(fn for fn in rows if fn not in kept)
     return out
 
 
@@ -234,6 +245,11 @@ def _read(lay: Layout, item: Item) -> Read:
 
 def read_all(lay: Layout, items: list[Item]) -> dict[str, Read]:
     """Read every item (a few at a time); fn -> what reading it gave."""
+    if items and lay.copy:
+        try:
+            (lay.files_dir / INCOMING).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_failed(exc, lay.out_dir, lay.files_dir / INCOMING) from None
     return parallel(lambda item: _read(lay, item), items, key=lambda item: item.fn)
 
 
@@ -255,15 +271,24 @@ def hosted_files(lay: Layout, fn: str, rec: Record) -> list[Path]:
 
 def host(lay: Layout, reads: list[Read]) -> list[str]:
     """Move each listable wheel's staged copy into place and write its ``.metadata``; the files
-    written (relative to OUT). ``WriteFailed`` when a write fails."""
+    written (relative to OUT). ``WriteFailed`` when a write fails.
+
+    A ``.metadata`` file in a hash folder made just now is written in place (no page can link
+    it yet); elsewhere it replaces the old one atomically.
+    """
     written: list[str] = []
+    fresh: set[str] = set()
     path: Path | None = None
     try:
         for r in reads:
             assert r.rec is not None
             path = lay.host_for(r.item.fn, r.rec)
             if path is not None and r.stage is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.mkdir(path.parent)
+                    fresh.add(r.item.fn)
+                except FileExistsError:
+                    pass
                 os.replace(r.stage, path)
                 r.stage = None
                 written.append(lay.rel(path))
@@ -273,10 +298,15 @@ def host(lay: Layout, reads: list[Read]) -> list[str]:
             assert r.rec is not None and r.metadata is not None
             side = lay.sidecar_for(r.item.fn, r.rec)
             try:
-                return lay.rel(side) if write_if_changed(side, r.metadata) else None
+                if r.item.fn in fresh:
+                    with open(side, "xb") as fh:
+                        fh.write(r.metadata)
+                elif not write_if_changed(side, r.metadata):
+                    return None
             except OSError as exc:
-                exc.filename = exc.filename or str(side)
+                exc.filename = str(side)
                 raise
+            return lay.rel(side)
 
         done = parallel(sidecar, reads, key=lambda r: r.item.fn)
     except OSError as exc:
