@@ -231,3 +231,19 @@ def test_a_build_matrix_publishing_at_once_gives_the_pages_of_one_run(tmp_path):
         p.relative_to(one) for p in (one / "files").glob("*/*"))
     assert (out / "index.html").read_bytes() == (one / "index.html").read_bytes()
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_a_damaged_state_of_a_published_index_is_rebuilt_from_its_hosted_copies(tmp_path):
+    dist = tmp_path / "dist"
+    a1 = make_wheel(dist, "alpha", "1.0", device={"alpha/_k.so": ["gfx90a"]})
+    b1 = make_wheel(dist, "beta", "1.0", device={"beta/_k.so": ["gfx942"]})
+    out = tmp_path / "out"
+    publish(out, add=[dist])  # a folder: each wheel in it
+    (out / I.DB_NAME).write_bytes(b"not a database " * 100)
+    c1 = make_wheel(tmp_path / "later", "gamma", "1.0", device={"gamma/_k.so": ["gfx90a"]})
+    result = publish(out, add=[c1])
+    assert any("damaged" in w for w in result.warnings), result.warnings
+    assert listed(out, "gfx90a", "alpha") == [a1.name] and listed(out, "gfx942", "beta") == [b1.name]
+    assert listed(out, "gfx90a", "gamma") == [c1.name]
+    assert inconsistencies(out) == [] and len(list((out / "files").glob("*/*.whl"))) == 3
+    assert publish(out, remove=["beta==1.0"]).wheels_removed == [b1.name]  # the rebuilt state is whole
