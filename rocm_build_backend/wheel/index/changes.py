@@ -70,6 +70,7 @@ class Session:
     store: Store
     result: IndexResult
     recovering: bool  # the last run did not finish
+    damaged: bool = False  # the state could not be read and was set aside
 
     @property
     def href(self) -> str:
@@ -110,7 +111,7 @@ def session(lay: Layout, result: IndexResult, variants: bool) -> Iterator[Sessio
             recovering = store.meta("dirty") == "1"
             for rel in sweep(out, everywhere=recovering):
                 result.removed.append(rel)
-            yield Session(lay, store, result, recovering)
+            yield Session(lay, store, result, recovering, damaged=damaged is not None)
         except sqlite3.Error as exc:
             if disk_error(exc):
                 raise write_failed(OSError(28, "No space left on device"), out, out / store.path.name) from None
@@ -218,10 +219,11 @@ def apply(s: Session, opts: Options, reads: dict[str, Read], *, gone: dict[str, 
         drop_stages(reads)
         raise
     result.files_written += host(lay, new)
-    store.begin()  # 2. wheels
-    store.put_wheels((r.item.fn, r.item.project, r.rec, r.item.fp, r.item.racy, r.item.bucket)
-                     for r in new if r.rec is not None)
-    store.commit()
+    if new:
+        store.begin()  # 2. wheels
+        store.put_wheels((r.item.fn, r.item.project, r.rec, r.item.fp, r.item.racy, r.item.bucket)
+                         for r in new if r.rec is not None)
+        store.commit()
     store.begin()  # 3. pages
     todo = store.todo()
     for d in indexes:  # in this transaction: built once its pages are (or never, if it fails)

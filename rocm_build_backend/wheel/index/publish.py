@@ -132,7 +132,7 @@ def publish(
     with session(lay, result, variants) as s:
         _check_mode(s)
         opts = _resolve(s, given)
-        if any("damaged" in w for w in result.warnings):
+        if s.damaged:
             sources = {**_recovered(lay), **sources}
         items: list[Item] = []
         for fn, path in sources.items():

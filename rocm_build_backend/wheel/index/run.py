@@ -74,6 +74,8 @@ output folder nor anything it did not write there.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Sequence
 
@@ -159,13 +161,13 @@ def build_index(
     return result
 
 
-def _known(s: Session):  # type: ignore[no-untyped-def]
+def _known(s: Session) -> "Callable[[str, os.stat_result], bool]":
     """Whether a wheel file was indexed as it is, unchanged since (``split`` need not look in it)."""
     from rocm_build_backend.wheel.index.wheels import fingerprint
 
-    def known(fn: str, st: object) -> bool:
+    def known(fn: str, st: os.stat_result) -> bool:
         row = s.store.row(fn)
-        return row is not None and row[0] == fingerprint(st)  # type: ignore[arg-type]
+        return row is not None and row[0] == fingerprint(st)
 
     return known
 

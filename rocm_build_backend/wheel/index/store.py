@@ -183,12 +183,6 @@ class Store:
         if current is not None:
             yield current, recs
 
-    def all_projects(self) -> set[str]:
-        return {str(p) for (p,) in self.conn.execute("SELECT DISTINCT project FROM wheels")}
-
-    def find(self, project: str) -> dict[str, Record]:
-        return self.project_records(project)
-
     def codes(self) -> list[tuple[bool, list[str]]]:
         """(has device files, complete codes) of each distinct kind of plain wheel indexed so far
         (kept as wheels are added, not as they go: an index, once made, is kept)."""
@@ -197,9 +191,6 @@ class Store:
             device, *codes = str(value).split(" ")
             out.append((device == "1", [c for c in codes if c]))
         return out
-
-    def has_variants(self) -> bool:
-        return self.conn.execute("SELECT 1 FROM wheels WHERE variant=1 LIMIT 1").fetchone() is not None
 
     # ---------------------------------------------------------------------- skipped
 
