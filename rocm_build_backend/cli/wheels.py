@@ -203,7 +203,8 @@ def register(add: AddVerb) -> None:
                          "for many jobs publishing into one OUT_DIR")
     sp.add_argument("--remove", action="append", metavar="NAME==VERSION",
                     help="remove every wheel of that version (exactly; repeatable)")
-    sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
+    sp.add_argument("--targets", help="the indexes to write (with --family: targets or family names); every index "
+                                      "OUT_DIR already holds is kept up to date too; exit 1 if one has nothing to serve")
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")
     sp.add_argument("--variants", action="store_true",

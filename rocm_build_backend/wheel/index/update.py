@@ -4,7 +4,9 @@
 that is new or was redefined), writes those whose bytes changed, project pages first and root
 pages last (a root page is rendered once per run, from the ``projects`` table, and only when
 a project came, went or was renamed), and records what each page links (``listed``); the
-top-level ``OUT/index.html`` lists the indexes. ``remove_unlinked`` then removes the pages no
+top-level ``OUT/index.html`` lists the indexes. A wheel's verdict is worked out once per kind
+of wheel (what its files hold) and index. An index new to the output is written as a whole
+tree under a temporary name and moved into place once, so no client sees it half-built. ``remove_unlinked`` then removes the pages no
 index produces any more, and each hosted file no page links (``pending`` rows): pages before
 the files they link, so a page read at any moment links to files that exist.
 
