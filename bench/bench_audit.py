@@ -98,9 +98,9 @@ def bundle(targets: list[str], size: int, fill: Filler) -> bytes:
 def ccob(raw: bytes) -> bytes:
     import hashlib
 
-    import zstandard
+    from rocm_build_backend.binary.decompression import zstd_module
 
-    payload = zstandard.ZstdCompressor(level=3).compress(raw)
+    payload = zstd_module().compress(raw, level=3)
     digest = struct.unpack("<Q", hashlib.md5(raw).digest()[:8])[0]
     return b"CCOB" + struct.pack("<HHIIQ", 2, 1, 24 + len(payload), len(raw), digest) + payload
 

@@ -1,9 +1,11 @@
 """What the shim costs, and what it saves. Prints a table; asserts nothing.
 
-    python bench/bench_shim.py [--runs N]
+    python bench/bench_shim.py [--runs N] [--before TREE] [--no-hip]
 
 1. Building the pure-Python sample through the shim vs its wrapped backend alone: same
-   frontend (pip wheel --no-build-isolation), runs alternated, medians compared.
+   frontend (pip wheel --no-build-isolation), runs alternated, medians compared, wall time and
+   CPU time (user + sys of pip and its hook processes: steadier on a shared machine).
+   ``--before TREE``: the shim from another checkout too, in the same alternation.
 2. `import rocm_build_backend`, from `python -X importtime`, median of many fresh interpreters.
 3. The HIP sample for one target vs the eight-target list PyTorch used to default to (those
    the installed compiler accepts): wall time of the build through the shim and .so size.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import re
 import shutil
 import statistics
@@ -28,10 +31,12 @@ SAMPLES = ROOT / "sample_projects"
 OLD_DEFAULT = "gfx900;gfx906;gfx908;gfx90a;gfx1030;gfx1100;gfx1101;gfx940"
 
 
-def env() -> dict[str, str]:
+def env(tree: Path | None = None) -> dict[str, str]:
     # as installed by pip: bytecode compiled (setuptools' is; a PYTHONDONTWRITEBYTECODE shell
     # would otherwise make only our modules compile from source on every hook call)
     e = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_") and k != "PYTHONDONTWRITEBYTECODE"}
+    if tree is not None:
+        e["PYTHONPATH"] = str(tree)
     for k in ("PYTORCH_ROCM_ARCH", "MAX_JOBS", "CMAKE_ARGS", "HIPCC_COMPILE_FLAGS_APPEND"):
         e.pop(k, None)
     e["PIP_NO_CACHE_DIR"] = "1"
@@ -39,37 +44,48 @@ def env() -> dict[str, str]:
     return e
 
 
-def pip_wheel(project: Path, out: Path, *settings: str) -> float:
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def pip_wheel(project: Path, out: Path, *settings: str, tree: Path | None = None) -> float:
+    return pip_wheel_cpu(project, out, *settings, tree=tree)[0]
+
+
+def pip_wheel_cpu(project: Path, out: Path, *settings: str, tree: Path | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of pip and its hook processes); run from ``project``'s parent,
+    so ``tree`` (on PYTHONPATH) is the shim that runs."""
     shutil.rmtree(project / "build", ignore_errors=True)
     for p in project.glob("*.egg-info"):
         shutil.rmtree(p)
     argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(out), str(project)]
     for s in settings:
         argv += ["-C", s]
-    t = time.perf_counter()
-    subprocess.run(argv, check=True, env=env(), capture_output=True)
-    return time.perf_counter() - t
+    t, c = time.perf_counter(), _cpu()
+    subprocess.run(argv, check=True, env=env(tree), capture_output=True, cwd=project.parent)
+    return time.perf_counter() - t, _cpu() - c
 
 
-def overhead(runs: int, work: Path) -> tuple[float, float]:
-    shim = work / "shim"
+def overhead(runs: int, work: Path, trees: dict[str, Path]) -> dict[str, list[tuple[float, float]]]:
+    """Each round: setuptools alone, then the shim from each tree, the order turned every round."""
     plain = work / "plain"
-    shutil.copytree(SAMPLES / "pure_python", shim)
     shutil.copytree(SAMPLES / "pure_python", plain)
     text = (plain / "pyproject.toml").read_text()
     (plain / "pyproject.toml").write_text(text.replace('build-backend = "rocm_build_backend"',
                                                       'build-backend = "setuptools.build_meta"'))
-    a, b = [], []
-    pip_wheel(shim, work / "o", "rocm-build-backend.targets=gfx90a")  # warm both once
-    pip_wheel(plain, work / "o")
+    steps: list[tuple[str, Path, tuple[str, ...], Path]] = [("setuptools alone", plain, (), ROOT)]
+    for label, tree in trees.items():
+        shim = work / f"shim-{label}"
+        shutil.copytree(SAMPLES / "pure_python", shim)
+        steps.append((label, shim, ("rocm-build-backend.targets=gfx90a",), tree))
+    for _label, project, settings, tree in steps:  # warm each once
+        pip_wheel_cpu(project, work / "o", *settings, tree=tree)
+    rows: dict[str, list[tuple[float, float]]] = {label: [] for label, *_ in steps}
     for i in range(runs):
-        if i % 2:
-            a.append(pip_wheel(shim, work / "o", "rocm-build-backend.targets=gfx90a"))
-            b.append(pip_wheel(plain, work / "o"))
-        else:
-            b.append(pip_wheel(plain, work / "o"))
-            a.append(pip_wheel(shim, work / "o", "rocm-build-backend.targets=gfx90a"))
-    return statistics.median(a), statistics.median(b)
+        for label, project, settings, tree in steps[i % len(steps):] + steps[: i % len(steps)]:
+            rows[label].append(pip_wheel_cpu(project, work / "o", *settings, tree=tree))
+    return rows
 
 
 def import_time(runs: int) -> tuple[float, float]:
@@ -88,7 +104,7 @@ def import_time(runs: int) -> tuple[float, float]:
 
 def accepted(targets: str) -> list[str]:
     from rocm_build_backend.gpu.targets import parse_targets
-    from rocm_build_backend.builder.toolchain import check_targets, find_compiler
+    from rocm_build_backend.gpu.amd.toolchain import check_targets, find_compiler
 
     compiler = find_compiler("auto")
     verdict = check_targets(compiler, parse_targets(targets))
@@ -113,24 +129,34 @@ def hip_build(work: Path, targets: list[str], runs: int) -> tuple[float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--before", type=Path, metavar="TREE", help="another checkout's shim, side by side")
+    ap.add_argument("--no-hip", action="store_true", help="only the overhead and the import")
     args = ap.parse_args()
     import compileall
 
-    import rocm_build_backend
-
-    compileall.compile_dir(os.path.dirname(rocm_build_backend.__file__), quiet=1)
+    trees = {"through the shim (before)": args.before} if args.before else {}
+    trees["through the shim"] = ROOT
+    for tree in trees.values():
+        compileall.compile_dir(str(tree / "rocm_build_backend"), quiet=1)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        shim, plain = overhead(args.runs, work)
+        rows = overhead(args.runs, work, trees)
         imp, setuptools_imp = import_time(args.runs * 3)
-        eight = accepted(OLD_DEFAULT)
-        one_t, one_size = hip_build(work, ["gfx90a"], max(3, args.runs // 3))
-        all_t, all_size = hip_build(work, eight, max(3, args.runs // 3))
-    print(f"pure-Python sample, pip wheel --no-build-isolation, median of {args.runs} alternated runs")
-    print(f"  through the shim     {shim * 1000:8.0f} ms")
-    print(f"  setuptools alone     {plain * 1000:8.0f} ms")
-    print(f"  ratio                {shim / plain:8.3f}  (+{(shim / plain - 1) * 100:.1f}%)")
+        if not args.no_hip:
+            eight = accepted(OLD_DEFAULT)
+            one_t, one_size = hip_build(work, ["gfx90a"], max(3, args.runs // 3))
+            all_t, all_size = hip_build(work, eight, max(3, args.runs // 3))
+    print(f"pure-Python sample, pip wheel --no-build-isolation, median of {args.runs} runs, the order turned "
+          f"each run; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    base_w = statistics.median(w for w, _ in rows["setuptools alone"])
+    base_c = statistics.median(c for _, c in rows["setuptools alone"])
+    print(f"  {'':28} {'wall ms':>8} {'ratio':>6} {'CPU ms':>8} {'ratio':>6}")
+    for label, values in rows.items():
+        w, c = statistics.median(x for x, _ in values), statistics.median(y for _, y in values)
+        print(f"  {label:28} {w * 1000:8.0f} {w / base_w:6.3f} {c * 1000:8.0f} {c / base_c:6.3f}")
     print(f"import rocm_build_backend      {imp:6.2f} ms  (setuptools.build_meta: {setuptools_imp:.1f} ms)")
+    if args.no_hip:
+        return
     print(f"HIP sample, one target vs the old eight-target default ({len(eight)} the compiler accepts: {' '.join(eight)})")
     print(f"  gfx90a only          {one_t * 1000:8.0f} ms   .so {one_size:7d} bytes")
     print(f"  {len(eight)} targets            {all_t * 1000:8.0f} ms   .so {all_size:7d} bytes")

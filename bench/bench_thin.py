@@ -5,18 +5,22 @@ wheel), thinned, measured against the floor, and read back by LLVM's own tools.
                                [--nvidia sm_90,sm_80] [--no-amd] [--cache DIR] [--out FILE]
 
 - The real wheel is cupy-rocm-7-0 14.2.0 (CPython 3.11, manylinux2014 x86_64), downloaded
-  once into the cache folder (default ``~/.cache/rocm-build-backend-bench``) and checked
-  against the sha256 PyPI's JSON API lists for it (pinned below).
+  once into the cache folder (default ``~/.cache/rocm-build-backend-bench``) through pip's
+  configured index, and checked against its pinned size and sha256 (below).
 - ``floor``: inflate every member and deflate it again (``zipfile``, level 6, streamed),
   the least any wheel rewrite costs; ``thin``: ``thin_wheel`` to one target. Each runs in a
   fresh child process; the table gives seconds, the ratio to the floor and peak RSS.
+- Each target twice: ``--keep-layout`` (device code rewritten in place) and the default
+  (thinned libraries compacted: the freed bytes cut from the file, addresses unchanged).
 - Proof, for every thinned library: ``clang-offload-bundler --list`` on each bundle of its
   ``.hip_fatbin`` lists only the kept targets and the host; ``--unbundle`` of each kept
   target gives the same bytes as from the original; ``llvm-readelf -a`` reports no error or
-  warning; ``llvm-readelf -h -l -S -s --dyn-syms`` prints the same as for the original; every
-  byte outside the device section is unchanged; ``llvm-objdump --offloading`` runs cleanly
-  (LLVM 19 lists only ``.llvm.offloading`` images, so it prints none for ``.hip_fatbin``);
-  our audit of the thinned wheel finds exactly the kept targets and no problem.
+  warning; in place, ``llvm-readelf -h -l -S -s --dyn-syms`` prints the same as for the
+  original and every byte outside the device section is unchanged; compacted, the symbols and
+  every section's name, type, address and flags are the same (what a program sees in memory);
+  ``llvm-objdump --offloading`` runs cleanly (LLVM 19 lists only ``.llvm.offloading`` images,
+  so it prints none for ``.hip_fatbin``); our audit of the thinned wheel finds exactly the kept
+  targets and no problem.
 - ``--nvidia``: cupy-cuda13x 14.2.0 too (pinned the same way), checked with NVIDIA's
   ``cuobjdump`` (``$CUOBJDUMP``; PyPI's ``nvidia-cuda-cuobjdump`` ships one): it lists only the
   kept SASS/PTX entries, ``-xelf``/``-xptx`` give the same bytes as from the original, bytes
@@ -36,19 +40,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CUPY = "cupy_rocm_7_0-14.2.0-cp311-cp311-manylinux2014_x86_64.whl"
-CUPY_SHA256 = "8e824c1c2fc386e72fe8ae69ab7c273326b17650160400f8f4ea2c932189ed1a"
-CUPY_JSON = "https://pypi.org/pypi/cupy-rocm-7-0/json"
-CUDA13 = "cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl"
-CUDA13_SHA256 = "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12"
-CUDA13_JSON = "https://pypi.org/pypi/cupy-cuda13x/json"
+# pinned by name, version, file name, size and sha256; found through pip's configured index
+CUPY = {"name": "cupy-rocm-7-0", "version": "14.2.0", "filename": "cupy_rocm_7_0-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
+        "size": 73485746, "sha256": "8e824c1c2fc386e72fe8ae69ab7c273326b17650160400f8f4ea2c932189ed1a"}
+CUDA13 = {"name": "cupy-cuda13x", "version": "14.2.0", "filename": "cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
+          "size": 69969199, "sha256": "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12"}
 CUOBJDUMP = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
 TOOLS = {k: shutil.which(f"{k}-19") or shutil.which(k)
          for k in ("clang-offload-bundler", "llvm-objcopy", "llvm-objdump", "llvm-readelf")}
@@ -56,23 +58,16 @@ TOOLS = {k: shutil.which(f"{k}-19") or shutil.which(k)
 
 # ------------------------------------------------------------------ inputs
 
-def fetch_cupy(cache: Path, name: str = CUPY, sha256: str = CUPY_SHA256, api: str = CUPY_JSON) -> Path:
-    """The pinned wheel, downloaded once; its sha256 must match the pin and PyPI's listing."""
-    cache.mkdir(parents=True, exist_ok=True)
-    path = cache / name
-    if not path.exists() or _sha256(path) != sha256:
-        with urllib.request.urlopen(api, timeout=60) as r:
-            files = {u["filename"]: u for u in json.load(r)["urls"]}
-        entry = files[name]
-        if entry["digests"]["sha256"] != sha256:
-            raise SystemExit(f"PyPI lists sha256 {entry['digests']['sha256']} for {name}, pinned {sha256}")
-        tmp = path.with_suffix(".part")
-        with urllib.request.urlopen(entry["url"], timeout=600) as r, open(tmp, "wb") as fh:
-            shutil.copyfileobj(r, fh, 1 << 20)
-        os.replace(tmp, path)
-    if _sha256(path) != sha256:
-        raise SystemExit(f"{path}: sha256 does not match the pin")
-    return path
+def fetch_cupy(cache: Path, pin: dict = CUPY) -> Path:
+    """The pinned wheel, downloaded once through pip's configured index (``tests/realinputs.py``)
+    and checked against the pin's size and sha256."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from realinputs import CorpusError, pinned_file
+
+    try:
+        return pinned_file(pin, cache)
+    except CorpusError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _sha256(path: Path) -> str:
@@ -126,7 +121,7 @@ def child(mode: str, wheel: str, out: str, targets: str) -> None:
         from rocm_build_backend.gpu.targets import parse_targets
         from rocm_build_backend.wheel.thin.run import thin_wheel
 
-        thin_wheel(wheel, parse_targets(targets), out)
+        thin_wheel(wheel, parse_targets(targets), out, keep_layout=mode == "thin-in-place")
     print(json.dumps({"seconds": time.perf_counter() - start, "rss": _peak_rss()}))
 
 
@@ -163,21 +158,52 @@ def _section(data: bytes, name: str) -> tuple[int, int] | None:
     return (secs[0].offset, secs[0].size) if secs else None
 
 
+def _memory_layout(path: str, work: Path) -> tuple[str, list[tuple[str, ...]]]:
+    """(symbols, [(section, type, address, flags)]): what a program sees in memory, which thinning
+    (in place or compacted) must leave as it was."""
+    symbols = _run([TOOLS["llvm-readelf"], "-s", "--dyn-syms", path], work).stdout.replace(path, "")
+    rows = []
+    for line in _run([TOOLS["llvm-readelf"], "-S", "-W", path], work).stdout.splitlines():
+        f = line.replace("[ ", "[").split()
+        if len(f) > 7 and f[0].startswith("[") and f[0][1:-1].isdigit():
+            rows.append((f[1], f[2], f[3], f[7] if len(f) > 10 else ""))
+    return symbols, rows
+
+
+def _common_checks(old: bytes, new: bytes, work: Path, sec_name: str) -> list[str]:
+    """Outside the device section: unchanged bytes (in place), or the same memory (compacted)."""
+    problems = []
+    off, size = _section(old, sec_name) or (0, 0)
+    if len(new) == len(old):
+        if old[:off] != new[:off] or old[off + size:] != new[off + size:]:
+            problems.append(f"bytes outside {sec_name} changed")
+        layouts = [_run([TOOLS["llvm-readelf"], "-h", "-l", "-S", "-s", "--dyn-syms", f], work).stdout.replace(f, "")
+                   for f in ("old.so", "new.so")]
+        if layouts[0] != layouts[1]:
+            problems.append("llvm-readelf: headers, sections or symbols differ from the original")
+    elif _memory_layout("old.so", work) != _memory_layout("new.so", work):
+        problems.append("llvm-readelf: sections or symbols are not where they were in memory")
+    r = _run([TOOLS["llvm-readelf"], "-a", "new.so"], work)
+    if r.returncode or "error" in r.stderr.lower() or "warning" in r.stderr.lower():
+        problems.append(f"llvm-readelf -a: {r.stderr.strip()[:200]}")
+    return problems
+
+
 def prove_member(old: bytes, new: bytes, work: Path, kept: set[str]) -> list[str]:
     """Problems found by LLVM's tools and byte comparisons; [] when the thinned file is right."""
-    problems: list[str] = []
     (work / "old.so").write_bytes(old)
     (work / "new.so").write_bytes(new)
-    sec = _section(old, ".hip_fatbin")
-    if sec is None:
+    if _section(old, ".hip_fatbin") is None:
         return ["no .hip_fatbin"]
-    off, size = sec
-    if old[:off] != new[:off] or old[off + size:] != new[off + size:]:
-        problems.append("bytes outside .hip_fatbin changed")
-    old_fb, new_fb = old[off:off + size], new[off:off + size]
-    for i, (s, e) in enumerate(_bundle_slices(new_fb)):
+    problems = _common_checks(old, new, work, ".hip_fatbin")
+    (o_off, o_size), (n_off, n_size) = _section(old, ".hip_fatbin"), _section(new, ".hip_fatbin")
+    old_fb, new_fb = old[o_off:o_off + o_size], new[n_off:n_off + n_size]
+    old_slices, new_slices = _bundle_slices(old_fb), _bundle_slices(new_fb)
+    if len(old_slices) != len(new_slices):
+        problems.append(f"{len(old_slices)} bundles before, {len(new_slices)} after")
+    for i, ((s, e), (os_, oe)) in enumerate(zip(new_slices, old_slices)):
         (work / "new.fb").write_bytes(new_fb[s:e])
-        (work / "old.fb").write_bytes(old_fb[s:e])
+        (work / "old.fb").write_bytes(old_fb[os_:oe])
         r = _run([TOOLS["clang-offload-bundler"], "--list", "--type=o", "--input=new.fb"], work)
         ids = r.stdout.split()
         devices = {i.split("--", 1)[1] for i in ids if not i.startswith("host-")}
@@ -193,13 +219,6 @@ def prove_member(old: bytes, new: bytes, work: Path, kept: set[str]) -> list[str
                 outs.append((work / f"{which}.co").read_bytes() if r.returncode == 0 else None)
             if outs[0] is None or outs[0] != outs[1]:
                 problems.append(f"bundle {i}: {ident} is not byte-identical after thinning")
-    r = _run([TOOLS["llvm-readelf"], "-a", "new.so"], work)
-    if r.returncode or "error" in r.stderr.lower() or "warning" in r.stderr.lower():
-        problems.append(f"llvm-readelf -a: {r.stderr.strip()[:200]}")
-    layouts = [_run([TOOLS["llvm-readelf"], "-h", "-l", "-S", "-s", "--dyn-syms", f], work).stdout.replace(f, "")
-               for f in ("old.so", "new.so")]
-    if layouts[0] != layouts[1]:
-        problems.append("llvm-readelf: headers, sections or symbols differ from the original")
     r = _run([TOOLS["llvm-objdump"], "--offloading", "new.so"], work)
     if r.returncode:
         problems.append(f"llvm-objdump --offloading: {r.stderr.strip()[:200]}")
@@ -225,12 +244,9 @@ def prove_member_nv(old: bytes, new: bytes, work: Path, kept: set[str]) -> list[
     problems: list[str] = []
     (work / "old.so").write_bytes(old)
     (work / "new.so").write_bytes(new)
-    sec = _section(old, ".nv_fatbin")
-    if sec is None:
+    if _section(old, ".nv_fatbin") is None:
         return ["no .nv_fatbin"]
-    off, size = sec
-    if old[:off] != new[:off] or old[off + size:] != new[off + size:]:
-        problems.append("bytes outside .nv_fatbin changed")
+    problems += _common_checks(old, new, work, ".nv_fatbin")
     listed = _run([CUOBJDUMP, "--list-elf", "--list-ptx", "new.so"], work).stdout
     archs = {line.rsplit(".", 2)[-2] for line in listed.splitlines() if line.startswith(("ELF file", "PTX file"))}
     want = {t.replace("compute_", "sm_").rstrip("af") for t in kept}
@@ -240,13 +256,6 @@ def prove_member_nv(old: bytes, new: bytes, work: Path, kept: set[str]) -> list[
     for name, data in after.items():
         if before.get(name) != data:
             problems.append(f"{name} is not byte-identical after thinning")
-    r = _run([TOOLS["llvm-readelf"], "-a", "new.so"], work)
-    if r.returncode or "error" in r.stderr.lower() or "warning" in r.stderr.lower():
-        problems.append(f"llvm-readelf -a: {r.stderr.strip()[:200]}")
-    layouts = [_run([TOOLS["llvm-readelf"], "-h", "-l", "-S", "-s", "--dyn-syms", f], work).stdout.replace(f, "")
-               for f in ("old.so", "new.so")]
-    if layouts[0] != layouts[1]:
-        problems.append("llvm-readelf: headers, sections or symbols differ from the original")
     return problems
 
 
@@ -270,8 +279,11 @@ def prove(src: Path, dst: Path, targets: set[str]) -> list[str]:
             problems = check(zs.read(f.path), zd.read(f.path), Path(tmp), set(f.targets))
             verdict = "ok" if not problems else "PROBLEMS: " + "; ".join(problems)
             tool = "cuobjdump" if nvidia else "bundler"
+            old, new = zs.getinfo(f.path).file_size, zd.getinfo(f.path).file_size
+            layout = "layout identical" if old == new else "same memory layout, file cut"
             lines.append(f"  {f.path}: {tool} lists {', '.join(f.targets)}{'' if nvidia else ' + host'}; kept "
-                         f"code byte-identical; readelf clean; layout identical -> {verdict}")
+                         f"code byte-identical; readelf clean; {layout} ({old / 2**20:.1f} -> {new / 2**20:.1f} MiB)"
+                         f" -> {verdict}")
     return lines
 
 
@@ -288,17 +300,18 @@ def bench_one(label: str, wheel: Path, targets: list[str], work: Path, do_prove:
     floor = run_child("floor", wheel, work / "floor")
     lines.append(f"  floor (inflate + deflate every member): {floor['seconds']:.1f} s, peak RSS {floor['rss'] >> 20} MiB")
     for t in targets:
-        out = work / t
-        res = run_child("thin", wheel, out, t)
-        dst = out / wheel.name
-        w1, i1 = sizes(dst)
-        lines.append(f"  thin --targets {t}: {res['seconds']:.1f} s = {res['seconds'] / floor['seconds']:.2f}x floor, "
-                     f"peak RSS {res['rss'] >> 20} MiB")
-        lines.append(f"    wheel {w0 / 2**20:.1f} MiB -> {w1 / 2**20:.1f} MiB ({100 * w1 / w0:.0f} %); "
-                     f"installed {i0 / 2**20:.1f} MiB -> {i1 / 2**20:.1f} MiB")
-        if do_prove:
-            lines.extend(prove(wheel, dst, {t}))
-        shutil.rmtree(out)
+        for mode, what in (("thin-in-place", "--keep-layout"), ("thin", "(compacted)")):
+            out = work / t
+            res = run_child(mode, wheel, out, t)
+            dst = out / wheel.name
+            w1, i1 = sizes(dst)
+            lines.append(f"  thin --targets {t} {what}: {res['seconds']:.1f} s = {res['seconds'] / floor['seconds']:.2f}x "
+                         f"floor, peak RSS {res['rss'] >> 20} MiB")
+            lines.append(f"    wheel {w0 / 2**20:.1f} MiB -> {w1 / 2**20:.1f} MiB ({100 * w1 / w0:.0f} %); "
+                         f"installed {i0 / 2**20:.1f} MiB -> {i1 / 2**20:.1f} MiB ({100 * i1 / i0:.0f} %)")
+            if do_prove:
+                lines.extend(prove(wheel, dst, {t}))
+            shutil.rmtree(out)
     return lines
 
 
@@ -328,7 +341,7 @@ def main() -> int:
             lines += bench_one("cupy-rocm-7-0 14.2.0 (real, PyPI, sha256 pinned)", fetch_cupy(Path(args.cache)),
                                targets, work, True)
         if args.nvidia:
-            cuda = fetch_cupy(Path(args.cache), CUDA13, CUDA13_SHA256, CUDA13_JSON)
+            cuda = fetch_cupy(Path(args.cache), CUDA13)
             lines += bench_one("cupy-cuda13x 14.2.0 (real, PyPI, sha256 pinned)", cuda, args.nvidia.split(","), work, True)
         if not args.no_generated:
             big = generated(work / "gen.whl", args.generated_gb)

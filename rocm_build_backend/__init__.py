@@ -9,10 +9,16 @@ builds it for the right GPU targets, then proves it from the binaries.
     backend = "setuptools.build_meta"
 
 Each hook below is one call into ``rocm_build_backend.builder.flow``, where the flow of a
-build lives; nothing here decides anything. The optional hooks (``build_editable``,
-``prepare_metadata_for_build_*``, ``get_requires_for_build_*``) exist on this module exactly
-when the wrapped backend has them. Importing this module imports nothing else: every hook
-imports what it needs when it runs.
+build lives, or, for the hooks that only pass through to the wrapped backend (``build_sdist``,
+``get_requires_for_build_*``, whether an optional hook exists), into
+``rocm_build_backend.builder.delegate``; nothing here decides anything. The optional hooks
+(``build_editable``, ``prepare_metadata_for_build_*``, ``get_requires_for_build_*``) exist on
+this module exactly when the wrapped backend has them.
+
+This is the package's one lazy import mechanism: importing this module imports nothing else,
+and each hook imports the module that runs it when it is called (a frontend imports the
+backend and calls one or two hooks in a process). Everywhere else imports are at the top of
+their module (``tests/test_import_graph.py`` checks both).
 """
 
 from __future__ import annotations
@@ -37,9 +43,9 @@ def build_wheel(wheel_directory: str, config_settings: ConfigSettings = None,
 
 def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
     """An sdist carries no GPU-specific content: the wrapped backend builds it as it is."""
-    from rocm_build_backend.builder.flow import build_sdist as flow_build_sdist
+    from rocm_build_backend.builder.delegate import build_sdist as delegate_build_sdist
 
-    return flow_build_sdist(sdist_directory, config_settings)
+    return delegate_build_sdist(sdist_directory, config_settings)
 
 
 # The optional hooks: offered by __getattr__ below, under their PEP 517/660 names.
@@ -52,19 +58,19 @@ def _build_editable(wheel_directory: str, config_settings: ConfigSettings = None
 
 
 def _get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
-    from rocm_build_backend.builder.flow import get_requires
+    from rocm_build_backend.builder.delegate import get_requires
 
     return get_requires("get_requires_for_build_wheel", config_settings)
 
 
 def _get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
-    from rocm_build_backend.builder.flow import get_requires
+    from rocm_build_backend.builder.delegate import get_requires
 
     return get_requires("get_requires_for_build_sdist", config_settings)
 
 
 def _get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
-    from rocm_build_backend.builder.flow import get_requires
+    from rocm_build_backend.builder.delegate import get_requires
 
     return get_requires("get_requires_for_build_editable", config_settings)
 
@@ -92,12 +98,20 @@ for _name, _hook in _OPTIONAL.items():
     _hook.__name__ = _hook.__qualname__ = _name
 del _name, _hook
 
+if TYPE_CHECKING:  # the optional hooks as a type checker sees them; at run time __getattr__ offers them
+    build_editable = _build_editable
+    get_requires_for_build_wheel = _get_requires_for_build_wheel
+    get_requires_for_build_sdist = _get_requires_for_build_sdist
+    get_requires_for_build_editable = _get_requires_for_build_editable
+    prepare_metadata_for_build_wheel = _prepare_metadata_for_build_wheel
+    prepare_metadata_for_build_editable = _prepare_metadata_for_build_editable
+
 
 def __getattr__(name: str) -> Callable[..., Any]:
     """Optional hooks exist exactly when the wrapped backend has them (frontends use hasattr)."""
     if name not in _OPTIONAL:
         raise AttributeError(name)
-    from rocm_build_backend.builder.flow import has_hook
+    from rocm_build_backend.builder.delegate import has_hook
 
     if not has_hook(name):
         raise AttributeError(f"the wrapped build backend has no {name}")

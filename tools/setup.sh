@@ -9,8 +9,11 @@ for tool in hipcc clang-19 ld.lld-19 llvm-objcopy-19 clang-offload-bundler-19 ro
 done
 if ((${#need[@]})); then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq \
+    # wait up to 10 minutes for another apt or dpkg run (unattended upgrades on a fresh
+    # machine) to let go of the package and list locks, instead of failing at once
+    apt=(apt-get -o DPkg::Lock::Timeout=600)
+    "${apt[@]}" update -qq
+    "${apt[@]}" install -y -qq \
         hipcc clang-19 clang-tools-19 lld-19 llvm-19 rocminfo cmake ninja-build >/dev/null
 fi
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --upgrade pip

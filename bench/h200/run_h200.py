@@ -194,10 +194,11 @@ def tools(b: Bench, device: str) -> dict[str, Any]:
     registry._REGISTRY = ("rocm_build_backend.gpu.amd.vendor:AMD", "rocm_build_backend.gpu.nvidia.vendor:NVIDIA")
     registry.vendors.cache_clear()
     registry.claimant.cache_clear()
+    from rocm_build_backend.cli import render
     from rocm_build_backend.gpu.detect import detect
 
     found = detect()
-    out["gpu.detect (AMD + NVIDIA vendors)"] = {"json": found.to_json(), "text": found.to_text()}
+    out["gpu.detect (AMD + NVIDIA vendors)"] = {"json": found.to_json(), "text": render.detection(found)}
     return out
 
 
@@ -248,7 +249,7 @@ def _audit_targets(path: Path) -> tuple[list[str], list[str]]:
 
 
 def _wheel_of(so: Path, folder: Path, name: str) -> Path:
-    from wheelmaker import make_wheel
+    from helpers import make_wheel
 
     return make_wheel(folder, name, "0.1", members={f"{name.replace('-', '_')}/kernel.so": so.read_bytes()},
                       stamp=False)

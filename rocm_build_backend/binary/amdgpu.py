@@ -7,8 +7,8 @@ object. It reads only an ELF header someone else parsed; it walks no containers.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from rocm_build_backend.binary import elf as _elf
 from rocm_build_backend.binary.container import Container
@@ -29,8 +29,7 @@ def canonical_target(text: str) -> str:
     return ":".join([processor, *sorted(f for f in features if f)])
 
 
-@dataclass(frozen=True)
-class CodeObjectInfo:
+class CodeObjectInfo(NamedTuple):
     target: str  # canonical target ID, e.g. "gfx90a:xnack-"
     processor: str
     version: int | None  # code object version (2..6), None when unknown

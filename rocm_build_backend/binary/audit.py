@@ -21,19 +21,20 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, Iterable, Union
+import zipfile
+from typing import Iterable, Union
 
 from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary import magic
 from rocm_build_backend.binary.budget import BudgetSource, budget_for
-from rocm_build_backend.binary.bundle import BUNDLE_MAGIC
-from rocm_build_backend.binary.ccob import CCOB_MAGIC
 from rocm_build_backend.binary.container import Container
 from rocm_build_backend.binary.elf import BytesSource, FileSource, FormatError, Source, msg
-from rocm_build_backend.binary.fatbin import FATBIN_MAGIC
+from rocm_build_backend.binary.fatbin import walk_fatbins
 from rocm_build_backend.binary.members import ZIP_MAGIC, member_source
-from rocm_build_backend.binary.offload_binary import OFFLOAD_MAGIC
 from rocm_build_backend.binary.report import AuditReport, FileReport, sorted_targets
+from rocm_build_backend.binary.sections import audit_elf
 from rocm_build_backend.binary.verify import HINT, mismatch_error, verify
+from rocm_build_backend.binary.walk import walk_hip_fatbin, walk_offloading
 
 __all__ = [
     "HINT",
@@ -48,9 +49,6 @@ __all__ = [
     "sorted_targets",
     "verify",
 ]
-
-if TYPE_CHECKING:
-    import zipfile
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -72,27 +70,21 @@ def _audit_source(src: Source, name: str, archive: str = "", stored: int | None 
 
 
 def _read_by_magic(src: Source, r: FileReport) -> None:
-    from rocm_build_backend.binary.walk import walk_hip_fatbin, walk_offloading
-
     head = src.read(0, 64)
     try:
         if head[:4] == _elf.ELF_MAGIC:
-            from rocm_build_backend.binary.sections import audit_elf
-
             audit_elf(src, r)
-        elif head[:24] == BUNDLE_MAGIC or head[:4] == CCOB_MAGIC:
-            r.kind = "bundle" if head[:4] == BUNDLE_MAGIC[:4] else "ccob"
+        elif head[:24] == magic.BUNDLE or head[:4] == magic.CCOB:
+            r.kind = "bundle" if head[:4] == magic.BUNDLE[:4] else "ccob"
             found, problems = walk_hip_fatbin(src, "file", cut=True)
             r.containers.extend(found)
             r.problems.extend(problems)
-        elif head[:4] == OFFLOAD_MAGIC:
+        elif head[:4] == magic.OFFLOAD:
             r.kind = "offload-binary"
             found, problems = walk_offloading(src, "file")
             r.containers.extend(found)
             r.problems.extend(problems)
-        elif head[:4] == FATBIN_MAGIC:
-            from rocm_build_backend.binary.fatbin import walk_fatbins
-
+        elif head[:4] == magic.FATBIN:
             r.kind = "fatbin"
             found, problems = walk_fatbins(src, "file", cut=True)
             r.containers.extend(found)
@@ -136,8 +128,6 @@ def _is_listed(r: FileReport) -> bool:
 
 def audit_wheel(path: PathLike) -> AuditReport:
     """Every member of a wheel (any zip), read in place; nothing is extracted."""
-    import zipfile
-
     path = os.fspath(path)
     report = AuditReport(source=path)
     name = os.path.basename(path)

@@ -4,6 +4,9 @@ A ``Budget`` counts the work spent on one file (bytes read from its source, byte
 from compressed data) and raises ``BudgetExceeded`` ("too large: ...") past a limit set from
 the file's size as stored (a zip member's compressed size, never a size a header declares).
 The audit sets one per file in a context variable; readers charge it through ``charge``.
+Writers that inflate (``thin``, ``split``, ``index --split``) set one per wheel with their own
+``task`` and charge every member they inflate, the temporary disk that takes included; the
+readers they call (a compressed bundle inflated whole to be rebuilt) charge the same budget.
 Readers called on their own (no budget set) keep their own caps. This module reads nothing.
 """
 
@@ -13,6 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
+from rocm_build_backend.binary import elf as _elf
 from rocm_build_backend.binary.elf import FormatError, Source
 
 FACTOR = 64  # work allowed per byte of input
@@ -29,8 +33,10 @@ class Budget:
     """Work allowed for one input: ``FACTOR`` per stored byte plus ``BASE``, and at most
     ``MAX_CONTAINERS`` containers (what a report holds grows with them)."""
 
-    def __init__(self, stored: int, *, factor: int = FACTOR, base: int = BASE) -> None:
+    def __init__(self, stored: int, *, factor: int = FACTOR, base: int = BASE,
+                 task: str = "reading this file's device code") -> None:
         self.stored = max(0, stored)
+        self.task = task
         self.limit = self.stored * factor + base
         self.spent = 0
         self.containers = 0
@@ -48,7 +54,7 @@ class Budget:
         if self.spent > self.limit:
             if not self.exceeded:
                 self.exceeded = (
-                    f"too large: reading this file's device code needs more than {self.limit:,} "
+                    f"too large: {self.task} needs more than {self.limit:,} "
                     f"bytes of work ({what}) for {self.stored:,} bytes of input; stopped"
                 )
             raise BudgetExceeded(self.exceeded)
@@ -76,9 +82,10 @@ def active() -> Budget | None:
 
 
 @contextmanager
-def budget_for(stored: int) -> Iterator[Budget]:
-    """A fresh budget for one file while the block runs."""
-    budget = Budget(stored)
+def budget_for(stored: int, task: str | None = None) -> Iterator[Budget]:
+    """A fresh budget for one file (or, with ``task``, one wheel being rewritten) while the
+    block runs."""
+    budget = Budget(stored) if task is None else Budget(stored, task=task)
     token = _ACTIVE.set(budget)
     try:
         yield budget
@@ -99,6 +106,12 @@ class BudgetSource:
         data = self._src.read(offset, n)
         self._budget.charge(max(len(data), MIN_READ_COST), self._what)
         return data
+
+    def magic_offsets(self, start: int, end: int) -> list[int] | None:
+        found = _elf.magic_offsets(self._src, start, end)
+        if found:
+            self._budget.charge(len(found) * MIN_READ_COST, self._what)
+        return found
 
     @property
     def damaged(self) -> str:

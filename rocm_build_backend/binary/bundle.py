@@ -8,21 +8,21 @@ does not decompress (``ccob``) or walk sections (``walk``).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
+from rocm_build_backend.binary import magic
 from rocm_build_backend.binary import elf as _elf
 from rocm_build_backend.binary.amdgpu import amdgpu_code_object, canonical_target
 from rocm_build_backend.binary.container import Container, add_note
 from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, msg, need
 
-BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+BUNDLE_MAGIC = magic.BUNDLE
 MAX_ID = 4096  # a bundle entry id longer than this is not an id
 MAX_ENTRIES = 4096  # real bundles hold one entry per target (tens); the list is kept in memory
 _HOST_ARCHES = ("x86_64", "i386", "i686", "aarch64", "arm", "powerpc", "ppc64", "ppc64le", "riscv64", "s390x")
 
 
-@dataclass(frozen=True)
-class BundleId:
+class BundleId(NamedTuple):
     kind: str  # host, hip, hipv4, hcc, openmp, ...
     triple: str
     target: str  # canonical target ID; "" for a host entry

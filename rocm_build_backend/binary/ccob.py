@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 
+from rocm_build_backend.binary import magic
 from rocm_build_backend.binary.bundle import read_bundle
 from rocm_build_backend.binary.decompression import (
     ZSTD_MAGIC,
@@ -21,7 +22,7 @@ from rocm_build_backend.binary.decompression import (
 from rocm_build_backend.binary.container import Container, ProblemList, add_note
 from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, msg, need
 
-CCOB_MAGIC = b"CCOB"
+CCOB_MAGIC = magic.CCOB
 PREFIX_STEPS = (64 << 10, 1 << 20, 8 << 20)  # how much of a compressed bundle to inflate, at most
 
 

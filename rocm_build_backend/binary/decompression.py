@@ -1,4 +1,4 @@
-"""Bounded decompression for device code: zlib, zstd (optional module) and LZ4 blocks.
+"""Bounded decompression for device code: zlib, zstd (``compression.zstd`` or its backport) and LZ4 blocks.
 
 Every function here stops after the number of output bytes its caller asks for; none sizes
 a buffer from a header field. It knows no container format.
@@ -6,6 +6,7 @@ a buffer from a header field. It knows no container format.
 
 from __future__ import annotations
 
+import zlib
 from functools import lru_cache
 from typing import Any
 
@@ -13,25 +14,33 @@ from rocm_build_backend.binary.budget import charge
 from rocm_build_backend.binary.elf import FormatError, Source, need
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-ZSTD_NOTE = "compressed with zstd: install rocm-build-backend[zstd] to read targets"
-ZSTD_WINDOW_MAX = 1 << 27  # zstd's own default limit (128 MiB)
+ZSTD_NOTE = ("compressed with zstd and no zstd decoder is installed: install backports.zstd "
+             "(a dependency of rocm-build-backend before Python 3.14) to read targets")
+ZSTD_WINDOW_LOG_MAX = 27  # zstd's own default limit: windows up to 128 MiB
+_PIECE = 1 << 20  # inflated at most this much per call: one 64 KiB zlib chunk can give 64 MiB
 
 
 @lru_cache(maxsize=None)
-def _zstd_backend() -> tuple[str, Any] | None:
-    """('zstandard', module) or ('stdlib', module) or None. Imported only when needed."""
+def zstd_module() -> Any | None:
+    """Python 3.14's ``compression.zstd``, else its backport ``backports.zstd`` (the same API;
+    a dependency before 3.14), else None. Imported only when a zstd stream is met."""
     try:
-        import zstandard  # the rocm-build-backend[zstd] extra
+        from compression import zstd  # type: ignore[import-not-found,unused-ignore]  # Python 3.14+
 
-        return ("zstandard", zstandard)
+        return zstd
     except ImportError:
         pass
     try:
-        from compression import zstd  # type: ignore[import-not-found,unused-ignore]  # Python 3.14+ only
+        from backports import zstd as backport  # type: ignore[import-not-found,unused-ignore]
 
-        return ("stdlib", zstd)
+        return backport
     except ImportError:
         return None
+
+
+def _zstd_backend() -> Any | None:
+    """The zstd module to decode with (tests replace this to play a machine without one)."""
+    return zstd_module()
 
 
 def zstd_available() -> bool:
@@ -75,20 +84,14 @@ def inflate_prefix(method: int, src: Source, start: int, end: int, want: int) ->
     if method == 0:
         return _inflate_zlib(src, start, end, want)
     if method == 1:
-        backend = _zstd_backend()
-        if backend is None:
+        mod = _zstd_backend()
+        if mod is None:
             raise ZstdUnavailable()
-        name, mod = backend
-        reader = _SourceReader(src, start, end)
-        if name == "zstandard":
-            return _inflate_zstandard(mod, reader, want)
-        return _inflate_stdlib_zstd(mod, reader, want)
+        return _inflate_zstd(mod, _SourceReader(src, start, end), want)
     raise FormatError(f"unknown compression method {method}")
 
 
 def _inflate_zlib(src: Source, start: int, end: int, want: int) -> bytes:
-    import zlib
-
     d = zlib.decompressobj()
     out: list[bytes] = []
     got = 0
@@ -101,7 +104,7 @@ def _inflate_zlib(src: Source, start: int, end: int, want: int) -> bytes:
         data = chunk
         while data and got < want and not d.eof:
             try:
-                piece = d.decompress(data, want - got)
+                piece = d.decompress(data, min(want - got, _PIECE))  # charged before the next one
             except zlib.error as exc:
                 if got:
                     return b"".join(out)
@@ -113,30 +116,9 @@ def _inflate_zlib(src: Source, start: int, end: int, want: int) -> bytes:
     return b"".join(out)
 
 
-def _inflate_zstandard(mod: Any, reader: _SourceReader, want: int) -> bytes:
-    """The ``zstandard`` package (the rocm-build-backend[zstd] extra)."""
-    dctx = mod.ZstdDecompressor(max_window_size=ZSTD_WINDOW_MAX)
-    out: list[bytes] = []
-    got = 0
-    try:
-        with dctx.stream_reader(reader, read_size=1 << 16, read_across_frames=False) as r:
-            while got < want:
-                piece = r.read(min(want - got, 1 << 20))
-                if not piece:
-                    break
-                out.append(piece)
-                got += len(piece)
-                charge(len(piece), "bytes inflated")
-    except mod.ZstdError as exc:
-        if got:
-            return b"".join(out)
-        raise FormatError(f"damaged zstd stream: {exc}") from None
-    return b"".join(out)
-
-
-def _inflate_stdlib_zstd(mod: Any, reader: _SourceReader, want: int) -> bytes:
-    """Python 3.14's ``compression.zstd``."""
-    d = mod.ZstdDecompressor(options={mod.DecompressionParameter.window_log_max: 27})
+def _inflate_zstd(mod: Any, reader: _SourceReader, want: int) -> bytes:
+    """``compression.zstd`` (or its backport), streamed, stopping at ``want`` bytes."""
+    d = mod.ZstdDecompressor(options={mod.DecompressionParameter.window_log_max: ZSTD_WINDOW_LOG_MAX})
     out: list[bytes] = []
     got = 0
     try:
@@ -200,8 +182,6 @@ def zstd_frame(src: Source, start: int, end: int) -> tuple[int, int | None]:
 
 def zlib_stream_length(src: Source, start: int, end: int) -> int:
     """Length of the zlib stream at ``start`` (inflated in bounded pieces and discarded)."""
-    import zlib
-
     d = zlib.decompressobj()
     pos = start
     while pos < end and not d.eof:

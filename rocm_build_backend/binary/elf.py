@@ -15,8 +15,7 @@ a "truncated" error.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import IO, Callable, Iterator, Protocol
+from typing import IO, Callable, Iterator, NamedTuple, Protocol
 
 from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.errors import FormatError as FormatError  # re-exported for the readers
@@ -86,6 +85,22 @@ class SubSource:
             return b""
         return self._src.read(self._base + offset, min(n, self.size - offset))
 
+    def magic_offsets(self, start: int, end: int) -> list[int] | None:
+        """See ``magic_offsets``: the window's part of what the source below can tell."""
+        found = magic_offsets(self._src, self._base + max(0, start), self._base + min(end, self.size))
+        return None if found is None else [o - self._base for o in found]
+
+
+def magic_offsets(src: Source, start: int, end: int) -> list[int] | None:
+    """The 8-aligned offsets in ``[start, end)`` of ``src`` where an NVIDIA fatbin magic
+    starts, when the source knows them without reading (an inflated zip member remembers them
+    from its first pass); None when it does not."""
+    finder = getattr(src, "magic_offsets", None)
+    if finder is None:
+        return None
+    found: list[int] | None = finder(start, end)
+    return found
+
 
 def msg(exc: BaseException) -> str:
     """The message of a FormatError without the "error:" prefix its str() adds."""
@@ -107,8 +122,7 @@ def need(src: Source, offset: int, n: int, what: str) -> bytes:
     return data
 
 
-@dataclass(frozen=True)
-class ElfHeader:
+class ElfHeader(NamedTuple):  # a NamedTuple: creating the class costs a tenth of a frozen dataclass
     is64: bool
     endian: str  # "<" or ">"
     osabi: int
@@ -151,23 +165,33 @@ def read_header(src: Source) -> ElfHeader:
     return ElfHeader(is64, e, ident[7], ident[8], etype, machine, flags, phoff, shoff, shes, shn, shstr)
 
 
-@dataclass(frozen=True)
 class Section:
-    index: int
-    name: str
-    type: int
-    flags: int
-    addr: int
-    offset: int
-    size: int
+    """One section header: the fields the readers use (a plain class: cheap to define)."""
+
+    __slots__ = ("index", "name", "type", "flags", "addr", "offset", "size")
+
+    def __init__(self, index: int, name: str, type: int, flags: int, addr: int, offset: int, size: int) -> None:
+        self.index, self.name, self.type, self.flags = index, name, type, flags
+        self.addr, self.offset, self.size = addr, offset, size
+
+    def _key(self) -> tuple[int, str, int, int, int, int, int]:
+        return (self.index, self.name, self.type, self.flags, self.addr, self.offset, self.size)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Section) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "Section(index={}, name={!r}, type={}, flags={}, addr={}, offset={}, size={})".format(*self._key())
 
     @property
     def end(self) -> int:
         return self.offset + (0 if self.type == SHT_NOBITS else self.size)
 
 
-@dataclass
-class SectionTable:
+class SectionTable(NamedTuple):
     sections: list[Section]  # only the ones the caller asked for
     data_end: int  # where the last section's data ends (NOBITS excluded)
     table_end: int  # where the section header table ends

@@ -16,9 +16,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from rocm_build_backend.binary import elf as _elf
-from rocm_build_backend.binary.budget import BudgetExceeded
+from rocm_build_backend.binary.budget import BudgetExceeded, count_container
 from rocm_build_backend.binary.container import Container, add_note
 from rocm_build_backend.binary.elf import FormatError, Source, SubSource
+from rocm_build_backend.binary.fatbin import Deferred, read_fatbin, settle
 
 DATA_SECTIONS = (".rodata", ".lrodata", ".data.rel.ro", ".data", ".ldata")
 _HEADER = b"\x50\xed\x55\xba\x01\x00\x10\x00"  # magic, version 1, header size 16
@@ -76,12 +77,20 @@ class _Window:
 def _in_section(sub: Source, name: str, base: int, left: list[int]) -> list[Container]:
     """The fatbins of one section; ``base``: its file offset (fatbins are 8-byte aligned in
     the file, not necessarily within the section). The search resumes after each fatbin found,
-    so the bytes inside fatbins are not searched."""
-    from rocm_build_backend.binary.budget import count_container
-    from rocm_build_backend.binary.fatbin import Deferred, read_fatbin, settle
-
+    so the bytes inside fatbins are not searched. Where the source already knows where the
+    fatbin magics are (an inflated zip member), only those places are read."""
     found: list[Container] = []
     deferred: Deferred = []
+    known = _elf.magic_offsets(sub, 0, sub.size)
+    if known is not None:
+        after = 0
+        for start in known:
+            if start >= after and sub.read(start, len(_HEADER)) == _HEADER:
+                after = _candidate(sub, start, name, left, found, deferred)
+                if left[0] < 0:
+                    break
+        settle(sub, found, deferred)
+        return found
     win = _Window(sub)
     pos = 0
     while pos < sub.size:
@@ -93,24 +102,9 @@ def _in_section(sub: Source, name: str, base: int, left: list[int]) -> list[Cont
             start = pos + at
             nxt = at + 1
             if (base + start) % 8 == 0:
-                left[0] -= 1
+                nxt = _candidate(win, start, name, left, found, deferred) - pos
                 if left[0] < 0:
                     break
-                before = len(deferred)
-                try:
-                    c, end = read_fatbin(win, start, sub.size, name, False, deferred)
-                except BudgetExceeded:
-                    raise
-                except FormatError:
-                    c, end = None, None
-                if c is not None and c.targets and not c.problems:
-                    count_container()
-                    add_note(c, NOTE)
-                    found.append(c)
-                else:
-                    del deferred[before:]
-                if c is not None and not c.problems and end and end > start:
-                    nxt = end - pos  # a whole fatbin (kept or not): go on after it
             if nxt >= _CHUNK:
                 break
             at = chunk.find(_HEADER, nxt)
@@ -119,3 +113,29 @@ def _in_section(sub: Source, name: str, base: int, left: list[int]) -> list[Cont
         pos += max(_CHUNK, nxt)
     settle(sub, found, deferred)
     return found
+
+
+def _candidate(src: Source, start: int, name: str, left: list[int], found: list[Container],
+               deferred: Deferred) -> int:
+    """Read the fatbin header at ``start`` (counted against ``left``); a well-formed fatbin
+    with targets goes into ``found``. Returns where the search goes on: after a whole fatbin
+    (kept or not), else the next byte."""
+    left[0] -= 1
+    if left[0] < 0:
+        return start + 1
+    before = len(deferred)
+    try:
+        c, end = read_fatbin(src, start, src.size, name, False, deferred)
+    except BudgetExceeded:
+        raise
+    except FormatError:
+        c, end = None, None
+    if c is not None and c.targets and not c.problems:
+        count_container()
+        add_note(c, NOTE)
+        found.append(c)
+    else:
+        del deferred[before:]
+    if c is not None and not c.problems and end and end > start:
+        return end  # a whole fatbin (kept or not): go on after it
+    return start + 1

@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import struct
 
+from rocm_build_backend.binary import magic
 from rocm_build_backend.binary import elf as _elf
-from rocm_build_backend.binary.decompression import ZstdUnavailable, inflate_prefix, lz4_block
 from rocm_build_backend.binary.container import Container, add_note
+from rocm_build_backend.binary.decompression import ZstdUnavailable, inflate_prefix, lz4_block
 from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, SubSource, need
+from rocm_build_backend.binary.walk import walk
 
-FATBIN_MAGIC = b"\x50\xed\x55\xba"
+FATBIN_MAGIC = magic.FATBIN
 KIND_PTX, KIND_ELF = 1, 2
 FLAG_LZ4, FLAG_ZSTD = 0x2000, 0x8000
 FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
 STUB_CHECK_MAX = 64 << 10  # a device-link stub is a few KB; larger cubins are taken to hold code
 STUB_CHECK_ENTRIES = 8  # a container with more ELF entries than this is taken to hold code
 STUB_NOTE = "device-link stub without kernels"
-STUB_ZSTD_NOTE = ("its cubins are compressed with zstd: install rocm-build-backend[zstd] to tell "
+STUB_ZSTD_NOTE = ("its cubins are compressed with zstd and no zstd decoder is installed: install "
+                  "backports.zstd (a dependency of rocm-build-backend before Python 3.14) to tell "
                   "whether it holds kernels or is a device-link stub")
 Pending = list[tuple[int, int, int, int]]  # ELF entries to look into: (start, size, flags, csize)
 Deferred = list[tuple[Container, Pending]]
@@ -191,8 +194,6 @@ def _cubin_has_kernels(src: Source, start: int, size: int, flags: int, csize: in
 
 def walk_fatbins(src: Source, where: str, *, cut: bool = False) -> tuple[list[Container], list[str]]:
     """Every fatbin container of a section or file, back to back."""
-    from rocm_build_backend.binary.walk import walk
-
     deferred: Deferred = []
 
     def reader(s: Source, pos: int, end: int, w: str, c: bool) -> tuple[Container, int | None]:

@@ -7,6 +7,8 @@ Nothing is extracted and no member is held whole in memory. It knows no device f
 from __future__ import annotations
 
 import zipfile
+import zlib
+from bisect import bisect_right
 from typing import IO, Any
 
 from rocm_build_backend.binary import elf as _elf
@@ -17,35 +19,80 @@ from rocm_build_backend.binary.lookahead import Lookahead
 ZIP_MAGIC = b"PK\x03\x04"
 
 
+class _Recent:
+    """The last ``keep`` (or a little more) bytes of a stream's output, as the pieces it came
+    in (nothing copied to append or to drop)."""
+
+    def __init__(self, keep: int) -> None:
+        self._keep = keep
+        self._pieces: list[bytes] = []
+        self._starts: list[int] = []
+        self._held = 0
+
+    def add(self, start: int, data: bytes) -> None:
+        if self._pieces and self._starts[-1] + len(self._pieces[-1]) != start:
+            self._pieces, self._starts, self._held = [], [], 0
+        self._pieces.append(data)
+        self._starts.append(start)
+        self._held += len(data)
+        while self._held - len(self._pieces[0]) >= self._keep:
+            self._held -= len(self._pieces.pop(0))
+            self._starts.pop(0)
+
+    def get(self, offset: int, n: int) -> bytes:
+        """The bytes from ``offset`` on (at most ``n``) that are held; b"" when ``offset`` is not."""
+        if not self._pieces or offset < self._starts[0] or n <= 0:
+            return b""
+        i = bisect_right(self._starts, offset) - 1
+        rel = offset - self._starts[i]
+        piece = self._pieces[i]
+        if rel >= len(piece):
+            return b""
+        if rel + n <= len(piece):
+            return piece[rel : rel + n]
+        parts = [piece[rel:]]
+        got = len(parts[0])
+        for piece in self._pieces[i + 1 :]:
+            if got >= n:
+                break
+            parts.append(piece[: n - got])
+            got += len(parts[-1])
+        return b"".join(parts)
+
+
 class InflateSource:
     """A deflated zip member as a random-access source, inflated on demand.
 
     Reads that move forward continue the current stream; a read behind it (or far ahead)
-    restarts from the nearest saved decompressor state (a copy taken every ``SPACING``
-    bytes of output, ~40 KB each), so the section table at a library's end costs one pass
-    and later reads of earlier sections cost at most a few MiB each. Nothing is kept but
-    the last MiB of output and the restart points.
+    restarts from the nearest saved decompressor state (a copy taken every ``spacing`` bytes
+    of output: 1 MiB, or more for members over 256 MiB, at most 256 of them, ~35 KB each),
+    so the section table at a library's end costs one pass and later reads of earlier
+    sections cost about a MiB each. Nothing is kept but the last MiB of output, the restart
+    points and what the ``Lookahead`` keeps.
     """
 
     IN_CHUNK = 64 << 10
     OUT_STEP = 1 << 20
-    SPACING = 8 << 20
+    SPACING = 8 << 20  # at most this far apart
+    MIN_SPACING = 1 << 20
+    MAX_POINTS = 256
     RECENT = 1 << 20
     MIN_STEP = 64 << 10
 
     def __init__(self, fh: IO[bytes], base: int, csize: int, usize: int) -> None:
-        import zlib
-
         self._zlib = zlib
         self._fh, self._base, self._csize = fh, base, csize
         self.size = usize
         self.damaged = ""
         self.inflated = 0
         self._cps: list[tuple[int, int, Any]] = []
-        self._win = bytearray()
-        self._win_start = 0
+        self._recent = _Recent(self.RECENT)
         self._ahead = Lookahead()
         self._fresh()
+
+    @property
+    def spacing(self) -> int:
+        return min(self.SPACING, max(self.MIN_SPACING, self.size // self.MAX_POINTS))
 
     def _fresh(self) -> None:
         self._d = self._zlib.decompressobj(-15)
@@ -105,32 +152,15 @@ class InflateSource:
         start = self._out
         self._out += len(out)
         self.inflated += len(out)
-        self._remember(start, out)
-        self._ahead.feed(self._win, self._win_start)
-        if not self._eof and (not self._cps or self._out >= self._cps[-1][0] + self.SPACING):
+        self._recent.add(start, out)
+        self._ahead.feed(out, start, self._recent.get)
+        if not self._eof and (not self._cps or self._out >= self._cps[-1][0] + self.spacing):
             self._cps.append((self._out, self._fed - len(self._tail), self._d.copy()))
         return out
 
-    def _remember(self, start: int, data: bytes) -> None:
-        """Keep the last ``RECENT`` (up to twice that) bytes of output in one buffer."""
-        if self._win_start + len(self._win) != start:
-            self._win, self._win_start = bytearray(), start
-        self._win += data
-        if len(self._win) > 2 * self.RECENT:
-            drop = len(self._win) - self.RECENT
-            del self._win[:drop]
-            self._win_start += drop
-
-    def _from_recent(self, off: int, n: int) -> bytes:
-        """The part of [off, off+n) that the recent output holds, from ``off`` on."""
-        s = off - self._win_start
-        if s < 0 or s >= len(self._win):
-            return b""
-        return bytes(self._win[s : s + n])
-
     def _seek(self, pos: int) -> None:
         """Move the stream to output offset ``pos`` (restart behind, inflate ahead)."""
-        if pos < self._out or pos - self._out > self.SPACING:
+        if pos < self._out or pos - self._out > self.spacing:
             cp = None
             for c in reversed(self._cps):
                 if c[0] <= pos:
@@ -147,6 +177,10 @@ class InflateSource:
             if not self._step(min(pos - self._out, self.OUT_STEP)):
                 return
 
+    def magic_offsets(self, start: int, end: int) -> list[int] | None:
+        """Where fatbin magics start in ``[start, end)``, when the first pass saw it all."""
+        return self._ahead.magic_offsets(start, end)
+
     def read(self, offset: int, n: int) -> bytes:
         if offset < 0 or n <= 0 or offset >= self.size:
             return b""
@@ -154,7 +188,7 @@ class InflateSource:
         kept = self._ahead.get(offset, n)
         if kept is not None and len(kept) == n:
             return kept
-        head = self._from_recent(offset, n)
+        head = self._recent.get(offset, n)
         if len(head) == n:
             return head
         pos = offset + len(head)

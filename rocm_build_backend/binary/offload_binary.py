@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 
+from rocm_build_backend.binary import magic
 from rocm_build_backend.binary import elf as _elf
 from rocm_build_backend.binary.amdgpu import canonical_target
 from rocm_build_backend.binary.decompression import ZSTD_MAGIC, ZSTD_NOTE, ZstdUnavailable, inflate_prefix
@@ -15,7 +16,7 @@ from rocm_build_backend.binary.container import Container, add_note
 from rocm_build_backend.binary.elf import BytesSource, FormatError, Source, need
 from rocm_build_backend.binary.printable import printable
 
-OFFLOAD_MAGIC = b"\x10\xff\x10\xad"
+OFFLOAD_MAGIC = magic.OFFLOAD
 _IMAGE_KINDS = {1: "object", 2: "LLVM bitcode", 3: "cubin", 4: "fatbinary", 5: "PTX", 6: "SPIR-V"}
 
 

@@ -1,7 +1,8 @@
-"""The audit's report model: ``FileReport`` per file, ``AuditReport`` for a run, and how
-both are written as JSON and as a text table.
+"""The audit's report model: ``FileReport`` per file, ``AuditReport`` for a run, and both as
+plain JSON data.
 
-It holds no reader and does no I/O; the readers fill it, ``verify`` judges it.
+It holds no reader, does no I/O and writes no text (``cli/render.py`` lays it out for people);
+the readers fill it, ``verify`` judges it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.binary.container import Container
-from rocm_build_backend.binary.printable import printable
+from rocm_build_backend.errors import CANNOT_TELL, OK
 from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
 
 MAX_PROBLEMS = 100  # problems kept per file and per container
@@ -188,8 +189,6 @@ class AuditReport:
         """The ``audit`` command's exit status: 0 when every file was read completely, else
         3 (cannot tell what a damaged, cut or unread file holds). An audit says what is
         there; it has no "no" (1)."""
-        from rocm_build_backend.errors import CANNOT_TELL, OK
-
         return OK if self.ok else CANNOT_TELL
 
     @property
@@ -210,57 +209,3 @@ class AuditReport:
             "ok": self.ok,
             "skipped": self.skipped,
         }
-
-    def to_text(self) -> str:
-        """A table: one row per file, one indented row per container when there are several.
-
-        Every string that came from a file (paths, targets, notes, problems) is passed
-        through ``printable``, so a control character in a binary cannot forge a line.
-        """
-        rows = [tuple(printable(cell) for cell in row) for row in self._rows()]
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = [printable(self.source)] if self.source else []
-        for r in rows:
-            cells = "  ".join(f"{r[i]:<{widths[i]}}" for i in range(4))
-            lines.append((cells + "  " + r[4]) if r[4] else cells.rstrip())
-        if not self.files:
-            lines.append("(no binaries)")
-        lines.append("")
-        lines.append("targets: " + (printable(", ".join(self.targets)) if self.targets else "none"))
-        if self.skipped:
-            lines.append(f"{self.skipped} other file(s) hold no device code and are not listed")
-        problems = list(self.problems) + [f"{f.path}: {p}" for f in self.files for p in f.problems]
-        problems += [f"{f.path}: {c.note}" for f in self.files for c in f.containers if not c.read]
-        if problems:
-            lines.append("problems:")
-            lines.extend(f"  {printable(p)}" for p in problems)
-        return "\n".join(lines)
-
-    def _rows(self) -> list[tuple[str, str, str, str, str]]:
-        rows = [("FILE", "KIND", "TARGETS", "EVERY KERNEL", "NOTE")]
-        several = len(self._archives()) > 1
-        for f in self.files:
-            name = f"{f.archive}!{f.path}" if several else f.path
-            if not f.containers:
-                rows.append((name, f.kind, "no device code" if f.readable else "(unreadable)", "", ""))
-                continue
-            every = "same" if f.complete == f.targets else (", ".join(f.complete) or "none")
-            note = f.containers[0].note if len(f.containers) == 1 else f"{len(f.containers)} containers"
-            if not f.readable:
-                note = "damaged (see problems)" + (f"; {note}" if note else "")
-            rows.append((name, f.kind, ", ".join(f.targets) or "(none read)", every, note))
-            if len(f.containers) > 1:
-                # containers that hold the same thing share a row (libtorch_cuda: 444 fatbins)
-                groups: dict[tuple[str, str, tuple[str, ...], str, bool, bool], list[Container]] = {}
-                for c in f.containers:
-                    key = (c.where, c.kind, tuple(c.targets), c.note, c.kernels, c.read)
-                    groups.setdefault(key, []).append(c)
-                for (where, kind, targets, cnote, _k, _r), cs in groups.items():
-                    label = f"  {where} +0x{cs[0].offset:x}" if len(cs) == 1 else f"  {where} x{len(cs)}"
-                    rows.append((label, kind, ", ".join(targets) or "-", "", cnote))
-        return rows
-
-    def _archives(self) -> set[str]:
-        return {f.archive for f in self.files if f.archive}
-
-

@@ -13,7 +13,10 @@ The outcome of one file is a ``FileResult``: ``none`` (no device code), ``unchan
 ``kept-whole`` (a format this tool cannot rewrite safely; ``reason`` says which). A damaged
 container raises ``FormatError``. After a rewrite the new bytes are audited again; when the
 audit does not agree with the plan the result is ``kept-whole`` with ``restore`` set, and the
-caller puts the original bytes back. Nothing here reads wheels or prints.
+caller puts the original bytes back. A thinned library is then compacted (``compact``): its
+kept device code packed and the freed bytes cut from the file, addresses unchanged; the
+result's ``data`` holds those bytes, and they must audit exactly as the in-place rewrite did
+(else the same restore). Nothing here reads wheels or prints.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from functools import partial
 from typing import Callable
 
 from rocm_build_backend.binary import amdgpu, bundle, ccob, cubin, elf, fatbin, offload_binary, walk
+from rocm_build_backend.binary.audit import audit_bytes
+from rocm_build_backend.binary.compact import compacted
 from rocm_build_backend.binary.elf import BytesSource, Source
-from rocm_build_backend.errors import FormatError
 from rocm_build_backend.binary.rewrite_amd import plan_bundle, plan_ccob, plan_offloading
 from rocm_build_backend.binary.rewrite_cuda import plan_fatbin
 from rocm_build_backend.binary.rewrite_plan import Buffer, CannotThin, Plan, Selector
+from rocm_build_backend.errors import FormatError
 
 _Planner = Callable[[Source, int, int, Selector], "tuple[Plan, int, int]"]
 _HIP: dict[bytes, _Planner] = {bundle.BUNDLE_MAGIC[:4]: plan_bundle, ccob.CCOB_MAGIC: plan_ccob}
@@ -46,6 +51,9 @@ class FileResult:
     plan: Plan | None = None
     new_size: int | None = None  # a standalone container file is cut here
     restore: bool = False  # the buffer was changed and must be replaced by the original
+    data: bytearray | None = None  # the compacted library: write these bytes, not the buffer
+    layout: str = ""  # a thinned library: "compacted", or "in place" with layout_reason
+    layout_reason: str = ""
 
     @property
     def targets(self) -> list[str]:
@@ -154,8 +162,6 @@ def audit_agrees(buf: Buffer, result: FileResult, name: str) -> str:
 
     A fatbin container emptied by thinning reads back as holding no entries: expected.
     """
-    from rocm_build_backend.binary.audit import audit_bytes
-
     report = audit_bytes(buf, name)  # type: ignore[arg-type]  # any buffer works
     problems = [p for p in report.problems if "holds no entries" not in p]
     if problems:
@@ -166,9 +172,10 @@ def audit_agrees(buf: Buffer, result: FileResult, name: str) -> str:
     return ""
 
 
-def thin_buffer(buf: Buffer, sel: Selector, name: str = "file") -> FileResult:
-    """Plan, apply and check. The buffer changes only for a ``thinned`` result, or for a
-    ``kept-whole`` one with ``restore`` set: the caller must then put the original back."""
+def thin_buffer(buf: Buffer, sel: Selector, name: str = "file", *, compact: bool = True) -> FileResult:
+    """Plan, apply and check; with ``compact``, a thinned library is compacted too (``data``).
+    The buffer changes only for a ``thinned`` result, or for a ``kept-whole`` one with
+    ``restore`` set: the caller must then put the original back."""
     result = plan_file(buf, sel)
     if result.action != "thinned" or result.plan is None:
         return result
@@ -177,4 +184,28 @@ def thin_buffer(buf: Buffer, sel: Selector, name: str = "file") -> FileResult:
     problem = audit_agrees(view, result, name)
     if problem:
         return FileResult("kept-whole", kept=result.kept, reason=problem, restore=True)
+    if result.new_size is None and buf[:4] == elf.ELF_MAGIC:
+        return _compacted(buf, result, name) if compact else _in_place(result, "not asked for")
+    return result
+
+
+def _in_place(result: FileResult, why: str) -> FileResult:
+    result.layout, result.layout_reason = "in place", why
+    return result
+
+
+def _compacted(buf: Buffer, result: FileResult, name: str) -> FileResult:
+    """The thinned library compacted, when its layout allows and its audit stays the same."""
+    def facts(data: Buffer) -> tuple[object, ...]:
+        r = audit_bytes(data, name)  # type: ignore[arg-type]  # any buffer works
+        return r.targets, r.complete, r.modules, r.problems
+
+    before = facts(buf)
+    data, why = compacted(buf)
+    if facts(data if data is not None else buf) != before:  # (a failed cut may leave buf packed)
+        return FileResult("kept-whole", kept=result.kept, restore=True,
+                          reason="the compacted file does not read back as the thinned one")
+    if data is None:
+        return _in_place(result, why)
+    result.data, result.layout = data, "compacted"
     return result

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import zlib
 from dataclasses import dataclass
 
 from rocm_build_backend.binary import bundle, ccob, decompression, offload_binary, walk
 from rocm_build_backend.binary.elf import BytesSource, Source, msg
-from rocm_build_backend.errors import FormatError
 from rocm_build_backend.binary.rewrite_plan import CannotThin, Plan, Selector
+from rocm_build_backend.errors import FormatError
 
 MAX_INFLATE = 1 << 30  # one compressed bundle inflated in memory, at most
 ZSTD_LEVEL = 3  # the offload bundler's zstd level (long-distance matching on)
@@ -128,9 +129,9 @@ def _alignment(entries: list[Entry]) -> int:
     return align
 
 
-def compact_bundle(data: bytes, kept_entries: list[Entry], align: int) -> bytes:
+def compact_bundle(data: bytes | memoryview, kept_entries: list[Entry], align: int) -> bytes:
     """A new bundle holding ``kept_entries`` (host entries size 0), code objects copied as
-    they are, each at a multiple of ``align``."""
+    they are, each at a multiple of ``align``; ``data`` is the whole old bundle."""
     if len({e.ident for e in kept_entries}) != len(kept_entries):
         raise CannotThin("a compressed bundle names the same entry twice")
     offsets: dict[str, int] = {}
@@ -148,7 +149,10 @@ def compact_bundle(data: bytes, kept_entries: list[Entry], align: int) -> bytes:
     out[: len(table)] = table
     for e in kept_entries:
         if e.size:
-            out[offsets[e.ident] : offsets[e.ident] + e.size] = data[e.offset : e.offset + e.size]
+            code = data[e.offset : e.offset + e.size]
+            if len(code) != e.size:  # never let a short slice change the bundle's length
+                raise FormatError(f"bundle entry {e.ident}: {e.size} bytes at +0x{e.offset:x}, {len(code)} present")
+            out[offsets[e.ident] : offsets[e.ident] + e.size] = code
     return bytes(out)
 
 
@@ -198,16 +202,15 @@ def inflate_all(method: int, src: Source, start: int, end: int, usize: int) -> b
 
 def compress(method: int, data: bytes) -> bytes:
     if method == 0:
-        import zlib
-
         return zlib.compress(data, ZLIB_LEVEL)
-    try:
-        import zstandard
-    except ImportError:  # pragma: no cover - the zstd extra
-        raise CannotThin(decompression.ZSTD_NOTE) from None
-    params = zstandard.ZstdCompressionParameters.from_level(
-        ZSTD_LEVEL, source_size=len(data), enable_ldm=True, write_content_size=True)
-    return bytes(zstandard.ZstdCompressor(compression_params=params).compress(data))
+    zstd = decompression.zstd_module()
+    if zstd is None:  # pragma: no cover - a dependency before Python 3.14
+        raise CannotThin(decompression.ZSTD_NOTE)
+    param = zstd.CompressionParameter
+    options = {param.compression_level: ZSTD_LEVEL, param.enable_long_distance_matching: 1,
+               param.content_size_flag: 1}
+    # one call with the whole input: zstd knows its size, writes it and sizes its tables for it
+    return bytes(zstd.ZstdCompressor(options=options).compress(data, zstd.ZstdCompressor.FLUSH_FRAME))
 
 
 def ccob_bytes(version: int, method: int, data: bytes, payload: bytes, total: int | None = None) -> bytes:
@@ -306,6 +309,8 @@ def plan_offloading(src: Source, start: int, end: int, sel: Selector) -> Plan:
     out = start
     for i, (bpos, size, _t, _k) in enumerate(kept):
         data = bytearray(src.read(bpos, size))
+        if len(data) != size:
+            raise CannotThin(f".llvm.offloading: a blob of {size} bytes is too large to move")
         if i == len(kept) - 1:
             struct.pack_into("<Q", data, 8, end - out)
         plan.writes.append((out, bytes(data)))

@@ -72,7 +72,10 @@ def plan_fatbin(src: Source, offset: int, limit: int, sel: Selector) -> tuple[Pl
         if (pos - out) % ALIGN:
             raise CannotThin(f"fatbin at 0x{offset:x}: an entry would move by {pos - out} bytes, not a multiple of {ALIGN}")
         if pos != out:
-            plan.writes.append((out, src.read(pos, length)))
+            data = src.read(pos, length)
+            if len(data) != length:  # larger than one read: never write a cut-short entry
+                raise CannotThin(f"fatbin at 0x{offset:x}: an entry of {length} bytes is too large to move")
+            plan.writes.append((out, data))
         out += length
     plan.writes.append((offset + 8, struct.pack("<Q", out - body)))
     plan.zeros.append((out, old_end))

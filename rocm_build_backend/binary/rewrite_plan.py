@@ -18,7 +18,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Union
 
+from rocm_build_backend.errors import UnknownTargetError
+from rocm_build_backend.gpu.compat import why_not
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.vendor import vendor_of
 
 _NV = re.compile(r"(sm|compute)_[0-9]+[af]?")
 _AMD_PROC = re.compile(r"gfx[0-9a-f]+|gfx[0-9]+(?:-[0-9]+)?-generic")
@@ -91,12 +94,10 @@ class Selector:
 
         Raises CannotThin for a code target the loader rules do not cover.
         """
-        from rocm_build_backend.gpu.compat import why_not
-
         if _NV.fullmatch(code):
             obj = GpuTarget(code)
-        elif code == "amdgcnspirv":  # AMD SPIR-V: compiled at load time for any AMD GPU
-            return any(t.vendor == "amd" for t in self.targets)
+        elif code == "amdgcnspirv":  # AMD SPIR-V: compiled at load time for any GPU of its vendor
+            return any(t.vendor == vendor_of(code).name for t in self.targets)
         else:
             obj = _amd_code(code)
         for device in self.targets:
@@ -105,6 +106,8 @@ class Selector:
             try:
                 if why_not(obj, device) is None:
                     return True
+            except UnknownTargetError:  # sm_35: code for a GPU the tables no longer list
+                raise CannotThin(f"device code for {code!r}, a target this tool cannot judge") from None
             except (AssertionError, KeyError) as exc:  # pragma: no cover - guarded by the regexes
                 raise CannotThin(f"cannot judge {code}: {exc}") from None
         return False

@@ -13,7 +13,7 @@ from rocm_build_backend.binary.bundle import BUNDLE_MAGIC, read_bundle
 from rocm_build_backend.binary.ccob import CCOB_MAGIC, read_ccob
 from rocm_build_backend.binary.container import Container
 from rocm_build_backend.binary.elf import FormatError, Source
-from rocm_build_backend.binary.fatbin import FATBIN_MAGIC
+from rocm_build_backend.binary.fatbin import FATBIN_MAGIC, read_fatbin
 from rocm_build_backend.binary.offload_binary import OFFLOAD_MAGIC, read_offload_binary
 from rocm_build_backend.binary.report import FileReport
 
@@ -49,8 +49,6 @@ def scan(src: Source, r: FileReport) -> None:
 
 
 def _scan(src: Source, size: int, r: FileReport) -> int:
-    from rocm_build_backend.binary.fatbin import read_fatbin
-
     readers: dict[bytes, Callable[[int], tuple[Container, int | None]]] = {
         BUNDLE_MAGIC: lambda p: read_bundle(src, p, size, "scan", cut=True),
         CCOB_MAGIC: lambda p: read_ccob(src, p, size, "scan", cut=True),

@@ -11,11 +11,16 @@ from __future__ import annotations
 from typing import Sequence
 
 from rocm_build_backend.binary import elf as _elf
+from rocm_build_backend.binary import embedded
 from rocm_build_backend.binary.amdgpu import code_object_container
 from rocm_build_backend.binary.bundle import parse_bundle_id
 from rocm_build_backend.binary.container import Container
+from rocm_build_backend.binary.cubin import cubin_container
 from rocm_build_backend.binary.elf import FormatError, Source, SubSource, msg
+from rocm_build_backend.binary.fatbin import walk_fatbins
 from rocm_build_backend.binary.report import FileReport
+from rocm_build_backend.binary.scan import scan
+from rocm_build_backend.binary.walk import walk_hip_fatbin, walk_offloading
 
 DEVICE_SECTIONS = {".hip_fatbin", ".nv_fatbin", "__nv_relfatbin", ".llvm.offloading"}
 _BUNDLE_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"
@@ -52,13 +57,10 @@ def audit_elf(src: Source, r: FileReport) -> None:
         _device_elf(src, hdr, r)
         return
     r.kind = "elf"
-    from rocm_build_backend.binary import embedded
 
     try:  # the data sections too, once: searched only when the device sections hold no kernels
         table = _elf.read_sections(src, hdr, lambda n, t: _sections_wanted(n, t) or embedded.wanted(n, t))
     except FormatError as exc:
-        from rocm_build_backend.binary.scan import scan
-
         r.problems.append(msg(exc))
         scan(src, r)
         return
@@ -80,8 +82,6 @@ def _device_elf(src: Source, hdr: _elf.ElfHeader, r: FileReport) -> None:
         r.kind = "code-object"
         r.containers.append(code_object_container(hdr))
     else:
-        from rocm_build_backend.binary.cubin import cubin_container
-
         r.kind = "cubin"
         r.containers.append(cubin_container(src, hdr))
     problem = _truncation(src, hdr)
@@ -91,8 +91,6 @@ def _device_elf(src: Source, hdr: _elf.ElfHeader, r: FileReport) -> None:
 
 def _walk_sections(src: Source, sections: Sequence[_elf.Section], r: FileReport) -> None:
     """Each device section with its reader, in file order."""
-    from rocm_build_backend.binary.walk import walk_hip_fatbin, walk_offloading
-
     bundle_sections = []
     for sec in sorted(sections, key=lambda s: (s.offset, s.index)):
         if sec.type == _elf.SHT_NOBITS or sec.size == 0:
@@ -108,8 +106,6 @@ def _walk_sections(src: Source, sections: Sequence[_elf.Section], r: FileReport)
         if sec.name == ".hip_fatbin":
             found, problems = walk_hip_fatbin(sub, sec.name, cut=cut)
         elif sec.name in (".nv_fatbin", "__nv_relfatbin"):
-            from rocm_build_backend.binary.fatbin import walk_fatbins
-
             found, problems = walk_fatbins(sub, sec.name, cut=cut)
         else:
             found, problems = walk_offloading(sub, sec.name)

@@ -1,17 +1,16 @@
 """``verify``: does the audited device code cover the targets a build asked for?
 
-Matching rule (the loader's, see ``gpu.compat``): a requested target is covered by a file
-when each of the file's containers with kernels holds code that loads on every device
-configuration the request stands for. A bare request such as ``gfx90a`` stands for the
-processor in each xnack/sramecc mode it supports, so it is met by ``gfx90a`` code (built
-for "any") or by ``gfx90a:xnack+`` and ``gfx90a:xnack-`` together, not by
-``gfx90a:xnack-`` alone; ``gfx90a:xnack-`` is met by ``gfx90a`` or ``gfx90a:xnack-``.
-Generic code (``gfx9-4-generic``) meets a request for a processor it covers (the HIP
-runtime loads it from ROCm 6.4 on) unless ``generic_ok=False``. NVIDIA: ``sm_XY`` is met
-by a cubin that loads on sm_XY (same major, minor <= Y; PTX alone does not count, it is a
-JIT fallback), ``sm_XYa``/``sm_XYf`` and ``compute_XY`` only by exactly that target.
+Matching rule (the loader's): a requested target is covered by a file when each of the file's
+containers with kernels holds code that serves it; what serves a request is its vendor's rule
+(``BuildVendor.covers``, in ``gpu/<vendor>/loader.py``). AMD: a bare request such as ``gfx90a``
+stands for the processor in each xnack/sramecc mode it supports, so it is met by ``gfx90a``
+code (built for "any") or by ``gfx90a:xnack+`` and ``gfx90a:xnack-`` together, not by
+``gfx90a:xnack-`` alone; generic code (``gfx9-4-generic``) meets a request for a processor it
+covers (the HIP runtime loads it from ROCm 6.4 on) unless ``generic_ok=False``. NVIDIA:
+``sm_XY`` is met by a cubin that loads on sm_XY (PTX alone does not count, it is a JIT
+fallback), ``sm_XYa``/``sm_XYf`` and ``compute_XY`` only by exactly that target.
 
-It reads no bytes: it works on an ``AuditReport``.
+It reads no bytes: it works on an ``AuditReport``. It branches on no vendor.
 """
 
 from __future__ import annotations
@@ -23,64 +22,18 @@ from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.binary.report import AuditReport, FileReport, target_obj, units
 from rocm_build_backend.errors import TargetMismatchError
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
+from rocm_build_backend.gpu.vendor import build_side, vendor_of, vendors
 
 
 def _vendor(target: str) -> str:
-    return "nvidia" if target.startswith(("sm_", "compute_")) else "amd"
-
-
-def _configs(req: GpuTarget) -> list[GpuTarget]:
-    """The device configurations a requested AMD target stands for."""
-    row = req.info
-
-    def modes(value: str | None, feature: str) -> list[str | None]:
-        if value:
-            return [value]
-        return ["+", "-"] if row.get(feature, True) else [None]
-
-    return [GpuTarget(req.processor, sramecc=s, xnack=x)
-            for s in modes(req.sramecc, "sramecc") for x in modes(req.xnack, "xnack")]
-
-
-def _amd_loads(code: GpuTarget, device: GpuTarget, generic_ok: bool) -> str | None:
-    """None when ``code`` loads on ``device``; else why not."""
-    if code.processor == device.processor:
-        for feat in ("sramecc", "xnack"):
-            built, mode = getattr(code, feat), getattr(device, feat)
-            if built and mode and built != mode:
-                return f"{code} code does not load on {device.processor} running {feat}{mode}"
-            if built and not mode:
-                return f"{code} code does not load on {device.processor} running {feat}{'-' if built == '+' else '+'}"
-        return None
-    from rocm_build_backend.gpu.compat import why_not
-
-    try:
-        return why_not(code, device, generic_ok=generic_ok)
-    except Exception:  # a processor the table does not know
-        return f"{code} is for {code.processor}"
+    """The vendor of a code target name (a name no vendor claims counts as the first vendor's)."""
+    return vendor_of(target.split(":", 1)[0]).name
 
 
 def _unit_covers(unit: set[str], req: GpuTarget, generic_ok: bool) -> str | None:
     """None when the unit's code covers the request; else a reason."""
-    codes = [t for t in (target_obj(x) for x in unit) if t is not None]
-    if req.vendor == "nvidia":
-        name = str(req)
-        if name.startswith("compute_") or name[-1] in "af":
-            return None if name in unit else f"no {name} code"
-        from rocm_build_backend.gpu.compat import loads_on
-
-        sass = [c for c in codes if c.processor.startswith("sm_")]
-        return None if any(loads_on(c, req) for c in sass) else f"no cubin that loads on {name}"
-    amd = [c for c in codes if c.vendor == "amd"]
-    for device in _configs(req):
-        why = [_amd_loads(c, device, generic_ok) for c in amd]
-        if all(w is not None for w in why):
-            # say why only when the file has code for this processor (a feature mode) or
-            # generic code for it; "gfx908 is not gfx942" helps nobody
-            same = [w for c, w in zip(amd, why) if c.processor == req.processor]
-            generic = [w for w in why if w and "ROCm 6.4" in w]
-            return (same or generic or [f"no code for {device}"])[0]
-    return None
+    codes = [t for t in (target_obj(x) for x in unit) if t is not None and t.vendor == req.vendor]
+    return build_side(req.vendor).covers(codes, req, generic_ok=generic_ok)
 
 
 def _fmt(targets: Sequence[GpuTarget | str]) -> str:
@@ -115,7 +68,8 @@ def verify(report: AuditReport, requested: Sequence[GpuTarget | str], *, generic
             if not c.read:
                 problems.append(f"{where}{f.path}: cannot check its targets ({c.note})")
     device = report.device_files
-    for vendor in ("amd", "nvidia"):
+    for found in vendors():
+        vendor = found.name
         vreqs = [r for r in reqs if r.vendor == vendor]
         if not vreqs:
             continue
@@ -124,7 +78,7 @@ def verify(report: AuditReport, requested: Sequence[GpuTarget | str], *, generic
         if not files:
             label = where.rstrip(": ") or report.source or "the input"
             what = "no GPU device code at all" if not device else (
-                f"no {'AMD' if vendor == 'amd' else 'NVIDIA'} device code")
+                f"no {found.label} device code")
             problems.append(f"{label} holds {what}; {_fmt(vreqs)} {_was(len(vreqs))} requested")
             continue
         for f in files:
@@ -191,5 +145,8 @@ def mismatch_error(problems: Sequence[str]) -> TargetMismatchError:
         message = f"{len(problems)} problems with the built wheel's device code:\n  " + "\n  ".join(problems)
     hint = HINT
     if any("cannot check" in p for p in problems):
-        hint = "install rocm-build-backend[zstd] so compressed device code can be read; " + HINT
+        hint = ("install backports.zstd (a dependency of rocm-build-backend before Python 3.14) so "
+                "compressed device code can be read")
+        if not all("cannot check" in p for p in problems):
+            hint += "; " + HINT
     return TargetMismatchError(message, hint=hint)

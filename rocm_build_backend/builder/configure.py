@@ -2,25 +2,40 @@
 
 Edits ``pyproject.toml`` with tomlkit (comments and layout stay), then re-reads the result with
 tomllib and refuses, writing nothing, unless it parses and only ``[build-system]`` and
-``[tool.rocm-build-backend]`` changed. A command, never imported by the build hooks: tomlkit is
-imported inside it. Builds nothing.
+``[tool.rocm-build-backend]`` changed. The file is read as a regular file only (a folder, a FIFO,
+a symlink to ``/dev/zero`` are refused, never replaced), at most 1 MiB, nesting bounded by
+the parser's recursion (too deep: one error); it is replaced in one rename, with its mode, and
+only while it still holds what was read (``files.replace_if_unchanged``). A command, never
+imported by the build hooks: tomlkit is imported inside it. Builds nothing.
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import os
+import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+import tomlkit
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from tomlkit.items import InlineTable
+
 from rocm_build_backend.builder.project import LEGACY, SHIM
 from rocm_build_backend.errors import CANNOT_TELL, ConfigError, RocmBuildBackendError
-
+from rocm_build_backend.files import kind_of, read_regular, replace_if_unchanged
 
 REQUIREMENT = "rocm-build-backend"
+SCHEMA_VERSION = 1  # of Configured.to_json
 
 
 class UnreadableFileError(RocmBuildBackendError):
@@ -42,6 +57,13 @@ class Configured:
     message: str
     before: str  # "" when the file did not exist
     after: str
+    written: bool = False  # False with write=False, or when nothing changed
+    wrapped: str | None = None  # the backend the shim now wraps; None when it already built through it
+
+    def to_json(self) -> dict[str, Any]:
+        """``configure --json``: schema ``data/schemas/configure.schema.json``, docs/json/configure.md."""
+        return {"schema_version": SCHEMA_VERSION, "file": str(self.file), "changed": self.changed,
+                "written": self.written, "wrapped": self.wrapped, "message": self.message, "diff": self.diff()}
 
     def diff(self) -> str:
         """A unified diff of the change ("" when nothing changes)."""
@@ -59,23 +81,14 @@ def _diff_lines(text: str) -> list[str]:
     return lines
 
 
-def _tomllib() -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    return tomllib
-
-
 def _read_text(file: Path) -> str:
     try:
-        with open(file, "rb") as fh:
-            raw = fh.read(MAX_PYPROJECT_BYTES + 1)
+        raw = read_regular(file, MAX_PYPROJECT_BYTES)
     except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise ConfigError([f"{file} is too large ({MAX_PYPROJECT_BYTES} bytes at most)"],
+                              hint="give the pyproject.toml of a Python project") from None
         raise UnreadableFileError(f"cannot read {file}: {exc.strerror}", hint="check the file's permissions") from None
-    if len(raw) > MAX_PYPROJECT_BYTES:
-        raise ConfigError([f"{file} is too large ({MAX_PYPROJECT_BYTES} bytes at most)"],
-                          hint="give the pyproject.toml of a Python project")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -83,18 +96,17 @@ def _read_text(file: Path) -> str:
 
 
 def _parse(text: str, file: Path) -> dict[str, Any]:
-    tomllib = _tomllib()
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"cannot read {file}: {exc}"], hint="fix the TOML syntax, then run configure again") from None
+    except RecursionError:
+        raise ConfigError([f"cannot read {file}: its arrays or tables are nested too deeply"],
+                          hint="a pyproject.toml nests a few levels; fix the file") from None
     return data
 
 
 def _has_requirement(requires: list[Any]) -> bool:
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     for item in requires:
         if not isinstance(item, str):
             continue
@@ -159,9 +171,6 @@ def _edit(text: str, system: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 
 def _with_ours(doc: Any, ours: dict[str, Any]) -> str:
     """DOC's text with our table: keys added to an existing one, else a new table at the end."""
-    import tomlkit
-    from tomlkit.items import InlineTable
-
     tool = doc.get("tool")
     if tool is not None and _TABLE in tool:
         for key, value in ours.items():
@@ -195,11 +204,10 @@ def _others(data: dict[str, Any]) -> dict[str, Any]:
 def _checked(before: dict[str, Any], candidates: list[str], system: dict[str, Any],
              ours: dict[str, Any]) -> str | None:
     """The first candidate that parses and changes nothing but our two tables."""
-    tomllib = _tomllib()
     for text in candidates:
         try:
             after = tomllib.loads(text)
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):
             continue
         if (_others(after) == _others(before) and after.get("build-system") == system
                 and (after.get("tool") or {}).get(_TABLE) == ours):
@@ -207,19 +215,34 @@ def _checked(before: dict[str, Any], candidates: list[str], system: dict[str, An
     return None
 
 
-def _write_atomically(file: Path, text: str) -> None:
-    """Replace FILE with TEXT in one rename, keeping its mode; on any failure the file is untouched."""
-    mode = file.stat().st_mode & 0o7777 if file.exists() else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
+def _write_atomically(file: Path, text: str, before: str | None) -> None:
+    """Replace FILE with TEXT in one rename, keeping its mode, only while it still holds
+    BEFORE (None: while it does not exist); on any failure the file is untouched."""
+    mode = None
+    if before is not None:
+        try:
+            mode = file.stat().st_mode & 0o7777
+        except OSError:
+            mode = None
+    replace_if_unchanged(file, text.encode("utf-8"), None if before is None else before.encode("utf-8"), mode=mode)
+
+
+def _regular_or_absent(file: Path, write: bool) -> bool:
+    """Whether FILE exists; ConfigError for anything that is not a regular file (a folder, a
+    FIFO, a device, and, when writing, a symlink: configure replaces files, not links)."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        st = os.lstat(file)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise UnreadableFileError(f"cannot read {file}: {exc.strerror}", hint="check the folder's permissions") from None
+    if stat.S_ISLNK(st.st_mode) and (write or not file.is_file()):
+        raise ConfigError([f"{file} is a symlink ({os.readlink(file)}); configure edits only a regular file"],
+                          hint="edit the file it points to by hand, or replace the link by a copy")
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+        raise ConfigError([f"{file} is {kind_of(st.st_mode)}, not a file; it is left as it is"],
+                          hint="give the folder of a Python project whose pyproject.toml is a file")
+    return True
 
 
 _NEW_FILE = (f'[build-system]\nrequires = ["setuptools>=40.8.0", "{REQUIREMENT}"]\nbuild-backend = "{SHIM}"\n\n'
@@ -235,7 +258,7 @@ def _new_text(file: Path, before: str) -> tuple[str, str]:
             f'and backend = "{wrapped}" under [tool.rocm-build-backend]')
     try:
         edited = _edit(before, system, ours)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a layout tomlkit cannot edit
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:  # a layout tomlkit cannot edit
         raise ConfigError([f"cannot edit {file} safely ({type(exc).__name__}: {exc})"], hint=hint) from None
     candidates = [text.replace("\r\n", "\n").replace("\n", "\r\n") if crlf else text for text in edited]
     after = _checked(data, candidates, system, ours)
@@ -253,19 +276,19 @@ def configure(path: Path, *, write: bool = True) -> Configured:
     path = path.resolve()
     file = path / "pyproject.toml"
     verb = "updated" if write else "would update"
-    if not file.is_file():
+    if not _regular_or_absent(file, write):
         if not (path / "setup.py").is_file():
             raise ConfigError([f"{path} has no pyproject.toml or setup.py"], hint="give a Python project's folder")
         done = Configured(file, True, f"{'wrote' if write else 'would write'} {file}: builds through "
-                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE)
+                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE, written=write, wrapped=LEGACY)
         if write:
-            _write_atomically(file, _NEW_FILE)
+            _write_atomically(file, _NEW_FILE, None)
         return done
     before = _read_text(file)
     if (_parse(before, file).get("build-system") or {}).get("build-backend") == SHIM:
         return Configured(file, False, f"{file} already builds through rocm-build-backend", before, before)
     after, wrapped = _new_text(file, before)
     if write:
-        _write_atomically(file, after)
+        _write_atomically(file, after, before)
     return Configured(file, True, f"{verb} {file}: builds through rocm-build-backend, wrapping {wrapped}",
-                      before, after)
+                      before, after, written=write, wrapped=wrapped)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Callable
 
 MAX_TEXT = 1 << 20  # the tail of a build's output that is looked at
@@ -36,8 +37,6 @@ _NVIDIA = re.compile(r"nvcc fatal|HIP_PLATFORM\s*=\s*nvidia|__HIP_PLATFORM_(?:NV
 
 def installed_torch() -> str | None:
     """The version of the torch installed where this build runs, from its metadata (no import)."""
-    from importlib import metadata
-
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -69,8 +68,8 @@ def _torch_cuda(text: str, torch: Callable[[], str | None]) -> Cause | None:
         return None
     return Cause(f"the installed torch {version} is not a ROCm build, so PyTorch builds the extension "
                  "for CUDA with nvcc instead of hipcc",
-                 "install ROCm's torch for your ROCm version (pip install torch --index-url "
-                 "https://download.pytorch.org/whl/rocmX.Y), then build again")
+                 "install ROCm's torch for your ROCm version (the ROCm command of PyTorch's install "
+                 "selector: pip install torch with PyTorch's rocmX.Y index), then build again")
 
 
 def _nvidia(text: str, torch: Callable[[], str | None]) -> Cause | None:

@@ -1,43 +1,74 @@
 """Step 6 of a build: the one place that sets ``os.environ``, for the wrapped backend's hook only.
 
-``with applied(plan):`` sets the plan's variables (and puts the pinned tools first on PATH),
-then restores the environment exactly as it was. Computes nothing: the plan is made before.
+``with applied(plan) as world:`` sets the plan's variables, puts the pinned tools first on PATH,
+puts the pinned compilers in place (``enforce``) and writes the merged setuptools configuration
+(``parallel``), then restores the environment exactly as it was and removes its temporary
+folder. ``world.record`` is the file the pinned compilers append to (read it before the block
+ends). Computes nothing: the plan is made before.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
-if TYPE_CHECKING:
-    from rocm_build_backend.builder.plan import BuildPlan
+from rocm_build_backend.builder.enforce import RECORD_VAR, install
+from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.parallel import merged_config
+from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
+from rocm_build_backend.builder.plan import BuildPlan
+
+
+@dataclass
+class World:
+    """What ``applied`` put in place for the block."""
+
+    record: Path | None = None  # the pinned compilers' record, when enforcement is on
 
 
 @contextmanager
-def applied(plan: BuildPlan | None) -> Iterator[None]:
+def applied(plan: BuildPlan | None) -> Iterator[World]:
     """Set the plan's variables (and pinned tools first on PATH) for the block; restore after.
 
     ``None`` (no plan) changes nothing.
     """
-    import shutil
-    import tempfile
-
     saved = dict(os.environ)
     tools = None
+    world = World()
     try:
         if plan is not None:
             os.environ.update(plan.env)
+            tools = tempfile.mkdtemp(prefix="rocm-build-backend-tools-")
             if plan.pinned_tools:
-                from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
-
-                tools = tempfile.mkdtemp(prefix="rocm-build-backend-tools-")
                 write_pinned_tools(Path(tools), plan.targets)
                 os.environ.update(pinned_env(Path(tools), dict(os.environ)))  # PATH and CMAKE_PROGRAM_PATH
-        yield
+            if plan.enforce is not None:
+                world.record = _enforce(plan, Path(tools) / "enforced.jsonl")
+            if plan.build_ext_parallel > 1:
+                os.environ["DIST_EXTRA_CONFIG"] = str(merged_config(
+                    Path(tools), plan.build_ext_parallel, os.environ.get("DIST_EXTRA_CONFIG")))
+        yield world
     finally:
         os.environ.clear()
         os.environ.update(saved)
         if tools:
             shutil.rmtree(tools, ignore_errors=True)
+
+
+def _enforce(plan: BuildPlan, record: Path) -> Path | None:
+    """Put the pinned compilers in place; a build goes on without them when they cannot be written."""
+    try:
+        variables = install(plan.vendor, [str(t) for t in plan.targets], dict(os.environ), record)
+    except OSError as exc:
+        log(f"warning: enforcement is off for this build: {exc}")
+        return None
+    record.touch()
+    os.environ.update(variables)
+    shown = " ".join(f"{k}={v}" for k, v in variables.items() if k not in ("PATH", RECORD_VAR))
+    log(f"enforce: {shown}")
+    return record

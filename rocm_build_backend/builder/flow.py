@@ -6,23 +6,40 @@
     3. toolchain  the compiler (HIP's, or nvcc) must accept every target, before anything compiles (prepare.py)
     4. plan       make_plan(): the variables and config settings the build gets, pure (plan.py)
     5. freshness  build trees made for other targets stop the build, or are cleaned (freshness.py)
-    6. apply      `with applied(plan):` the one place that touches os.environ (environment.py)
+    6. apply      `with applied(plan):` the one place that touches os.environ; the pinned compilers
+                  and setuptools' parallel build_ext are put in place there (environment.py)
     7. delegate   the wrapped backend's own hook
     8. audit      which device code did the wheel really get? verify it against the targets (verify.py)
     9. stamp      the targets into .dist-info/rocm_build.json; RECORD rewritten atomically (verify.py)
    10. variant    with `variant = true`, the stamped wheel becomes a variant wheel (variant.py)
 
-This module strings the steps together; each step lives in the module named beside it.
+This module strings the steps together; each step lives in the module named beside it. The
+hooks that only pass through to the wrapped backend (``build_sdist``, ``get_requires_*``,
+``has_hook``) live in ``delegate.py`` and are re-exported here.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Mapping
 
+from rocm_build_backend.builder.delegate import build_sdist, get_requires, has_hook
+from rocm_build_backend.builder.diagnose import explain
+from rocm_build_backend.builder.enforce import Enforced, read_record, uncounted
+from rocm_build_backend.builder.environment import applied
+from rocm_build_backend.builder.freshness import check_fresh as _check
+from rocm_build_backend.builder.freshness import existing_trees
+from rocm_build_backend.builder.freshness import mark_fresh as _mark
+from rocm_build_backend.builder.frontend import NAMES, cache_note, frontend_copy
+from rocm_build_backend.builder.interrupt import terminated_as_exit
 from rocm_build_backend.builder.log import log, reported
+from rocm_build_backend.builder.planfile import check_plan_file, write_plan_file
 from rocm_build_backend.builder.prepare import Prepared, prepare, show
 from rocm_build_backend.builder.source import ConfigSettings, Project, backend_build_dirs, load_project, wrapped_backend
+from rocm_build_backend.builder.variant import variant_wheel
+from rocm_build_backend.builder.verify import audit_and_stamp
+from rocm_build_backend.errors import NoGpuDetectedError, StaleBuildTreeError
+from rocm_build_backend.wheel.stamp import local_version, rewrite_metadata_dir
 
 __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata",
            "check_fresh", "mark_fresh", "load_project", "prepare", "show", "wrapped_backend"]
@@ -31,30 +48,46 @@ __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata
 # --------------------------------------------------------------------- 5. freshness
 
 def check_fresh(prepared: Prepared) -> list[Path]:
-    """Stop on (or clean) stale trees; returns the trees that are not ours, for ``mark_fresh``."""
-    from rocm_build_backend.builder.freshness import check_fresh as _check
-    from rocm_build_backend.builder.freshness import existing_trees
+    """Stop on (or clean) stale trees; returns the trees that are not ours, for ``mark_fresh``.
 
+    In a frontend's own copy of an sdist (``frontend.frontend_copy``: pip's or build's temporary
+    folder, uv's cache) a stale tree is that frontend's leftover: it is cleaned, not refused
+    (still only a tree provably made by a build of this source)."""
     project = prepared.project
-    cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
-                     stale=project.settings.stale, extra=backend_build_dirs(project))
+    if not prepared.plan.targets:  # a build without GPU targets: no tree is stale for it
+        return existing_trees(project.source_dir, backend_build_dirs(project))
+    copy = frontend_copy(project.source_dir)
+    stale = "clean" if copy else project.settings.stale
+    why = f"the copy of the sources {NAMES[copy]} unpacked" if copy else 'stale = "clean"'
+    try:
+        cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
+                         stale=stale, extra=backend_build_dirs(project))
+    except StaleBuildTreeError as exc:
+        if copy:
+            exc.message += f" (in {why}: {project.source_dir})"
+        raise
     for path in cleaned:
-        log(f"removed stale build tree {path} (stale = \"clean\")")
+        log(f"removed stale build tree {path} ({why})")
     return existing_trees(project.source_dir, backend_build_dirs(project))
 
 
 def mark_fresh(prepared: Prepared, skip: list[Path]) -> None:
-    from rocm_build_backend.builder.freshness import mark_fresh as _mark
-
     project = prepared.project
     _mark(project.source_dir, [str(t) for t in prepared.plan.targets], extra=backend_build_dirs(project), skip=skip)
+
+
+def _cache_note(prepared: Prepared) -> None:
+    """Warn when the frontend caches this wheel under a key without its targets."""
+    plan, settings = prepared.plan, prepared.project.settings
+    origin = settings.source_of("targets") if plan.source == "settings" else plan.source
+    note = cache_note(prepared.project.source_dir, origin)
+    if note:
+        log(f"warning: {note}")
 
 
 # ------------------------------------------------------------------------ the hooks
 
 def _explain(exc: BaseException) -> None:
-    from rocm_build_backend.builder.diagnose import explain
-
     try:
         cause = explain(exc)
     except Exception:  # naming the cause must never hide the failure itself
@@ -64,73 +97,54 @@ def _explain(exc: BaseException) -> None:
             log(line)
 
 
+def _enforced(prepared: Prepared, record: Path | None) -> Enforced | None:
+    """The pinned compilers' record, in the build log; None when enforcement was off."""
+    if record is None:
+        return None
+    done = read_record(record)
+    for line in done.lines([str(t) for t in prepared.plan.targets], uncounted(prepared.plan.vendor)):
+        log(line)
+    return done
+
+
 def build(hook: str, directory: str, config_settings: ConfigSettings | None,
           metadata_directory: str | None) -> str:
     """build_wheel and build_editable: steps 1-9; returns the wheel's file name."""
-    import time
-
-    from rocm_build_backend.builder.environment import applied
-    from rocm_build_backend.builder.verify import audit_and_stamp
-
     with reported():
         project = load_project(config_settings)
         backend = wrapped_backend(project)
         prepared = prepare(project)
         show(prepared)
+        _cache_note(prepared)
         if metadata_directory:
-            from rocm_build_backend.builder.planfile import check_plan_file
-
             check_plan_file(metadata_directory, [str(t) for t in prepared.plan.targets])
             if project.settings.local_version:
                 metadata_directory = None  # we relabel the version ourselves, after the build
         not_ours = check_fresh(prepared)
         start = time.time()
-        from rocm_build_backend.builder.interrupt import terminated_as_exit
-
+        enforced = None
         try:
-            with terminated_as_exit(), applied(prepared.plan):
-                name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
+            with terminated_as_exit(), applied(prepared.plan) as world:
+                try:
+                    name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
+                finally:  # what the pinned compilers did, also when the build failed
+                    enforced = _enforced(prepared, world.record)
         except (Exception, SystemExit) as exc:  # the wrapped backend failed: say why when we know
             _explain(exc)
             raise
         finally:  # a failed or stopped compile leaves objects made for these targets: say so for the retry
             mark_fresh(prepared, not_ours)
-        out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start)
+        out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start,
+                              enforced=enforced)
         if project.settings.variant and hook == "build_wheel":
-            from rocm_build_backend.builder.variant import variant_wheel
-
-            out = variant_wheel(out)
+            out = variant_wheel(out, directory)
         log(f"built {out.name}")
         return out.name
-
-
-def build_sdist(sdist_directory: str, config_settings: ConfigSettings | None) -> str:
-    """An sdist carries no GPU-specific content: the wrapped backend builds it as it is."""
-    with reported():
-        project = load_project(config_settings)
-        return str(wrapped_backend(project).build_sdist(sdist_directory, project.forward))
-
-
-def get_requires(hook: str, config_settings: ConfigSettings | None) -> list[str]:
-    """get_requires_for_build_*: the wrapped backend's answer, or the backend itself when missing."""
-    from rocm_build_backend.builder.backend import BackendNotInstalledError
-
-    with reported():
-        project = load_project(config_settings)
-        try:
-            backend = wrapped_backend(project)
-        except BackendNotInstalledError as exc:
-            if exc.distribution:  # not installed yet: ask the frontend for it
-                return [exc.distribution]
-            raise
-        return list(getattr(backend, hook)(project.forward))
 
 
 def _prepare_for_metadata(project: Project) -> Prepared | None:
     """The plan for prepare_metadata; None when no GPU is found and the metadata does not need
     the targets (they go into it only with local-version). build_* still requires them."""
-    from rocm_build_backend.errors import NoGpuDetectedError
-
     try:
         return prepare(project, check_compiler=False)
     except NoGpuDetectedError:
@@ -143,9 +157,6 @@ def _prepare_for_metadata(project: Project) -> Prepared | None:
 
 def prepare_metadata(hook: str, metadata_directory: str, config_settings: ConfigSettings | None) -> str:
     """prepare_metadata_for_build_*: the wrapped backend's .dist-info, and our plan file beside it."""
-    from rocm_build_backend.builder.environment import applied
-    from rocm_build_backend.builder.planfile import write_plan_file
-
     with reported():
         project = load_project(config_settings)
         backend = wrapped_backend(project)
@@ -156,24 +167,8 @@ def prepare_metadata(hook: str, metadata_directory: str, config_settings: Config
         if plan is None:
             return name
         if project.settings.local_version:
-            from rocm_build_backend.wheel.stamp import local_version, rewrite_metadata_dir
-
             version = name.removesuffix(".dist-info").rsplit("-", 1)[1]
             new = local_version(version, plan.targets)
             name = rewrite_metadata_dir(Path(metadata_directory) / name, new)
         write_plan_file(metadata_directory, [str(t) for t in plan.targets])
         return name
-
-
-def has_hook(name: str, env: Mapping[str, str] | None = None) -> bool:
-    """Whether the shim offers the optional hook ``name``: exactly when the wrapped backend has it."""
-    from rocm_build_backend.builder.backend import BackendNotInstalledError
-    from rocm_build_backend.errors import RocmBuildBackendError
-
-    try:
-        return hasattr(wrapped_backend(load_project(None, env)), name)
-    except BackendNotInstalledError as exc:
-        # not installed yet: get_requires_* asks the frontend for it
-        return name.startswith("get_requires_") and bool(exc.distribution)
-    except RocmBuildBackendError:  # anything else, build_wheel reports properly
-        return False

@@ -31,12 +31,16 @@ just made, so a folder of the user's never becomes "ours".
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
 
-from rocm_build_backend.errors import ConfigError, StaleBuildTreeError
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError, StaleBuildTreeError
+from rocm_build_backend.gpu.targets import parse_targets, split_targets
+from rocm_build_backend.wheel.stamp import read_stamp
 
 FRESH_NAME = ".rocm-build-backend.json"
 FRESH_SCHEMA = 1
@@ -52,11 +56,7 @@ _MAX_STAMP = 1 << 16
 
 def _norm(targets: Iterable[str]) -> list[str]:
     """A comparable form of a target list: stripped, lowercase, unique, sorted as targets sort."""
-    from rocm_build_backend.gpu.targets import split_targets
-
     items = {t.strip().lower() for t in split_targets(list(targets)) if t.strip()}
-    from rocm_build_backend.errors import RocmBuildBackendError
-    from rocm_build_backend.gpu.targets import parse_targets
 
     try:
         return [str(t) for t in parse_targets(sorted(items))]
@@ -181,8 +181,6 @@ def find_build_trees(source_dir: str | os.PathLike[str], extra: Iterable[str | o
 
 def read_fresh(tree: Path) -> list[str] | None:
     """The targets a tree's stamp records, or None when it has no readable stamp."""
-    import json
-
     try:
         with open(Path(tree) / FRESH_NAME, "rb") as fh:
             data = json.loads(fh.read(_MAX_STAMP).decode("utf-8"))
@@ -236,8 +234,6 @@ def _shown(path: Path, source: Path) -> str:
 
 
 def _remove(path: Path) -> None:
-    import shutil
-
     if path.is_symlink() or not path.is_dir():
         path.unlink()
     else:
@@ -346,8 +342,6 @@ def mark_fresh(
     rewrites them on every build and packs them into sdists, which must carry nothing
     GPU-specific.
     """
-    import json
-
     data = (json.dumps({"schema_version": FRESH_SCHEMA, "generator": "rocm-build-backend",
                         "targets": _norm(targets)}, indent=2) + "\n").encode("utf-8")
     skipped = {Path(p) for p in skip}
@@ -374,9 +368,6 @@ def stale_wheels(outdir: str | os.PathLike[str], targets: list[str]) -> list[tup
 
     Wheels without a stamp, or that cannot be read, are not reported (they are not the shim's).
     """
-    from rocm_build_backend.errors import RocmBuildBackendError
-    from rocm_build_backend.wheel.stamp import read_stamp
-
     want = _norm(targets)
     out: list[tuple[Path, list[str]]] = []
     try:

@@ -10,15 +10,14 @@ back afterwards.
 
 from __future__ import annotations
 
+import signal
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 
 @contextmanager
 def terminated_as_exit() -> Iterator[None]:
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -10,6 +10,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
+from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.errors import RocmBuildBackendError
 
 LOG_PREFIX = "rocm-build-backend: "
@@ -25,6 +26,6 @@ def reported() -> Iterator[None]:
     try:
         yield
     except RocmBuildBackendError as exc:
-        for line in exc.lines():
-            log(line)
+        for line in exc.lines():  # values from settings and files: escaped
+            log(printable(line))
         raise SystemExit(exc.exit_code) from None

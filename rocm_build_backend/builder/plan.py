@@ -1,38 +1,40 @@
 """The plan: everything a build gets, computed from its inputs and nothing else.
 
-``make_plan`` is pure (for NVIDIA targets it calls ``gpu.nvidia.plan.nvidia_build_env``
-instead of the AMD knobs): targets, settings, the environment it is handed, the wrapped
-backend's kind and a few host facts in; a BuildPlan out. It reads no files, no clock
-and no ``os.environ``; ``build.applied(plan)`` is the one place that sets variables.
+``make_plan`` is pure: targets, settings, the environment it is handed, the wrapped backend's
+kind and a few host facts in; a BuildPlan out. The targets' vendor gives its knobs and code
+targets (``BuildVendor.knobs``: ``gpu/<vendor>/plan.py``); this module adds what every build
+gets (``MAX_JOBS`` and its split between extensions built at once, the project's own job
+variables, the project profile's knobs, enforcement's variables and words, what the build does
+about the project's own GPU switches, warnings about our settings spelled without our prefix).
+It reads no files, no clock and no ``os.environ`` (what the project's build files show comes in
+as ``findings`` and ``extensions``); ``environment.applied(plan)`` is the one place that sets
+variables. It branches on no vendor.
 """
 
 from __future__ import annotations
 
-import re
+import difflib
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from rocm_build_backend.builder import enforce
+from rocm_build_backend.builder.parallel import Extensions, job_variables, split
+from rocm_build_backend.builder.profiles import (
+    TARGET_LISTS,
+    profile_names,
+    select_profile,
+)
+from rocm_build_backend.builder.settings import PREFIX, Settings
+from rocm_build_backend.builder.switches import Finding, Switch
+from rocm_build_backend.builder.switches.actions import resolve
 from rocm_build_backend.errors import ConfigError
-from rocm_build_backend.builder.settings import Settings
-from rocm_build_backend.gpu.targets import GpuTarget, join_targets, parse_targets
+from rocm_build_backend.gpu.build import BuildInputs, Knobs, join_words, same_targets
+from rocm_build_backend.gpu.targets import GpuTarget, join_targets
+from rocm_build_backend.gpu.vendor import build_side, vendor_names
 
 _GIB = 1 << 30
-# CMake variables that name HIP targets, in rocm-cmake's order of precedence.
-CMAKE_VARS = ("CMAKE_HIP_ARCHITECTURES", "GPU_TARGETS", "AMDGPU_TARGETS")
-_ARCH_FLAG = re.compile(r"^--(?:offload-arch|amdgpu-target)=")
-_CMAKE_DEF = re.compile(r"^-D(" + "|".join(CMAKE_VARS) + r")(?::[A-Z]+)?=")
-_PLAIN_WORD = re.compile(r"[\w@%+=:,./;-]+", re.ASCII)  # shlex.quote's safe set, and ';'
-
-
-def join_words(words: Sequence[str]) -> str:
-    """Words as one variable that ``shlex.split`` (and a plain ``.split()``) gives back.
-
-    ``shlex.join`` quotes every word holding ';' (``'-DGPU_TARGETS=gfx90a;gfx942'``), which made
-    CMAKE_ARGS unreadable in the log and breaks readers that split on spaces; a ';' needs no
-    quotes inside a word, so only words with spaces, quotes or other shell characters get them.
-    """
-    return " ".join(w if _PLAIN_WORD.fullmatch(w) else shlex.quote(w) for w in words)
+__all__ = ["BuildPlan", "Host", "build_inputs", "join_words", "make_plan"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,11 @@ class BuildPlan:
     pinned_tools: bool = True
     notes: list[str] = field(default_factory=list)
     source_detail: str = ""  # the same in words, for the log: "from -C rocm-build-backend.targets"
-    vendor: str = "amd"  # the one vendor the build targets: "amd" or "nvidia"
+    vendor: str = ""  # the one vendor the build targets (a name of the vendor registry)
+    enforce: list[str] | None = None  # what enforcement does (None: not enforced, the notes say why)
+    switches: list[Switch] = field(default_factory=list)  # the project's own GPU switches, and what the build does
+    build_ext_parallel: int = 1  # setuptools extensions built at once (DIST_EXTRA_CONFIG)
+    parallel_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,12 +82,18 @@ class BuildPlan:
             "profile": self.profile,
             "pinned_tools": self.pinned_tools,
             "notes": list(self.notes),
+            "enforce": {"enabled": self.enforce is not None, "how": list(self.enforce or [])},
+            "build_ext_parallel": self.build_ext_parallel,
+            "build_ext_parallel_reason": self.parallel_reason,
+            "switches": [s.to_json() for s in self.switches],
         }
 
     def summary(self) -> list[str]:
         """The lines a build log shows (without the prefix)."""
-        lines = [f"targets {join_targets(self.targets, ' ')} ({self.source_detail or self.source})",
+        lines = [f"targets {join_targets(self.targets, ' ') or 'none'} ({self.source_detail or self.source})",
                  f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
+        if self.parallel_reason:
+            lines.append(f"build_ext parallel = {self.build_ext_parallel} ({self.parallel_reason})")
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
         lines.append(f"environment {shown}")
         if self.config_settings:
@@ -91,18 +103,11 @@ class BuildPlan:
         if self.profile:
             lines.append(f"profile {self.profile}")
         if self.pinned_tools:
-            lines.append("pinned nvidia-smi reports the targets (rocminfo & co. report no AMD GPU)"
-                         if self.vendor == "nvidia" else
-                         "pinned rocminfo, rocm_agent_enumerator, amdgpu-arch, offload-arch report the targets")
+            lines.append(build_side(self.vendor).pinned_note)
+        lines += self.enforce or []
+        lines += [s.line() for s in self.switches]
         lines += self.notes
         return lines
-
-
-def _same_targets(value: str, targets: Sequence[GpuTarget]) -> bool:
-    try:
-        return parse_targets(value) == list(targets)
-    except Exception:
-        return False
 
 
 def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[int, str]:
@@ -120,143 +125,103 @@ def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[i
                   f"{settings.memory_per_job} GiB a job")
 
 
-@dataclass
-class _Draft:
-    """The plan while it is being made: variables, the user's kept and replaced ones, problems."""
-
-    env: dict[str, str] = field(default_factory=dict)
-    kept: dict[str, str] = field(default_factory=dict)
-    replaced: dict[str, tuple[str, str]] = field(default_factory=dict)
-    forwarded: dict[str, Any] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    lenient: bool = False  # verify = "off": the project declares no GPU code
-    profile: str | None = None  # the NVIDIA profile nvidia_build_env applied
-
-    def words(self, env: Mapping[str, str], var: str) -> list[str] | None:
-        """The user's ``var`` split as the shell would; None (and a problem) when it does not split."""
-        try:
-            return shlex.split(env.get(var, ""))
-        except ValueError as exc:
-            what = f"{var} is not a list of shell words ({exc}): {env[var]!r}"
-            if self.lenient:
-                self.notes.append(f"warning: {what}; left as it is, the targets are not added to it")
-            else:
-                self.problems.append(what)
-            return None
+def _parallel(draft: Knobs, budget: int, extensions: Extensions | None, backend_kind: str,
+              env: Mapping[str, str], dist_name: str | None) -> tuple[int, int, str]:
+    """(extensions at once, jobs each, why): the budget split (``builder.parallel``), and the
+    project's own job variables (``data/jobs.json``) for the jobs each."""
+    if extensions is None:
+        return 1, budget, ""
+    at_once, each, why = split(budget, extensions, backend_kind=backend_kind)
+    for var, (value, source) in job_variables(dist_name, each, budget).items():
+        if var in env and env[var] != value:
+            draft.notes.append(f"{var}={env[var]} kept (the project reads it: {source})")
+            continue
+        draft.env[var] = value
+    return at_once, each, why
 
 
-def _target_vars(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
-    """The variables that name the targets; the user's value is kept when it names the same."""
-    semi, comma = join_targets(targets, ";"), join_targets(targets, ",")
-    wanted: dict[str, str] = {
-        "PYTORCH_ROCM_ARCH": semi,
-        "GPU_TARGETS": semi,
-        "AMDGPU_TARGETS": semi,
-        "HCC_AMDGPU_TARGET": comma,
-        "HIP_PLATFORM": "amd",
-    }
-    for var, value in wanted.items():
-        user = env.get(var)
-        if user is not None and (user == value or (var != "HIP_PLATFORM" and _same_targets(user, targets))):
-            draft.kept[var] = draft.env[var] = user
-        else:
-            if user is not None:
-                draft.replaced[var] = (user, value)
-            draft.env[var] = value
-
-
-def _hipcc_flags(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str]) -> None:
-    """hipcc: our --offload-arch flags, after the user's other flags."""
-    flags = [f"--offload-arch={t}" for t in targets]
-    user_flags = draft.words(env, "HIPCC_COMPILE_FLAGS_APPEND")
-    if user_flags is None:
-        return
-    others = [f for f in user_flags if not _ARCH_FLAG.match(f)]
-    if [f for f in user_flags if _ARCH_FLAG.match(f)] not in ([], flags):
-        draft.replaced["HIPCC_COMPILE_FLAGS_APPEND"] = (env["HIPCC_COMPILE_FLAGS_APPEND"], shlex.join(others + flags))
-    draft.env["HIPCC_COMPILE_FLAGS_APPEND"] = shlex.join(others + flags)
-
-
-def _cmake(draft: _Draft, targets: Sequence[GpuTarget], env: Mapping[str, str], backend_kind: str) -> None:
-    """CMake: definitions through CMAKE_ARGS (read by scikit-build-core, llama-cpp-python, ...),
-    and scikit-build-core's cmake.define.* config settings."""
-    semi = join_targets(targets, ";")
-    defs = [f"-D{var}={semi}" for var in CMAKE_VARS]
-    user_args = draft.words(env, "CMAKE_ARGS")
-    if user_args is not None:
-        keep_args = [a for a in user_args if not _CMAKE_DEF.match(a)]
-        old_defs = {a for a in user_args if _CMAKE_DEF.match(a)}
-        if old_defs and not old_defs <= set(defs):
-            draft.replaced["CMAKE_ARGS"] = (env["CMAKE_ARGS"], join_words(keep_args + defs))
-        draft.env["CMAKE_ARGS"] = join_words(keep_args + defs)
-    if backend_kind == "scikit-build-core":
-        for var in CMAKE_VARS:
-            key = f"cmake.define.{var}"
-            given = draft.forwarded.get(key) or draft.forwarded.get(f"skbuild.{key}")
-            if given is not None and not _same_targets(str(given), targets):
-                draft.problems.append(f"-C {key}={given} conflicts with the targets {semi}")
-            draft.forwarded.setdefault(key, semi)
-
-
-def _nvidia(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env: Mapping[str, str],
-            backend_kind: str, dist_name: str | None) -> list[GpuTarget]:
-    """The NVIDIA half of the plan (``gpu.nvidia.plan.nvidia_build_env``); returns the code
-    targets after the ``ptx`` choice: what nvcc emits, the audit must find and the stamp names."""
-    from rocm_build_backend.gpu.nvidia.plan import nvidia_build_env
-
-    nv = nvidia_build_env([str(t) for t in targets], settings.ptx, env, backend_kind=backend_kind,
-                          config_settings=draft.forwarded, dist_name=dist_name, profile=settings.profile)
-    draft.env.update(nv.env)
-    draft.kept.update(nv.kept)
-    draft.replaced.update(nv.replaced)
-    draft.forwarded = dict(nv.config_settings)
-    draft.notes += nv.notes
-    draft.profile = nv.profile
-    return [GpuTarget(str(t)) for t in nv.code]
-
-
-def _unprefixed(draft: _Draft) -> None:
+def _unprefixed(forwarded: Mapping[str, Any]) -> list[str]:
     """A forwarded -C key that is one of our settings without our prefix: it goes to the wrapped
     backend as it is, which is rarely what was meant; say so, with the right spelling."""
-    from rocm_build_backend.builder.settings import PREFIX
-
     ours = set(Settings.keys())
-    for key, value in draft.forwarded.items():
+    notes = []
+    for key, value in forwarded.items():
         if key in ours:
             shown = ";".join(value) if isinstance(value, list) else str(value)
-            draft.notes.append(f"warning: -C {key}={shown} is not read by rocm-build-backend: it goes to the "
-                               f"wrapped backend as it is; rocm-build-backend's setting is -C {PREFIX}{key}={shown}")
+            notes.append(f"warning: -C {key}={shown} is not read by rocm-build-backend: it goes to the "
+                         f"wrapped backend as it is; rocm-build-backend's setting is -C {PREFIX}{key}={shown}")
+    return notes
 
 
-def _profile(draft: _Draft, targets: Sequence[GpuTarget], settings: Settings, env: Mapping[str, str],
+def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, str],
              backend_kind: str, dist_name: str | None) -> str | None:
-    """The project profile's knobs; returns the profile's name, or None."""
+    """The project profile's knobs for the code targets ``draft.code``; returns the profile's name, or None."""
     if settings.profile == "none":
         return None
-    from rocm_build_backend.builder.profiles import profile_names, select_profile
 
     profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
     if profile is None:
-        import difflib
-
         near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
         draft.problems.append(f"unknown profile '{settings.profile}'"
                               + (f" (did you mean '{near[0]}'?)" if near else "")
                               + "; known: " + ", ".join(profile_names()))
         return None
-    for var, value in profile.env(targets).items():
-        if var in env and env[var] != value and not _same_targets(env[var], targets):
+    targets = draft.code
+    variables, defines = profile.env(targets), profile.cmake_defines(targets)
+    if profile.name == TARGET_LISTS and not variables and not defines:
+        return None  # no target list of a known project is this vendor's
+    for var, value in variables.items():
+        if var in env and env[var] != value and not same_targets(env[var], targets):
             draft.replaced[var] = (env[var], value)
         draft.env[var] = value
     if backend_kind == "scikit-build-core":
-        for var, value in profile.cmake_defines(targets).items():
-            draft.forwarded.setdefault(f"cmake.define.{var}", value)
+        for var, value in defines.items():
+            draft.config_settings.setdefault(f"cmake.define.{var}", value)
     else:
-        extra = [f"-D{var}={value}" for var, value in profile.cmake_defines(targets).items()]
+        extra = [f"-D{var}={value}" for var, value in defines.items()]
         if extra and "CMAKE_ARGS" in draft.env:
             draft.env["CMAKE_ARGS"] = join_words(shlex.split(draft.env["CMAKE_ARGS"]) + extra)
+    for knob in profile.omitted(vendor):
+        if draft.env.pop(knob.name, None) is not None:
+            draft.replaced.pop(knob.name, None)
+            draft.notes.append(f"{knob.name} not set for {profile.title}: {knob.why}")
     return profile.name
+
+
+def _enforce(draft: Knobs, settings: Settings, vendor: str) -> list[str] | None:
+    """Enforcement's variables (into the draft) and its words; None when the build is not
+    enforced (``enforce = false``, no targets, a vendor without enforcement: a note says which)."""
+    if not draft.code:
+        return None
+    if not settings.enforce:
+        draft.notes.append("enforce = false: the compiler builds the targets the project lists")
+        return None
+    if enforce.enforcer(vendor) is None:
+        draft.notes.append(enforce.not_enforced(vendor))
+        return None
+    names = [str(t) for t in draft.code]
+    changed = enforce.plan_env(vendor, names, draft.env)
+    for var, value in changed.items():
+        if var in draft.replaced:
+            draft.replaced[var] = (draft.replaced[var][0], value)
+    draft.env.update(changed)
+    return enforce.plan_lines(vendor, names)
+
+
+def _switches(draft: Knobs, findings: Sequence[Finding], env: Mapping[str, str], *, vendor: str,
+              backend_kind: str, enforced: bool, profile: str | None) -> list[Switch]:
+    """What the build does about each of the project's own switches (``builder.switches``)."""
+    if not findings:
+        return []
+    return resolve(findings, vendor=vendor, targets=[str(t) for t in draft.code], env_out=draft.env, env_user=env,
+                   forwarded=draft.config_settings, backend_kind=backend_kind, enforce=enforced, profile=profile)
+
+
+def build_inputs(settings: Settings, env: Mapping[str, str], backend_kind: str,
+                 config_settings: Mapping[str, Any] | None = None) -> BuildInputs:
+    """What a vendor's knobs and checks are computed from, from the settings."""
+    return BuildInputs(env=env, backend_kind=backend_kind, config_settings=dict(config_settings or {}),
+                       ptx=settings.ptx, compiler=settings.compiler, lenient=settings.verify == "off")
 
 
 def make_plan(
@@ -270,34 +235,45 @@ def make_plan(
     host: Host = Host(),
     dist_name: str | None = None,
     source_detail: str = "",
+    findings: Sequence[Finding] = (),
+    extensions: Extensions | None = None,
 ) -> BuildPlan:
-    """Compute the variables and config settings a build gets. Pure."""
+    """Compute the variables and config settings a build gets. Pure.
+
+    ``findings``: the project's own switches (``builder.switches.scan``); ``extensions``: what its
+    ``setup.py`` shows of its extensions (``builder.parallel.read_extensions``)."""
     targets = list(targets)
     vendors = {t.vendor for t in targets}
     if len(vendors) > 1:
         raise ConfigError([f"the targets {join_targets(targets)} name GPUs of more than one vendor"],
                           hint="a build targets one vendor: build once per vendor")
-    vendor = vendors.pop() if vendors else "amd"
-    draft = _Draft(forwarded=dict(config_settings or {}), lenient=settings.verify == "off")
-    _unprefixed(draft)
-    if vendor == "nvidia":
-        targets = _nvidia(draft, targets, settings, env, backend_kind, dist_name)
-    else:
-        _target_vars(draft, targets, env)
-        _hipcc_flags(draft, targets, env)
-        _cmake(draft, targets, env, backend_kind)
+    vendor = vendors.pop() if vendors else vendor_names()[0]
+    inputs = build_inputs(settings, env, backend_kind, config_settings)
+    notes = _unprefixed(inputs.config_settings)
+    if targets:
+        draft = build_side(vendor).knobs(targets, inputs)  # the code targets: after the ptx choice
+    else:  # verify = "off" and no GPU: the project compiles nothing for a GPU
+        draft = Knobs(config_settings=dict(inputs.config_settings),
+                      notes=["no GPU targets: no target variables, no pinned tools"])
+    draft.notes[:0] = notes
     jobs, why = _max_jobs(settings, env, host)
-    draft.env["MAX_JOBS"] = str(jobs)
+    at_once, each, parallel_why = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    draft.env["MAX_JOBS"] = str(each)
     if "CMAKE_BUILD_PARALLEL_LEVEL" not in env:
-        draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
-    profile_name = draft.profile if vendor == "nvidia" else _profile(draft, targets, settings, env, backend_kind, dist_name)
+        draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(each)
+    profile_name = _profile(draft, vendor, settings, env, backend_kind, dist_name) if targets else None
+    enforced = _enforce(draft, settings, vendor)
+    switches = _switches(draft, findings, env, vendor=vendor, backend_kind=backend_kind,
+                         enforced=enforced is not None, profile=profile_name)
     if draft.problems:
         hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
                 else "drop the -C cmake.define setting, or set the same targets")
         raise ConfigError(draft.problems, hint=hint)
     return BuildPlan(
-        targets=targets, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
-        config_settings=draft.forwarded, backend=settings.backend, max_jobs=jobs, jobs_reason=why,
-        profile=profile_name, pinned_tools=settings.pinned_tools, notes=draft.notes,
-        source_detail=source_detail or source, vendor=vendor,
+        targets=draft.code, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
+        config_settings=draft.config_settings, backend=settings.backend, max_jobs=each,
+        jobs_reason=why if at_once == 1 else f"a budget of {jobs} jobs ({why}): {at_once} extensions at once x {each}",
+        profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
+        source_detail=source_detail or source, vendor=vendor, enforce=enforced, switches=switches,
+        build_ext_parallel=at_once, parallel_reason=parallel_why,
     )

@@ -1,9 +1,13 @@
 """Steps 2-4 of a build: which GPU targets, whether the compiler accepts them, and the plan.
 
-Targets come from explicit settings, else ``PYTORCH_ROCM_ARCH`` (AMD) or
-``TORCH_CUDA_ARCH_LIST`` (NVIDIA), else detection on this machine; never a default list. A build
-targets one vendor: ``choose_vendor`` picks it from the targets, else from the GPUs found. ``prepare`` reads the world (the host's cores and memory,
-the compiler) and changes nothing; ``make_plan`` in ``plan.py`` stays pure.
+Targets come from explicit settings, else the variable a vendor's users set to ask for targets
+(``BuildVendor.request_variable``: ``PYTORCH_ROCM_ARCH``, ``TORCH_CUDA_ARCH_LIST``), else
+detection on this machine; never a default list. No GPU found: the build stops, unless the
+project says it has no GPU code (``verify = "off"``): then it builds with no targets and no
+target knobs (source ``none``). A build targets one vendor: ``gpu.build.choose_vendor`` picks
+it from the targets, else from the GPUs found, and that vendor's build side checks its
+compiler. ``prepare`` reads the world (the host's cores and memory, the compiler, the project's
+build files for its own GPU switches and its extensions: read, never run) and changes nothing; ``make_plan`` in ``plan.py`` stays pure. It branches on no vendor.
 """
 
 from __future__ import annotations
@@ -13,21 +17,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from rocm_build_backend.builder.backend import backend_kind
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.parallel import Extensions, read_extensions
+from rocm_build_backend.builder.plan import BuildPlan, Host, build_inputs, make_plan
 from rocm_build_backend.builder.settings import Settings
 from rocm_build_backend.builder.source import Project
-from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.builder.switches import Finding, scan
+from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
+from rocm_build_backend.gpu.build import Toolchain, choose_vendor
+from rocm_build_backend.gpu.detect import detect, require_targets
+from rocm_build_backend.gpu.targets import join_targets, parse_targets
+from rocm_build_backend.gpu.vendor import build_side, vendor_names
 
 if TYPE_CHECKING:
     from rocm_build_backend.builder.plan import BuildPlan, Host
-    from rocm_build_backend.builder.toolchain import Compiler
-    from rocm_build_backend.gpu.nvidia.toolchain import Nvcc
     from rocm_build_backend.gpu.detect import Detection
     from rocm_build_backend.gpu.targets import GpuTarget
 
 
-#: Each vendor's variable that a user sets to ask for targets, read as an explicit request.
-_VENDOR_VARS = (("PYTORCH_ROCM_ARCH", "amd"), ("TORCH_CUDA_ARCH_LIST", "nvidia"))
+#: The stamp's ``requested.source`` of a build without targets: ``verify = "off"`` and no GPU found.
+NO_TARGETS = "none"
+
+
+def _request_vars() -> list[tuple[str, str]]:
+    """(variable, vendor) for each vendor's variable that a user sets to ask for targets."""
+    return [(build_side(name).request_variable, name) for name in vendor_names()]
 
 
 def _where(settings: Settings) -> str:
@@ -47,51 +62,34 @@ class Resolved:
     source: str
     detail: str
     detection: Detection | None = None
-    vendor: str = "amd"
-
-
-def _cuda_request(value: str) -> list[GpuTarget]:
-    """``TORCH_CUDA_ARCH_LIST`` as the targets it names (``9.0+PTX`` -> sm_90 compute_90)."""
-    from rocm_build_backend.gpu.nvidia.targets import parse_torch_arch_list
-    from rocm_build_backend.gpu.targets import GpuTarget
-
-    return [GpuTarget(str(t)) for t in parse_torch_arch_list(value)]
-
-
-def _same_cuda_request(value: str, targets: list[GpuTarget], ptx: str) -> bool:
-    """Whether ``TORCH_CUDA_ARCH_LIST=value`` names the code the targets build (after ``ptx``)."""
-    from rocm_build_backend.gpu.nvidia.knobs import torch_arch_list, with_ptx
-
-    code = with_ptx([str(t) for t in targets], ptx)
-    return value == torch_arch_list(code)[0] or [str(t) for t in _cuda_request(value)] == [str(t) for t in code]
+    vendor: str = ""  # a name of the vendor registry
 
 
 def _env_request(settings: Settings, env: Mapping[str, str]) -> tuple[str, str] | None:
     """The vendor variable that asks for targets (``PYTORCH_ROCM_ARCH`` or ``TORCH_CUDA_ARCH_LIST``)
     and its value; a vendor setting other than ``auto`` reads only its own vendor's variable."""
-    asked = [(var, env.get(var, "").strip()) for var, vendor in _VENDOR_VARS
+    asked = [(var, env.get(var, "").strip()) for var, vendor in _request_vars()
              if settings.vendor in ("auto", vendor) and env.get(var, "").strip()]
     if len(asked) > 1:
+        named = " or ".join(f'"{n}"' for n in vendor_names())
         raise ConfigError([f"both {asked[0][0]}={asked[0][1]} and {asked[1][0]}={asked[1][1]} are set: "
                            "a build targets one vendor"],
-                          hint="set vendor = \"amd\" or \"nvidia\" (or targets), or unset one of them")
+                          hint=f"set vendor = {named} (or targets), or unset one of them")
     return asked[0] if asked else None
 
 
 def _explicit(settings: Settings, env: Mapping[str, str]) -> Resolved:
     """The targets setting, checked against the same vendor's variable in the environment."""
-    from rocm_build_backend.gpu.nvidia.plan import choose_vendor
-    from rocm_build_backend.gpu.targets import join_targets, parse_targets
 
     targets = parse_targets(settings.targets)
     vendor = choose_vendor(settings.vendor, targets, [])
     where = _where(settings)
-    var = dict((v, k) for k, v in _VENDOR_VARS)[vendor]
+    side = build_side(vendor)
+    var = side.request_variable
     user = env.get(var, "").strip()
     if user:
-        same = (_same_cuda_request(user, targets, settings.ptx) if vendor == "nvidia"
-                else parse_targets(user, where=f" in {var}") == targets)
-        if not same:
+        code = side.code_targets(targets, build_inputs(settings, env, ""))
+        if not side.same_request(user, code, where=f" in {var}"):
             raise ConfigError([f"{where} asks for {join_targets(targets)} but {var}={user} is set"],
                               hint=f"unset {var}, or make both name the same targets")
     return Resolved(targets, "settings", f"from {where}", vendor=vendor)
@@ -101,34 +99,31 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
     """The targets, where they came from, their vendor, and the Detection when they were detected.
 
     Never a default list."""
-    from rocm_build_backend.gpu.nvidia.plan import choose_vendor
-    from rocm_build_backend.gpu.targets import parse_targets
-
     if settings.targets != "auto":
         return _explicit(settings, env)
     request = _env_request(settings, env)
     if request is not None:
         var, value = request
-        targets = _cuda_request(value) if var == "TORCH_CUDA_ARCH_LIST" else parse_targets(value, where=f" in {var}")
+        asked_by = dict(_request_vars())[var]
+        targets = build_side(asked_by).parse_request(value, where=f" in {var}")
         return Resolved(targets, var, f"from {var}", vendor=choose_vendor(settings.vendor, targets, []))
-    from rocm_build_backend.gpu.detect import detect, require_targets
 
     found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
-    detected = require_targets(found)
+    asked = None if settings.vendor == "auto" else settings.vendor
+    try:
+        detected = require_targets(found, asked)
+    except NoGpuDetectedError as exc:
+        if settings.verify == "off":  # the project says it has no GPU code: nothing to target
+            return Resolved([], NO_TARGETS, "no GPU found and no targets given; verify = \"off\": building without GPU targets",
+                            found, asked or vendor_names()[0])
+        exc.hint = f"{exc.hint}; a project without GPU code sets verify = \"off\""
+        raise
     vendor = choose_vendor(settings.vendor, [], detected)
-    targets = [t for t in detected if t.vendor == vendor]
-    if not targets:
-        from rocm_build_backend.errors import NoGpuDetectedError
-
-        seen = " ".join(str(t) for t in detected)
-        raise NoGpuDetectedError(f"vendor = \"{vendor}\" but no {vendor} GPU was found (found {seen})",
-                                 hint="set targets for that vendor, e.g. targets = \"sm_90\" or \"gfx942\"")
-    return Resolved(targets, f"detected:{found.source}", f"detected by {found.source}", found, vendor)
+    return Resolved([t for t in detected if t.vendor == vendor], f"detected:{found.source}",
+                    f"detected by {found.source}", found, vendor)
 
 
 def host_facts() -> Host:
-    from rocm_build_backend.builder.plan import Host
-
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
@@ -145,45 +140,43 @@ def host_facts() -> Host:
     return Host(cpus=cpus, mem_available=mem)
 
 
+def read_source(source_dir: Path, kind: str, env: Mapping[str, str]) -> tuple[list[Finding], Extensions]:
+    """What the project's build files show: its own GPU switches and its extensions (read, never run)."""
+    cmake = True if kind == "scikit-build-core" else None
+    return scan(source_dir, cmake=cmake), read_extensions(source_dir, env)
+
+
 @dataclass
 class Prepared:
     project: Project
     plan: BuildPlan
-    compiler: Compiler | Nvcc | None
+    compiler: Toolchain | None
     detection: Detection | None
 
 
-def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, str]) -> Compiler | Nvcc | None:
-    """Step 3: the compiler must accept every target (nvcc for NVIDIA, the HIP compiler for AMD)."""
-    if resolved.vendor == "nvidia":
-        from rocm_build_backend.gpu.nvidia.knobs import with_ptx
-        from rocm_build_backend.gpu.nvidia.toolchain import check_nvcc
+def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, str]) -> Toolchain | None:
+    """Step 3: the vendor's compiler must emit every code target (the ``ptx`` choice applied)."""
 
-        return check_nvcc(with_ptx([str(t) for t in resolved.targets], settings.ptx), env)
-    from rocm_build_backend.builder.toolchain import find_compiler, require_supported
-
-    compiler = find_compiler(settings.compiler, env=env)
-    if compiler is not None:
-        require_supported(compiler, resolved.targets, env=env)
-    return compiler
+    side = build_side(resolved.vendor)
+    inputs = build_inputs(settings, env, "")
+    return side.check_toolchain(side.code_targets(resolved.targets, inputs), inputs)
 
 
 def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True) -> Prepared:
     """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing."""
-    from rocm_build_backend.builder.backend import backend_kind
-    from rocm_build_backend.builder.plan import make_plan
-
     env = os.environ if env is None else env
     settings = project.settings
     resolved = resolve_targets(settings, env)
     targets = resolved.targets
-    compiler: Compiler | Nvcc | None = None
+    compiler: Toolchain | None = None
     # a project that declares it has no GPU code (verify = "off") compiles nothing for the targets
     if check_compiler and settings.compiler_check and settings.verify != "off":
         compiler = _check_toolchain(resolved, settings, env)
-    plan = make_plan(targets, resolved.source, settings, env, backend_kind=backend_kind(settings.backend),
+    kind = backend_kind(settings.backend)
+    findings, extensions = read_source(project.source_dir, kind, env)
+    plan = make_plan(targets, resolved.source, settings, env, backend_kind=kind,
                      config_settings=project.forward, host=host_facts(), dist_name=project.dist_name,
-                     source_detail=resolved.detail)
+                     source_detail=resolved.detail, findings=findings, extensions=extensions)
     return Prepared(project, plan, compiler, resolved.detection)
 
 
@@ -195,5 +188,4 @@ def show(prepared: Prepared) -> None:
     if prepared.compiler is not None:
         log(f"compiler {prepared.compiler.describe()} accepts {' '.join(str(t) for t in plan.targets)}")
     elif prepared.project.settings.compiler_check and prepared.project.settings.verify != "off":
-        log("compiler: no HIP compiler found to check the targets with (hipcc, amdclang++, clang)"
-            if plan.vendor == "amd" else "compiler: not checked")
+        log(build_side(plan.vendor).toolchain_missing)

@@ -1,14 +1,18 @@
-"""Per-project knobs as data: which variables a known project reads, in its own syntax.
+"""Per-project knobs as data: what a known project reads, in its own syntax, for every vendor.
 
-Every build gets the generic knobs (``PYTORCH_ROCM_ARCH``, ``GPU_TARGETS``, ...). Some projects
-read others: flash-attention ``GPU_ARCHS``, xformers ``HIP_ARCHITECTURES`` (space-separated),
-bitsandbytes the CMake variable ``BNB_ROCM_ARCH``, torchvision ``FORCE_CUDA=1``. Those live in
-``data/profiles.json``, one entry per project with the file and line each was read from, so a new
-project is a new entry, not new code::
+Every build gets its vendor's generic knobs (``PYTORCH_ROCM_ARCH``, ``TORCH_CUDA_ARCH_LIST``,
+...). Some projects read others: flash-attention ``GPU_ARCHS`` (AMD) and
+``FLASH_ATTN_CUDA_ARCHS`` (NVIDIA), xformers ``HIP_ARCHITECTURES`` (space-separated),
+bitsandbytes the CMake variable ``BNB_ROCM_ARCH``, causal-conv1d
+``CAUSAL_CONV1D_FORCE_BUILD=TRUE`` (for every vendor). Those live in ``data/profiles.json``, one
+entry per project with the file and line each was read from: vendor-neutral variables (always
+constants) at the top, and one section per vendor whose variables apply to builds for that
+vendor and may be templates in the vendor's placeholders (``BuildVendor.profile_values``). A
+new project is a new entry, not new code::
 
     profile = profile_for("flash_attn")          # normalized name match; None if unknown
     profile = select_profile("auto", name)       # the project's profile, else target_list_profile()
-    profile.env(targets)           # {"GPU_ARCHS": "gfx90a;gfx942", "FLASH_ATTENTION_FORCE_BUILD": "TRUE", ...}
+    profile.env(targets)           # {"FLASH_ATTENTION_FORCE_BUILD": "TRUE", "GPU_ARCHS": "gfx90a;gfx942", ...}
     profile.cmake_defines(targets) # {} here; {"COMPUTE_BACKEND": "hip", "BNB_ROCM_ARCH": ...} for bitsandbytes
 
 A project with no profile still gets every knob marked ``target_list`` in the data (a pure list
@@ -16,26 +20,31 @@ of targets under a name several projects read, ``GPU_ARCHS``, ``HIP_ARCHITECTURE
 ``target_list_profile()``. Behaviour switches (``FORCE_CUDA``, ``BUILD_TARGET``, ...) stay with
 their project's profile. The name to match comes from ``builder/projectname.py``.
 
-Everything here is pure; the JSON is read on first use.
+Everything here is pure; the JSON is read on first use. No vendor is named here: the sections'
+keys are the vendor registry's names.
 """
 
 from __future__ import annotations
 
-from rocm_build_backend.data import path as data_path
-
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
+from rocm_build_backend.data import path as data_path
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.vendor import build_side, vendor_names
 
 _DATA = data_path("profiles.json")
 _PLACEHOLDER = re.compile(r"\{([a-z_]*)\}")
-_PLACEHOLDERS = frozenset({"target", "processor"})
 _KINDS = frozenset({"env", "cmake"})
-_VENDORS = frozenset({"amd", "nvidia", "any"})
+ANY = "any"  # the vendor of a top-level (vendor-neutral) variable
+_TOP = {"name", "title", "distributions", "backend", "source", "variables", "conflicts", "no_device_code_hint",
+        "limitations", "vendors"}
+_SECTION = {"source", "reads", "detects", "variables", "conflicts", "omit", "no_device_code_hint", "verified_by",
+            "limitations"}
+_VARIABLE = {"name", "kind", "value", "separator", "source", "note", "target_list"}
 
 
 def normalize(name: str) -> str:
@@ -47,19 +56,21 @@ def normalize(name: str) -> str:
 class Variable:
     """One knob a project reads: an environment variable or a CMake cache variable.
 
-    ``value`` is a constant (``"TRUE"``) or a per-target template (``"{processor}"``,
-    ``"{target}"``, ``"--offload-arch={target}"``); the rendered items are de-duplicated in
-    order and joined with ``separator``.
+    ``value`` is a constant (``"TRUE"``) or a per-target template in the placeholders of its
+    vendor (``"{processor}"``, ``"--offload-arch={target}"``, ``"{number}"``); the rendered items
+    are de-duplicated in order and joined with ``separator``. ``vendor`` is ``"any"`` for a
+    vendor-neutral constant; ``options`` are the vendor's own keys (NVIDIA's ``code``).
     """
 
     name: str
     kind: str
     value: str
     separator: str = ";"
-    vendor: str = "amd"
+    vendor: str = ANY
     source: str = ""
     note: str = ""
     target_list: bool = False  # a pure target list: also given to projects without a profile
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_template(self) -> bool:
@@ -67,28 +78,50 @@ class Variable:
 
     def render(self, targets: Sequence[GpuTarget]) -> str | None:
         """The value for these targets, or None when the variable does not apply to them."""
-        mine = [t for t in targets if self.vendor == "any" or t.vendor == self.vendor]
-        if not mine and self.vendor != "any":
+        if self.vendor == ANY:
+            return self.value
+        mine = [t for t in targets if t.vendor == self.vendor]
+        if not mine:
             return None
         if not self.is_template:
             return self.value
-        if not mine:
-            return None
+        side, options = build_side(self.vendor), dict(self.options)
         items: list[str] = []
         for t in mine:
-            item = self.value.replace("{target}", str(t)).replace("{processor}", t.processor)
+            values = side.profile_values(t, options)
+            if values is None:
+                continue
+            item = _PLACEHOLDER.sub(lambda m: values[m.group(1)], self.value)
             if item not in items:
                 items.append(item)
-        return self.separator.join(items)
+        return self.separator.join(items) if items else None
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """A variable that, set in the build environment, sends the project down a wrong path."""
+    """A variable that, set in the build environment, sends the project down a wrong path (or,
+    under ``omit``, a generic knob the project must not get)."""
 
     name: str
     why: str
     source: str = ""
+    vendor: str = ANY
+
+
+@dataclass(frozen=True)
+class Section:
+    """What one vendor's builds of a project read and get."""
+
+    vendor: str
+    source: str = ""
+    reads: tuple[str, ...] = ()
+    detects: tuple[str, ...] = ()
+    variables: tuple[Variable, ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
+    omit: tuple[Conflict, ...] = ()
+    no_device_code_hint: str | None = None
+    verified_by: tuple[str, ...] = ()
+    limitations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,13 +133,31 @@ class Profile:
     distributions: tuple[str, ...]
     backend: str | None
     source: str
-    reads: tuple[str, ...]
-    detects: tuple[str, ...]
-    variables: tuple[Variable, ...]
-    conflicts: tuple[Conflict, ...]
-    no_device_code_hint: str | None
-    verified_by: tuple[str, ...]
-    limitations: tuple[str, ...]
+    common: tuple[Variable, ...] = ()  # vendor-neutral
+    common_conflicts: tuple[Conflict, ...] = ()
+    common_hint: str | None = None
+    common_limitations: tuple[str, ...] = ()
+    sections: tuple[Section, ...] = field(default=())
+
+    def section(self, vendor: str) -> Section | None:
+        return next((s for s in self.sections if s.vendor == vendor), None)
+
+    @property
+    def variables(self) -> tuple[Variable, ...]:
+        """Every variable: the neutral ones, then each vendor's."""
+        return self.common + tuple(v for s in self.sections for v in s.variables)
+
+    @property
+    def conflicts(self) -> tuple[Conflict, ...]:
+        return self.common_conflicts + tuple(c for s in self.sections for c in s.conflicts)
+
+    @property
+    def verified_by(self) -> tuple[str, ...]:
+        return tuple(v for s in self.sections for v in s.verified_by)
+
+    @property
+    def limitations(self) -> tuple[str, ...]:
+        return self.common_limitations + tuple(x for s in self.sections for x in s.limitations)
 
     def _render(self, kind: str, targets: Sequence[GpuTarget]) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -129,76 +180,102 @@ class Profile:
         """``cmake_defines`` as ``-DNAME=VALUE`` arguments, in the profile's order."""
         return [f"-D{name}={value}" for name, value in self.cmake_defines(targets).items()]
 
-    def conflicting(self, env: dict[str, str] | None) -> list[Conflict]:
-        """The conflicts present (set and non-empty) in ``env``."""
+    def omitted(self, vendor: str) -> tuple[Conflict, ...]:
+        """The generic knobs of ``vendor`` this project must not get."""
+        found = self.section(vendor)
+        return found.omit if found else ()
+
+    def no_device_code_hint(self, vendor: str) -> str | None:
+        """What to do when a build for ``vendor`` made no device code: the vendor's own hint,
+        else the neutral one."""
+        found = self.section(vendor)
+        return (found.no_device_code_hint if found else None) or self.common_hint
+
+    def conflicting(self, env: Mapping[str, str] | None, vendor: str | None = None) -> list[Conflict]:
+        """The conflicts present (set and non-empty) in ``env``: the neutral ones and those of
+        ``vendor`` (every vendor's when None)."""
         env = env or {}
-        return [c for c in self.conflicts if env.get(c.name)]
+        return [c for c in self.conflicts if env.get(c.name) and (vendor is None or c.vendor in (ANY, vendor))]
 
     def describe(self) -> str:
         """One line for ``plan``: which profile applied and where its knowledge comes from."""
         return f"{self.name} ({self.title}; read from {self.source})"
 
 
-def _variable(raw: dict[str, Any], where: str) -> Variable:
-    unknown = set(raw) - {"name", "kind", "value", "separator", "vendor", "source", "note", "target_list"}
+def _checked(raw: Mapping[str, Any], allowed: set[str], where: str) -> Mapping[str, Any]:
+    unknown = set(raw) - allowed
     if unknown:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
-    var = Variable(
-        name=raw["name"],
-        kind=raw["kind"],
-        value=raw["value"],
-        separator=raw.get("separator", ";"),
-        vendor=raw.get("vendor", "amd"),
-        source=raw.get("source", ""),
-        note=raw.get("note", ""),
-        target_list=raw.get("target_list", False),
-    )
+    return raw
+
+
+def _variable(raw: Mapping[str, Any], vendor: str, where: str) -> Variable:
+    options: dict[str, str] = {}
+    allowed_options: Mapping[str, tuple[str, ...]] = {}
+    if vendor != ANY:
+        allowed_options = build_side(vendor).profile_options
+        for key, choices in allowed_options.items():
+            if key in raw:
+                if raw[key] not in choices:
+                    raise ValueError(f"{where}: {key} {raw[key]!r} is not one of {list(choices)}")
+                options[key] = raw[key]
+    _checked(raw, _VARIABLE | set(allowed_options), where)
+    var = Variable(name=raw["name"], kind=raw["kind"], value=raw["value"], separator=raw.get("separator", ";"),
+                   vendor=vendor, source=raw.get("source", ""), note=raw.get("note", ""),
+                   target_list=raw.get("target_list", False), options=tuple(sorted(options.items())))
     if var.kind not in _KINDS:
         raise ValueError(f"{where}: kind {var.kind!r} is not one of {sorted(_KINDS)}")
-    if var.vendor not in _VENDORS:
-        raise ValueError(f"{where}: vendor {var.vendor!r} is not one of {sorted(_VENDORS)}")
-    bad = set(_PLACEHOLDER.findall(var.value)) - _PLACEHOLDERS
+    allowed = frozenset() if vendor == ANY else build_side(vendor).profile_placeholders
+    bad = set(_PLACEHOLDER.findall(var.value)) - allowed
     if bad:
-        raise ValueError(f"{where}: unknown placeholders {sorted(bad)} in {var.value!r}")
+        what = "a vendor-neutral variable is a constant" if vendor == ANY else f"{vendor} has {sorted(allowed)}"
+        raise ValueError(f"{where}: unknown placeholders {sorted(bad)} in {var.value!r} ({what})")
     if var.target_list is not True and var.target_list is not False:
         raise ValueError(f"{where}: target_list must be true or false")
     if var.target_list and (var.kind != "env" or not var.is_template):
-        raise ValueError(f"{where}: a target_list variable is an environment variable with a {{target}} "
-                         "or {processor} template")
+        raise ValueError(f"{where}: a target_list variable is an environment variable with a {{placeholder}} template")
     return var
 
 
-def _profile(raw: dict[str, Any]) -> Profile:
+def _conflicts(raw: Iterable[Mapping[str, Any]], vendor: str) -> tuple[Conflict, ...]:
+    return tuple(Conflict(c["name"], c["why"], c.get("source", ""), vendor) for c in raw)
+
+
+def _section(vendor: str, raw: Mapping[str, Any], where: str) -> Section:
+    if vendor not in vendor_names():
+        raise ValueError(f"{where}: vendor {vendor!r} is not one of {list(vendor_names())}")
+    _checked(raw, _SECTION, f"{where} {vendor}")
+    return Section(
+        vendor=vendor, source=raw.get("source", ""), reads=tuple(raw.get("reads", ())),
+        detects=tuple(raw.get("detects", ())),
+        variables=tuple(_variable(v, vendor, f"{where} {vendor} variable {i}")
+                        for i, v in enumerate(raw.get("variables", ()))),
+        conflicts=_conflicts(raw.get("conflicts", ()), vendor), omit=_conflicts(raw.get("omit", ()), vendor),
+        no_device_code_hint=raw.get("no_device_code_hint"), verified_by=tuple(raw.get("verified_by", ())),
+        limitations=tuple(raw.get("limitations", ())),
+    )
+
+
+def _profile(raw: Mapping[str, Any]) -> Profile:
     where = f"profile {raw.get('name')!r}"
-    unknown = set(raw) - {
-        "name", "title", "distributions", "backend", "source", "reads", "detects",
-        "variables", "conflicts", "no_device_code_hint", "verified_by", "limitations",
-    }
-    if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+    _checked(raw, _TOP, where)
     return Profile(
         name=raw["name"],
         title=raw.get("title", raw["name"]),
         distributions=tuple(normalize(d) for d in raw["distributions"]),
         backend=raw.get("backend"),
         source=raw.get("source", ""),
-        reads=tuple(raw.get("reads", ())),
-        detects=tuple(raw.get("detects", ())),
-        variables=tuple(
-            _variable(v, f"{where} variable {i}") for i, v in enumerate(raw.get("variables", ()))
-        ),
-        conflicts=tuple(
-            Conflict(c["name"], c["why"], c.get("source", "")) for c in raw.get("conflicts", ())
-        ),
-        no_device_code_hint=raw.get("no_device_code_hint"),
-        verified_by=tuple(raw.get("verified_by", ())),
-        limitations=tuple(raw.get("limitations", ())),
+        common=tuple(_variable(v, ANY, f"{where} variable {i}") for i, v in enumerate(raw.get("variables", ()))),
+        common_conflicts=_conflicts(raw.get("conflicts", ()), ANY),
+        common_hint=raw.get("no_device_code_hint"),
+        common_limitations=tuple(raw.get("limitations", ())),
+        sections=tuple(_section(vendor, sec, where) for vendor, sec in (raw.get("vendors") or {}).items()),
     )
 
 
-def load_profiles(data: dict[str, Any]) -> tuple[Profile, ...]:
+def load_profiles(data: Mapping[str, Any]) -> tuple[Profile, ...]:
     """Build profiles from the parsed JSON document; ValueError on a malformed entry."""
-    if data.get("schema_version") != 1:
+    if data.get("schema_version") != 2:
         raise ValueError(f"unsupported profiles schema_version {data.get('schema_version')!r}")
     profiles = tuple(_profile(raw) for raw in data["profiles"])
     seen: dict[str, str] = {}
@@ -250,14 +327,16 @@ def target_list_profile() -> Profile:
             if var.target_list:
                 variables.setdefault(var.name, var)
                 origins.setdefault(var.name, []).append(p.name)
+    by_vendor: dict[str, list[Variable]] = {}
+    for var in variables.values():
+        by_vendor.setdefault(var.vendor, []).append(var)
     return Profile(
         name=TARGET_LISTS,
         title="no profile for this project: the target lists known projects read",
         distributions=(),
         backend=None,
         source="; ".join(f"{name} as {', '.join(who)} read it" for name, who in origins.items()),
-        reads=(), detects=(), variables=tuple(variables.values()), conflicts=(),
-        no_device_code_hint=None, verified_by=(), limitations=(),
+        sections=tuple(Section(vendor=v, variables=tuple(vs)) for v, vs in by_vendor.items()),
     )
 
 

@@ -3,29 +3,40 @@
 
 ``shim_settings`` is the one place that says how a project that does not name the shim gets
 built through it (its own declared backend, wrapped); ``plan_project`` and ``build_project``
-both use it, so that ``plan`` shows what ``build`` does.
+both use it, so that ``plan`` shows what ``build`` does. ``Built`` is what a build made, as
+plain data (``build --json``).
+
+A build runs the shim's hook in a subprocess; its exit status is the shim's own (1 refused: a
+stale tree, a compiler that rejects a target, a target missing from the wheel; 2 a bad setting;
+3 cannot tell: no GPU found) or the wrapped backend's failure (1), and ``BuildFailedError``
+carries it on.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
-from pathlib import Path
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
-from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
+from pyproject_hooks import BuildBackendHookCaller
 
-if TYPE_CHECKING:
-    from rocm_build_backend.builder.freshness import StaleTree
-    from rocm_build_backend.builder.prepare import Prepared
+from rocm_build_backend.builder.diagnose import diagnose
+from rocm_build_backend.builder.freshness import StaleTree, find_stale, stale_wheels
+from rocm_build_backend.builder.log import LOG_PREFIX
+from rocm_build_backend.builder.prepare import Prepared, prepare
+from rocm_build_backend.builder.source import backend_build_dirs, load_project, read_pyproject, wrapped_backend
+from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, USAGE, ConfigError, RocmBuildBackendError
+from rocm_build_backend.wheel.stamp import read_stamp
 
 SHIM = "rocm_build_backend"
 LEGACY = "setuptools.build_meta:__legacy__"  # what pip uses for a project without pyproject.toml
 
 
 def _declared(path: Path) -> tuple[str | None, list[str]]:
-    from rocm_build_backend.builder.source import read_pyproject
-
     system = read_pyproject(path).get("build-system") or {}
     backend = system.get("build-backend")
     return (backend if isinstance(backend, str) else None), list(system.get("backend-path") or [])
@@ -57,13 +68,11 @@ def shim_settings(path: Path, config_settings: Mapping[str, Any]) -> dict[str, A
 
 def plan_project(path: Path, config_settings: Mapping[str, Any]) -> tuple[Prepared, list[StaleTree]]:
     """What ``build`` would do with PATH: the prepared plan, and the stale trees that would stop it
-    (or that ``stale = "clean"`` would remove). Builds nothing, removes nothing."""
-    from rocm_build_backend.builder.freshness import find_stale
-    from rocm_build_backend.builder.prepare import prepare
-    from rocm_build_backend.builder.source import backend_build_dirs, load_project
-
+    (or that ``stale = "clean"`` would remove). Builds nothing, removes nothing; the wrapped
+    backend is imported, as the build would (``BackendUnavailableError``, exit 2)."""
     path = project_folder(path)
     project = load_project(shim_settings(path, config_settings), source_dir=path)
+    wrapped_backend(project)  # a backend the build could not import stops the plan as it would the build
     prepared = prepare(project)
     stale = find_stale(path, [str(t) for t in prepared.plan.targets], extra=backend_build_dirs(project))
     return prepared, stale
@@ -76,9 +85,6 @@ _LINE = 4096  # bytes of one line kept
 def _tee_runner(tail: deque[str]) -> Callable[..., None]:
     """A pyproject-hooks runner: the hook's output goes to our stderr as it comes (stdout stays
     for the wheel's path), and its last lines are kept in ``tail``."""
-    import os
-    import subprocess
-
     def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
         env = dict(os.environ)
         env.update(extra_environ or {})
@@ -96,6 +102,36 @@ def _tee_runner(tail: deque[str]) -> Callable[..., None]:
 
 
 PLAN_SCHEMA_VERSION = 1
+BUILD_SCHEMA_VERSION = 1
+
+
+class BuildFailedError(RocmBuildBackendError):
+    """The build through the shim stopped; ``exit_code`` is the hook's own (see the module)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = DEFINITE_NO) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code
+
+
+@dataclass
+class Built:
+    """What ``build`` made: the wheel, its stamp (None without one), and the other wheels in the
+    output folder built for other targets."""
+
+    project: Path
+    wheel: Path
+    stamp: dict[str, Any] | None
+    stale: list[tuple[Path, list[str]]] = field(default_factory=list)
+
+    @property
+    def targets(self) -> list[str]:
+        return list(((self.stamp or {}).get("requested") or {}).get("targets") or [])
+
+    def to_json(self) -> dict[str, Any]:
+        """``build --json``: schema ``data/schemas/build.schema.json``, documented in docs/json/build.md."""
+        return {"schema_version": BUILD_SCHEMA_VERSION, "project": str(self.project), "wheel": str(self.wheel),
+                "targets": self.targets, "stamp": self.stamp,
+                "stale_wheels": [{"path": str(p), "targets": list(t)} for p, t in self.stale]}
 
 
 def plan_json(prepared: Prepared, stale: list[StaleTree]) -> dict[str, Any]:
@@ -110,15 +146,12 @@ def plan_json(prepared: Prepared, stale: list[StaleTree]) -> dict[str, Any]:
     return data
 
 
-def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> tuple[Path, list[tuple[Path, list[str]]]]:
+def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> Built:
     """Build PATH's wheel through the shim with its own declared backend, without isolation.
 
-    Returns the wheel and the other wheels in the output folder built for other targets.
+    Returns the wheel, its stamp and the other wheels in the output folder built for other
+    targets; a failed build raises ``BuildFailedError`` with the hook's exit code.
     """
-    import subprocess
-
-    from pyproject_hooks import BuildBackendHookCaller
-
     path = project_folder(path)
     outdir = (outdir or path / "dist").resolve()
     outdir.mkdir(parents=True, exist_ok=True)
@@ -127,18 +160,43 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
     caller = BuildBackendHookCaller(str(path), SHIM, runner=_tee_runner(tail), python_executable=sys.executable)
     try:
         name = caller.build_wheel(str(outdir), settings)
-    except subprocess.CalledProcessError:
-        from rocm_build_backend.builder.diagnose import diagnose
-
-        cause = diagnose("".join(tail))
-        if cause is not None:
-            raise RocmBuildBackendError(f"building {path.name} failed: {cause.what}", hint=cause.todo) from None
-        raise RocmBuildBackendError(f"building {path.name} failed (see the lines above)",
-                                    hint="fix what the error lines say, then build again") from None
+    except subprocess.CalledProcessError as exc:
+        raise failed(path.name, exc.returncode, "".join(tail)) from None
     wheel = outdir / name
-    from rocm_build_backend.builder.freshness import stale_wheels
-    from rocm_build_backend.wheel.stamp import read_stamp
 
-    stamp = read_stamp(wheel) or {}
-    targets = (stamp.get("requested") or {}).get("targets") or []
-    return wheel, [(p, t) for p, t in stale_wheels(outdir, targets) if p != wheel]
+    built = Built(path, wheel, read_stamp(wheel))
+    built.stale = [(p, t) for p, t in stale_wheels(outdir, built.targets) if p != wheel]
+    return built
+
+
+def failed(name: str, returncode: int, output: str) -> BuildFailedError:
+    """The error for a build hook that exited with ``returncode`` after printing ``output``.
+
+    The shim's own refusal (its ``error:``/``hint:`` lines, exit 1, 2 or 3) is repeated with its
+    code; a failure of the wrapped backend is exit 1, with its cause when ``diagnose`` knows it.
+    """
+    code = returncode if returncode in (DEFINITE_NO, USAGE, CANNOT_TELL) else DEFINITE_NO
+    own = _own_error(output)
+    if own is not None:
+        return BuildFailedError(f"building {name} stopped: {own[0]}", hint=own[1], exit_code=code)
+    cause = diagnose(output)
+    if cause is not None:
+        return BuildFailedError(f"building {name} failed: {cause.what}", hint=cause.todo, exit_code=DEFINITE_NO)
+    return BuildFailedError(f"building {name} failed (see the lines above)",
+                            hint="fix what the error lines say, then build again", exit_code=DEFINITE_NO)
+
+
+def _own_error(output: str) -> tuple[str, str | None] | None:
+    """The shim's last ``error:`` line (and its ``hint:``) in a hook's output, when the shim
+    stopped the build itself; None when the wrapped backend failed (its cause is logged as
+    ``error: the build failed: ...``)."""
+    error, hint = f"{LOG_PREFIX}error: ", f"{LOG_PREFIX}hint: "
+    lines = [ln.rstrip("\r\n") for ln in output.splitlines()]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith(error):
+            message = lines[i][len(error):]
+            if message.startswith("the build failed: "):
+                return None
+            follow = lines[i + 1] if i + 1 < len(lines) else ""
+            return message, (follow[len(hint):] if follow.startswith(hint) else None)
+    return None

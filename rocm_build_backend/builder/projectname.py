@@ -16,6 +16,7 @@ import setuptools or run project code.
 from __future__ import annotations
 
 import ast
+import configparser
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -52,8 +53,6 @@ def name_from_pkg_info(text: str) -> str | None:
 
 def name_from_setup_cfg(text: str) -> str | None:
     """``[metadata] name`` of a setup.cfg; None for ``attr:``/``file:`` directives."""
-    import configparser
-
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
         parser.read_string(text)

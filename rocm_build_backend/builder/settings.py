@@ -15,17 +15,21 @@ Unknown keys and bad values are collected and reported together.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
+from rocm_build_backend.gpu.build import PTX_CHOICES
+from rocm_build_backend.gpu.targets import parse_targets, split_targets
+from rocm_build_backend.gpu.vendor import vendor_names
 
 PREFIX = "rocm-build-backend."
 ENV_PREFIX = "ROCM_BUILD_BACKEND_"
 TABLE = "[tool.rocm-build-backend]"
 
 # Variables with our prefix that are not build settings (read at run time by the import guard).
-_RUNTIME_ENV = {"ROCM_BUILD_BACKEND_GUARD_OFF"}
+_RUNTIME_ENV = {"ROCM_BUILD_BACKEND_GUARD_OFF", "ROCM_BUILD_BACKEND_ENFORCE_RECORD"}
 
 
 def _choice(*allowed: str) -> Callable[[Any], Any]:
@@ -90,8 +94,6 @@ def _gib(value: Any) -> int:
 
 
 def _targets(value: Any) -> str | list[str]:
-    from rocm_build_backend.gpu.targets import parse_targets, split_targets
-
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     if not isinstance(value, (str, list)) or not all(isinstance(v, str) for v in value):
@@ -102,9 +104,13 @@ def _targets(value: Any) -> str | list[str]:
 
 
 def _ptx(value: Any) -> str:
-    from rocm_build_backend.gpu.nvidia.knobs import PTX_CHOICES
 
     return str(_choice(*PTX_CHOICES)(value))
+
+
+def _vendor(value: Any) -> str:
+
+    return str(_choice("auto", *vendor_names())(value))
 
 
 def _paths(value: Any) -> list[str]:
@@ -139,19 +145,20 @@ class Settings:
     backend: str = field(default="setuptools.build_meta", metadata={"parse": _backend, "doc": "the wrapped build backend, `module:object`"})
     backend_path: list[str] = field(default_factory=list, metadata={"parse": _paths, "doc": "folders (inside the project) to load an in-tree backend from"})
     targets: str | list[str] = field(default="auto", metadata={"parse": _targets, "doc": "`auto` (detect this machine's GPUs) or a list: `gfx90a;gfx942`"})
-    vendor: str = field(default="auto", metadata={"parse": _choice("auto", "amd", "nvidia"), "doc": "`auto` (the vendor of the targets, else of the only vendor's GPUs found), `amd` or `nvidia`"})
+    vendor: str = field(default="auto", metadata={"parse": _vendor, "doc": "`auto` (the vendor of the targets, else of the only vendor's GPUs found), `amd` or `nvidia`"})
     ptx: str = field(default="none", metadata={"parse": _ptx, "doc": "NVIDIA: also emit PTX for newer GPUs: `none`, `highest` (for the highest target) or `all`"})
     features: bool = field(default=False, metadata={"parse": _bool, "doc": "keep detected xnack/sramecc modes in the build targets (`gfx90a:xnack-`)"})
     max_jobs: int | str = field(default="auto", metadata={"parse": _jobs, "doc": "parallel compile jobs; `auto` sizes by cores and available memory"})
     memory_per_job: int = field(default=4, metadata={"parse": _gib, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"})
     compiler: str = field(default="auto", metadata={"parse": _text, "doc": "the HIP compiler to check targets with: `auto`, a name on PATH, or a path"})
     compiler_check: bool = field(default=True, metadata={"parse": _bool, "doc": "check before the build that the compiler accepts every target (skipped with `verify = \"off\"`)"})
-    verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets"})
+    verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets; `\"off\"` also says the project has no GPU code: it then builds without a GPU or targets"})
     stale: str = field(default="error", metadata={"parse": _choice("error", "clean"), "doc": "what to do with build trees made for other targets"})
     local_version: bool = field(default=False, metadata={"parse": _bool, "doc": "add the targets to the version as a local label: `1.0+gfx942`"})
     guard: bool = field(default=False, metadata={"parse": _bool, "doc": "add an import guard that refuses to load on a GPU the wheel has no code for"})
-    variant: bool = field(default=False, metadata={"parse": _bool, "doc": "make a variant wheel (WheelNext): `variant.json` and a label from the audit (`docs/variants.md`); not under pip, which rejects them"})
+    variant: bool = field(default=False, metadata={"parse": _bool, "doc": "make a variant wheel (WheelNext): `variant.json` and a label from the audit (`docs/variants.md`); only where the frontend takes it back (`python -m build`, `uv build`): pip, `uv pip install` and `uv sync` get the plain wheel"})
     profile: str = field(default="auto", metadata={"parse": _text, "doc": "the project profile for project-specific knobs: `auto` (by distribution name), a profile name, or `none`"})
+    enforce: bool = field(default=True, metadata={"parse": _bool, "doc": "make the compiler build exactly the targets even when the project lists its own: `--no-offload-arch=all` and the targets last on every HIP compile, a pinned `nvcc` that keeps each compile to the targets"})
     pinned_tools: bool = field(default=True, metadata={"parse": _bool, "doc": "put rocminfo, rocm_agent_enumerator, amdgpu-arch and offload-arch that report the targets first on PATH"})
     sysfs_root: str = field(default="/", metadata={"parse": _text, "doc": "the folder that stands for `/` when reading KFD sysfs (containers, tests)"})
     origin: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -169,8 +176,6 @@ def env_name(key: str) -> str:
 
 
 def _near(key: str) -> str:
-    import difflib
-
     near = difflib.get_close_matches(key, Settings.keys(), n=1, cutoff=0.6)
     return f" (did you mean '{near[0]}'?)" if near else ""
 
@@ -198,8 +203,6 @@ def load_settings(
 
     ``pyproject`` is the parsed ``pyproject.toml`` (the whole document).
     """
-    from rocm_build_backend.errors import RocmBuildBackendError
-
     problems: list[str] = []
     tool = (pyproject or {}).get("tool") or {}
     table = tool.get("rocm-build-backend") if isinstance(tool, Mapping) else None

@@ -13,8 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+from rocm_build_backend.builder.backend import backend_kind, load_backend
+from rocm_build_backend.builder.projectname import project_name
 from rocm_build_backend.builder.settings import Settings, load_settings, split_config_settings
 from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.files import read_regular
 
 ConfigSettings = Mapping[str, Any]
 _MAX_PYPROJECT = 4 << 20  # bytes: a pyproject.toml is a small text file
@@ -29,8 +37,6 @@ class Project:
 
     @property
     def dist_name(self) -> str | None:
-        from rocm_build_backend.builder.projectname import project_name  # [project], PKG-INFO, setup.cfg, setup.py
-
         return project_name(self.source_dir, self.pyproject)
 
 
@@ -38,18 +44,13 @@ def read_pyproject(source_dir: Path) -> dict[str, Any]:
     path = source_dir / "pyproject.toml"
     if not path.is_file():
         return {}
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(_MAX_PYPROJECT + 1)
+        data = read_regular(path, _MAX_PYPROJECT)  # a regular file, bounded, never blocking
     except OSError as exc:
+        if str(exc.strerror or "").startswith("larger than"):
+            raise ConfigError([f"cannot read {path.name}: larger than {_MAX_PYPROJECT >> 20} MiB"],
+                              hint="a pyproject.toml is a small text file") from None
         raise ConfigError([f"cannot read {path.name}: {exc.strerror}"], hint="make it a readable file") from None
-    if len(data) > _MAX_PYPROJECT:
-        raise ConfigError([f"cannot read {path.name}: larger than {_MAX_PYPROJECT >> 20} MiB"],
-                          hint="a pyproject.toml is a small text file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -59,6 +60,9 @@ def read_pyproject(source_dir: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"cannot read {path.name}: {exc}"], hint="fix the TOML syntax") from None
+    except RecursionError:
+        raise ConfigError([f"cannot read {path.name}: its arrays or tables are nested too deeply"],
+                          hint="a pyproject.toml nests a few levels; fix the file") from None
 
 
 def load_project(config_settings: ConfigSettings | None, env: Mapping[str, str] | None = None,
@@ -73,8 +77,6 @@ def load_project(config_settings: ConfigSettings | None, env: Mapping[str, str] 
 def backend_build_dirs(project: Project) -> list[Path]:
     """The wrapped backend's persistent build folders beyond build/ and _skbuild/: scikit-build-core's
     build-dir, only when that is the wrapped backend (no other backend reads it)."""
-    from rocm_build_backend.builder.backend import backend_kind
-
     if backend_kind(project.settings.backend) != "scikit-build-core":
         return []
     given = (project.forward.get("build-dir") or project.forward.get("skbuild.build-dir")
@@ -90,8 +92,6 @@ _BACKENDS: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 def wrapped_backend(project: Project) -> Any:
     """The wrapped backend's module (or object), loaded once per process."""
-    from rocm_build_backend.builder.backend import load_backend
-
     key = (project.settings.backend, tuple(project.settings.backend_path))
     if key not in _BACKENDS:
         _BACKENDS[key] = load_backend(*key, source_dir=project.source_dir)

@@ -9,11 +9,28 @@ Decides nothing about targets; touches no file but the wheel.
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from packaging.utils import parse_wheel_filename
+
+from rocm_build_backend import _version
+from rocm_build_backend.binary.audit import (
+    AuditReport,
+    audit_paths,
+    audit_wheel,
+    verify,
+)
+from rocm_build_backend.builder.enforce import Enforced
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.prepare import Prepared
+from rocm_build_backend.builder.profiles import profile_for
+from rocm_build_backend.builder.switches.actions import needed
 from rocm_build_backend.errors import TargetMismatchError
+from rocm_build_backend.gpu.vendor import build_side
+from rocm_build_backend.wheel.guard import guard_files
+from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
 
 if TYPE_CHECKING:
     from rocm_build_backend.binary.audit import AuditReport
@@ -38,22 +55,44 @@ def _libraries_since(source_dir: Path, since: float) -> list[Path]:
     return found
 
 
-def _mismatch_hint(prepared: Prepared) -> str:
-    flag = "-arch/-gencode" if prepared.plan.vendor == "nvidia" else "--offload-arch"
-    hint = f"the build ignored the targets (a hard-coded {flag}, or a script that picks its own)"
-    if prepared.plan.profile and prepared.plan.vendor == "amd":
-        from rocm_build_backend.builder.profiles import profile_for
+def _switches_hint(prepared: Prepared) -> str | None:
+    """The project's own switches that most likely kept its GPU code out, as one hint."""
+    missed = needed(prepared.plan.switches)
+    if not missed:
+        return None
+    parts = [f"{s.finding.where} {s.finding.name}: " + (f"give {s.todo}" if s.todo else s.detail) for s in missed[:6]]
+    return "the project's own switches decide whether it builds GPU code: " + "; ".join(parts)
+
+
+def _mismatch_hint(prepared: Prepared, problems: list[str], enforced: Enforced | None = None) -> str:
+    if all("cannot check its targets" in p for p in problems):  # unread, not wrong
+        return ("the audit could not read the device code, so its targets are unchecked, not wrong: "
+                "install a zstd decoder in the build environment (backports.zstd, a dependency of "
+                "rocm-build-backend before Python 3.14), or set verify = \"warn\" to build without the check")
+    if enforced is not None and enforced.whole:
+        shown = "; ".join(f"{' '.join(s) or 'a compile'} for {' '.join(t)}" for s, t in enforced.whole[:4])
+        return (f"compiles that list none of the targets were left whole ({shown}): files built for one "
+                "architecture on purpose; build for targets they list, or set verify = \"warn\"")
+    if any(" holds no " in p for p in problems):
+        found = _switches_hint(prepared)
+        if found:
+            return found + "; a project meant to have no GPU code sets verify = \"off\""
+    vendor = prepared.plan.vendor
+    hint = f"the build ignored the targets (a hard-coded {build_side(vendor).arch_flags}, or a script that picks its own)"
+    if prepared.plan.enforce is None and prepared.project.settings.enforce is False:
+        hint += "; enforce = true holds the compiler to the targets"
+    if prepared.plan.profile:
 
         prof = profile_for(prepared.project.dist_name)
-        if prof is not None and prof.no_device_code_hint:
-            hint = prof.no_device_code_hint
+        found = prof.no_device_code_hint(vendor) if prof is not None else None
+        if found:
+            hint = found
     return hint + "; a project meant to have no GPU code sets verify = \"off\""
 
 
-def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> AuditReport:
+def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0,
+          enforced: Enforced | None = None) -> AuditReport:
     """What the wheel's device code holds, verified against the targets (``verify``)."""
-    from rocm_build_backend.binary.audit import audit_paths, audit_wheel, verify
-
     project, plan = prepared.project, prepared.plan
     report = audit_wheel(wheel)
     if editable:
@@ -68,7 +107,7 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
         message = f"{wheel.name}: " + "; ".join(problems)
         if project.settings.verify == "error":
             wheel.unlink(missing_ok=True)
-            raise TargetMismatchError(message, hint=_mismatch_hint(prepared))
+            raise TargetMismatchError(message, hint=_mismatch_hint(prepared, problems, enforced))
         log("warning: " + message)
     else:
         log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
@@ -76,11 +115,9 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
     return report
 
 
-def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: bool = False) -> Path:
+def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: bool = False,
+          enforced: Enforced | None = None) -> Path:
     """Write the stamp (and the local version, the guard) into the wheel, atomically."""
-    from rocm_build_backend import _version
-    from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
-
     project, plan = prepared.project, prepared.plan
     settings = project.settings
     host = [str(d.target) for d in prepared.detection.devices] if prepared.detection else []
@@ -90,19 +127,16 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
         audit_files={f.path: {"targets": list(f.targets), "complete": list(f.complete)}
                      for f in report.files if f.targets},
         host_gpus=host, toolchain=toolchain, version=_version.__version__,
+        enforced=({"how": list(plan.enforce or []), **enforced.to_stamp()} if enforced is not None else None),
     )
     new_version = None
     if settings.local_version:
-        from packaging.utils import parse_wheel_filename
-
         new_version = local_version(str(parse_wheel_filename(wheel.name)[1]), plan.targets)
     extra_files: dict[str, bytes] = {}
     patch_files: dict[str, Callable[[bytes], bytes]] = {}
-    if settings.guard and not editable:
-        import zipfile
-
-        from rocm_build_backend.wheel.guard import guard_files
-
+    if settings.guard and not plan.targets:
+        log("guard: no GPU targets, no guard added")
+    elif settings.guard and not editable:
         with zipfile.ZipFile(wheel) as zf:
             names = zf.namelist()
         dist = project.dist_name or wheel.name.split("-")[0]
@@ -113,7 +147,8 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
     return out
 
 
-def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0) -> Path:
+def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0,
+                    enforced: Enforced | None = None) -> Path:
     """Verify the wheel's device code against the targets, then stamp it (atomically)."""
-    report = audit(prepared, wheel, editable=editable, since=since)
-    return stamp(prepared, wheel, report, editable=editable)
+    report = audit(prepared, wheel, editable=editable, since=since, enforced=enforced)
+    return stamp(prepared, wheel, report, editable=editable, enforced=enforced)

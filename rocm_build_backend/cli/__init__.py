@@ -19,23 +19,21 @@ import argparse
 import sys
 from typing import Sequence
 
+from rocm_build_backend._version import __version__
+from rocm_build_backend.cli import gpu, project, thin, wheels
+from rocm_build_backend.cli.common import Command
 from rocm_build_backend.errors import RocmBuildBackendError
 
 EXIT_CODES = """exit codes, the same for every command:
   0  success, or yes (every wheel loads here, targets found, ...)
-  1  a definite no: does not load, build refused, a problem found
+  1  a definite no: does not load, build refused or failed, a problem found
   2  a usage or input error (bad option, unknown target, missing file)
   3  cannot tell: no GPU found, a file that cannot be read"""
 
-_GROUPS = ("gpu", "project", "wheels", "thin")  # the order of the verbs in --help
+_GROUPS = (gpu, project, wheels, thin)  # the order of the verbs in --help
 
 
 def parser() -> argparse.ArgumentParser:
-    import importlib
-
-    from rocm_build_backend._version import __version__
-    from rocm_build_backend.cli.common import Command
-
     p = argparse.ArgumentParser(
         prog="rocm-build-backend",
         description="Build GPU Python packages for the right GPU targets, and prove it.",
@@ -51,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
         return sp
 
     for group in _GROUPS:
-        importlib.import_module(f"rocm_build_backend.cli.{group}").register(add)
+        group.register(add)
     return p
 
 
@@ -61,9 +59,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except RocmBuildBackendError as exc:
-        for line in exc.lines():
-            print(line, file=sys.stderr)
+        from rocm_build_backend.binary.printable import printable
+
+        for line in exc.lines():  # names and values from files and arguments: escaped
+            print(printable(line), file=sys.stderr)
         return exc.exit_code
+    except MemoryError:
+        print("error: out of memory", file=sys.stderr)
+        print("hint: an input larger than this machine's memory allows; nothing was written", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
 
 Command = Callable[[argparse.Namespace], int]
+# the build settings every verb that detects honours, as a build reads them (builder/settings.py)
+SYSFS_ENV, TARGETS_ENV = "ROCM_BUILD_BACKEND_SYSFS_ROOT", "ROCM_BUILD_BACKEND_TARGETS"
 AddVerb = Callable[[str, Command, str], argparse.ArgumentParser]  # name, function, help -> its parser
 
 
-def print_json(data: Any) -> None:
-    print(data if isinstance(data, str) else json.dumps(data, indent=2, sort_keys=False))
+def print_json(data: dict[str, Any]) -> None:
+    """A ``--json`` document: the plain data a result's ``to_json()`` returns, indented by 2."""
+    print(json.dumps(data, indent=2, sort_keys=False))
 
 
 def detect_args(p: argparse.ArgumentParser) -> None:
@@ -59,9 +63,29 @@ def detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
         if not Path(args.root).is_dir():
             raise RocmBuildBackendError(f"--root {args.root} is not a folder", hint="give the folder that stands for /")
         kw["root"] = Path(args.root)
+    elif not recorded and (env_root := sysfs_root_from_env()) is not None:
+        kw["root"] = env_root  # as a build sees the machine: that root, programs run live
+        return detect(**kw)
     if recorded or args.root:
         kw["recorded"] = recorded  # recorded data only: no live program runs
     return detect(**kw)
+
+
+def sysfs_root_from_env(env: Mapping[str, str] | None = None) -> Path | None:
+    """``ROCM_BUILD_BACKEND_SYSFS_ROOT`` as a build reads it (the ``sysfs-root`` setting), when it
+    names another folder than ``/``."""
+    value = (os.environ if env is None else env).get(SYSFS_ENV, "").strip()
+    if not value or Path(value) == Path("/"):
+        return None
+    if not Path(value).is_dir():
+        raise RocmBuildBackendError(f"{SYSFS_ENV}={value} is not a folder", hint="give the folder that stands for /")
+    return Path(value)
+
+
+def targets_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """``ROCM_BUILD_BACKEND_TARGETS`` as a build reads it (the ``targets`` setting), unless ``auto``."""
+    value = (os.environ if env is None else env).get(TARGETS_ENV, "").strip()
+    return value if value and value.lower() != "auto" else None
 
 
 def config_settings(items: Sequence[str] | None) -> dict[str, Any]:
@@ -92,15 +116,28 @@ def build_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def check_devices(args: argparse.Namespace) -> tuple[list[Any], list[str], bool | None]:
-    """(devices, notes, generic_ok) for check: --targets, else this machine's GPUs."""
+    """(devices, notes, generic_ok) for check, cache and install: --targets, else
+    ROCM_BUILD_BACKEND_TARGETS (as a build reads it), else this machine's GPUs (--root or the
+    recorded outputs, else ROCM_BUILD_BACKEND_SYSFS_ROOT as a build reads it, else /)."""
     from rocm_build_backend.wheel.check.wheels import devices_from_detection, generic_ok_for, host_rocm_version
     from rocm_build_backend.gpu.targets import parse_targets
 
-    if getattr(args, "targets", None) is not None:
+    given, notes = getattr(args, "targets", None), []
+    if given is None and not args.root and not any(getattr(args, _dest(r.option), None) for r in _recorded()):
+        given = targets_from_env()
+        if given is not None:
+            notes.append(f"targets from {TARGETS_ENV}={given}")
+    if given is not None:
         from rocm_build_backend.wheel.index.plan import named_targets
 
-        return parse_targets(named_targets(args.targets)), [], True
+        return parse_targets(named_targets(given)), notes, True
     found = detection(args, keep_features=True)
-    devices, notes = devices_from_detection(found)
-    root = Path(args.root) if args.root else Path("/")
-    return devices, list(notes), generic_ok_for(host_rocm_version(root=root))
+    devices, seen = devices_from_detection(found)
+    root = Path(args.root) if args.root else (sysfs_root_from_env() or Path("/"))
+    return devices, list(seen), generic_ok_for(host_rocm_version(root=root))
+
+
+def _recorded() -> list[Any]:
+    from rocm_build_backend.gpu.vendor import vendors
+
+    return [rec for vendor in vendors() for rec in vendor.recorded_outputs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
     AddVerb, detect_args, detection, print_json,
 )
@@ -13,8 +14,10 @@ from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
 
 def cmd_targets(args: argparse.Namespace) -> int:
     from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, table
+    from rocm_build_backend.gpu.vendor import vendor_names
 
-    rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == "amd")
+    first = vendor_names()[0]  # without --all: the first vendor of the registry (docs/json/targets.md)
+    rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == first)
     if args.json:  # data/schemas/targets.schema.json, docs/json/targets.md
         columns = ("vendor", "family", "kind", "xnack", "sramecc", "generic", "kfd", "first_llvm", "products",
                    "verified")
@@ -32,7 +35,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if args.json:
         print_json(found.to_json())
     else:
-        print(found.to_text())
+        print(render.detection(found))
     if found.targets:
         return 0
     if not args.json:
@@ -48,7 +51,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 def register(add: AddVerb) -> None:
     sp = add("targets", cmd_targets, "list the known GPU targets")
-    sp.add_argument("--all", action="store_true", help="include NVIDIA targets")
+    sp.add_argument("--all", action="store_true", help="include every vendor's targets, not only the first vendor's (AMD)")
     sp.add_argument("--json", action="store_true")
 
 

@@ -35,14 +35,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    """Exit 0 built; 1 refused (stale tree, compiler, missing target) or failed; 2 a bad setting;
+    3 no GPU found (the hook's own code, see ``builder.project.failed``)."""
     from rocm_build_backend.builder.project import build_project
 
-    wheel, stale = build_project(Path(args.path), Path(args.outdir) if args.outdir else None,
-                                 build_settings(args))
-    for path, targets in stale:
+    built = build_project(Path(args.path), Path(args.outdir) if args.outdir else None, build_settings(args))
+    for path, targets in built.stale:
         print(f"warning: {path} in the output folder was built for {' '.join(targets) or 'no GPU target'}",
               file=sys.stderr)
-    print(wheel)
+    if args.json:
+        print_json(built.to_json())
+    else:
+        print(built.wheel)
     return 0
 
 
@@ -52,10 +56,14 @@ def cmd_configure(args: argparse.Namespace) -> int:
     if not Path(args.path).is_dir():
         raise RocmBuildBackendError(f"{args.path} is not a folder", hint="give the project's folder")
     result = configure(Path(args.path), write=not (args.diff or args.dry_run))
-    if args.diff:
+    if args.json:
+        print_json(result.to_json())
+    elif args.diff:
         sys.stdout.write(result.diff())
     else:
-        print(result.message)
+        from rocm_build_backend.binary.printable import printable
+
+        print(printable(result.message))  # names the backend the file declares
     return 0
 
 
@@ -72,10 +80,12 @@ def register(add: AddVerb) -> None:
     sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist)")
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
     sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+    sp.add_argument("--json", action="store_true", help="print what was built as JSON (the build log stays on stderr)")
 
 
     sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")
     sp.add_argument("path", nargs="?", default=".")
     sp.add_argument("--diff", action="store_true", help="show the change as a unified diff; write nothing")
     sp.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+    sp.add_argument("--json", action="store_true", help="print what changed (or would change) as JSON")
 

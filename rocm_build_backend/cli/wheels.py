@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
-    AddVerb, check_devices, detect_args, detection, print_json,
+    AddVerb, check_devices, detect_args, detection, print_json, targets_from_env,
 )
 from rocm_build_backend.errors import RocmBuildBackendError
 
@@ -24,7 +26,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.audit(report))
     return report.exit_code
 
 
@@ -39,9 +41,9 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
                                cache_path=None if args.no_cache else default_cache_path(), strict=args.strict)
     if args.json:
-        print_json(report.to_dict())
+        print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.environment(report))
     return report.exit_code
 
 
@@ -61,7 +63,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        print(report.to_text())
+        print(render.check(report))
     return report.exit_code
 
 
@@ -69,10 +71,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from rocm_build_backend.wheel.cache.run import list_cache, purge_cache
     from rocm_build_backend.gpu.targets import parse_targets
 
-    if args.targets is not None:
+    given = args.targets if args.targets is not None or args.root else targets_from_env()
+    if given is not None:
         from rocm_build_backend.wheel.index.plan import named_targets
 
-        targets = parse_targets(named_targets(args.targets))
+        targets = parse_targets(named_targets(given))
     else:
         from rocm_build_backend.gpu.detect import require_targets
 
@@ -87,12 +90,16 @@ def cmd_cache(args: argparse.Namespace) -> int:
                           "tools": ("pip", "uv") if args.tool == "all" else (args.tool,)}
     if args.action == "list":
         result = list_cache(targets, **kw)
+        result.purge_args = ((["--targets", args.targets] if args.targets is not None else [])
+                             + (["--tool", args.tool] if args.tool != "all" else [])
+                             + [a for d in args.cache_dir or [] for a in ("--cache-dir", d)]
+                             + ([] if args.root is None else ["--root", args.root]))
     else:
         result = purge_cache(targets, yes=args.yes, **kw)
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.cache(result))
     return result.exit_code
 
 
@@ -105,7 +112,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.targets is not None:  # with --family, family names too: build_index parses them
         names = named_targets(args.targets)
         targets = names if args.family else parse_targets(names)
-    paths = list(args.paths)
+    out, wheels, deprecated = index_paths(args)
     if args.add or args.remove:
         from rocm_build_backend.wheel.index.publish import publish
 
@@ -113,41 +120,92 @@ def cmd_index(args: argparse.Namespace) -> int:
             raise ConfigError([f"{'--base-url' if args.base_url else '--split'} does not go with --add/--remove"],
                               hint="published wheels are hosted in OUT_DIR/files/; split them first "
                                    "(rocm-build-backend split WHEEL) and add the split wheels")
-        if (args.add and len(paths) < 2) or (not args.add and len(paths) != 1):
-            raise ConfigError(["--add takes WHEEL... OUT_DIR; --remove NAME==VERSION takes OUT_DIR"],
-                              hint="rocm-build-backend index --add dist/*.whl OUT_DIR, or "
-                                   "rocm-build-backend index --remove NAME==VERSION OUT_DIR")
-        result = publish(Path(paths[-1]), add=paths[:-1] if args.add else [], remove=args.remove or [],
+        result = publish(Path(out), add=wheels, remove=args.remove or [],
                          targets=targets, family=args.family, variants=args.variants, lists=args.json)
     else:
-        if len(paths) != 2:
-            raise ConfigError([f"index takes WHEEL_DIR OUT_DIR, not {len(paths)} paths"],
-                              hint="to add single wheels: rocm-build-backend index --add WHEEL... OUT_DIR")
         from rocm_build_backend.wheel.index.run import build_index
 
-        result = build_index(Path(paths[0]), Path(paths[1]), targets=targets, family=args.family,
+        result = build_index(Path(wheels[0]), Path(out), targets=targets, family=args.family,
                              base_url=args.base_url, variants=args.variants, split=args.split, lists=args.json)
     if args.json:
         print_json(result.to_json())
     else:
-        print(result.to_text())
+        print(render.index(result))
+    if deprecated:  # after the run: an error stays the first line of its output
+        print("warning: OUT_DIR as a positional argument is deprecated; use -o/--outdir", file=sys.stderr)
     return result.exit_code
 
 
+def index_paths(args: argparse.Namespace) -> tuple[str, list[str], bool]:
+    """``index``'s (output folder, wheel paths, whether the output came as the deprecated last
+    positional argument). WHEEL_DIR -o OUT; --add WHEEL... -o OUT; --remove NAME==VERSION -o OUT.
+    Without -o the last path is the output folder (the earlier spelling, with a warning)."""
+    paths = list(args.paths)
+    want = "WHEEL... " if args.add else "" if args.remove else "WHEEL_DIR "
+    fixed = 1 if not (args.add or args.remove) else 0  # paths that are not the output folder
+    deprecated = False
+    out = args.outdir
+    if out is None and len(paths) > fixed and not (args.add and len(paths) < 2):
+        out, paths, deprecated = paths[-1], paths[:-1], True
+        if out.endswith(".whl"):
+            args.index_parser.error(f"give the output folder: {want}-o/--outdir DIR")  # usage, exit 2
+    elif out is not None and len(paths) > fixed and not args.add:
+        if paths[-1] != out:
+            raise RocmBuildBackendError(f"two output folders: {paths[-1]} and -o {out}",
+                                        hint="give the output folder once, as -o/--outdir")
+        paths = paths[:-1]  # the earlier spelling and -o naming the same folder
+    if out is None:
+        args.index_parser.error(f"give the output folder: {want}-o/--outdir DIR")  # usage, exit 2
+    if args.add and not paths:
+        args.index_parser.error("--add needs the wheels (or folders of them) to add: --add WHEEL... -o DIR")
+    if args.remove and not args.add and paths:
+        args.index_parser.error(f"--remove takes NAME==VERSION and -o DIR, not {paths[0]}")
+    if not (args.add or args.remove) and len(paths) != 1:
+        raise RocmBuildBackendError(
+            f"index takes one WHEEL_DIR, not {len(paths)} paths: {' '.join(paths[:3])}",
+            hint="to add single wheels: rocm-build-backend index --add WHEEL... -o OUT_DIR")
+    return str(out), paths, deprecated
+
+
 def cmd_install(args: argparse.Namespace) -> int:
+    import shutil
     import tempfile
 
+    from rocm_build_backend import files
+    from rocm_build_backend.builder.interrupt import terminated_as_exit
     from rocm_build_backend.wheel.install.run import install_inspected
 
     devices, notes, generic_ok = check_devices(args)
     env = dict(os.environ)
     if args.root:  # builds through the shim see the same GPUs as the check
         env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(Path(args.root).resolve())
-    with tempfile.TemporaryDirectory(prefix="rocm-build-backend-install-") as work:
-        result = install_inspected(args.pip_args, devices, work_dir=Path(work), generic_ok=generic_ok, notes=notes,
-                                   dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
-        print(result.to_text())
+    if devices:  # and build for them, whatever named them (--targets, recorded outputs, detection)
+        env["ROCM_BUILD_BACKEND_TARGETS"] = args.targets or targets_from_env() or build_targets(devices)
+    top = Path(tempfile.gettempdir())
+    files.remove_leftovers(top, files.leftover_pattern(_INSTALL_WORK, ""))  # what killed runs left
+    work = files.temp_folder(top, _INSTALL_WORK)
+    try:
+        with terminated_as_exit():  # SIGTERM ends the run as Ctrl-C does: the folder goes
+            result = install_inspected(args.pip_args, devices, work_dir=work, generic_ok=generic_ok, notes=notes,
+                                       dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(render.install(result))
     return result.exit_code
+
+
+_INSTALL_WORK = "rocm-build-backend-install-"  # + <pid>-<random>: a later run removes a killed run's
+
+
+def build_targets(devices: list[Any]) -> str:
+    """The targets a build for these devices gets: each processor once (features dropped, as
+    detection gives a build), in the stable order."""
+    from rocm_build_backend.gpu.targets import GpuTarget, join_targets, sort_targets
+
+    return join_targets(sort_targets({GpuTarget(str(d).split(":", 1)[0]) for d in devices}), ";")
 
 
 def register(add: AddVerb) -> None:
@@ -187,17 +245,20 @@ def register(add: AddVerb) -> None:
     sp.add_argument("--python", metavar="PYTHON", help="the interpreter whose pip collects and installs (default: this one)")
     sp.add_argument("--tool", choices=["pip", "uv"], default="pip", help="the installer that resolves and installs")
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
+    sp.add_argument("--json", action="store_true", help="print the table as JSON")
     sp.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="PIP_ARGS",
                     help="pip's arguments: requirements and index options (put them after --)")
     detect_args(sp)
 
 
     sp = add("index", cmd_index, "write a static package index per GPU target")
-    sp.usage = ("%(prog)s [options] WHEEL_DIR OUT_DIR\n       %(prog)s [options] --add WHEEL... OUT_DIR\n"
-                "       %(prog)s [options] --remove NAME==VERSION OUT_DIR")
-    sp.add_argument("paths", nargs="+", metavar="PATH",
-                    help="WHEEL_DIR OUT_DIR: OUT_DIR lists exactly the wheels of WHEEL_DIR; with --add: "
-                         "the wheels (or folders of them) to add, then OUT_DIR")
+    sp.usage = ("%(prog)s [options] WHEEL_DIR -o OUT_DIR\n       %(prog)s [options] --add WHEEL... -o OUT_DIR\n"
+                "       %(prog)s [options] --remove NAME==VERSION -o OUT_DIR")
+    sp.add_argument("paths", nargs="*", metavar="PATH",
+                    help="WHEEL_DIR: OUT_DIR lists exactly the wheels of WHEEL_DIR; with --add: the wheels (or "
+                         "folders of them) to add. A last OUT_DIR here is the deprecated spelling of -o")
+    sp.add_argument("-o", "--outdir", metavar="DIR", help="where the index goes")
+    sp.set_defaults(index_parser=sp)
     sp.add_argument("--add", action="store_true",
                     help="add the wheels given (copied into OUT_DIR/files/) and keep everything else: "
                          "for many jobs publishing into one OUT_DIR")

@@ -25,9 +25,6 @@ from rocm_build_backend.gpu.vendor import Vendor, vendors
 __all__ = ["Detection", "Device", "ProbeResult", "detect", "require_targets"]
 
 
-_EXAMPLE = "set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942"
-
-
 def detect(
     *,
     root: Path | str | None = None,
@@ -72,8 +69,9 @@ def _combine(parts: Sequence[VendorDetection], warnings: list[str]) -> Detection
     decided = [p.decided for p in parts if p.decided]
     devices: list[Device] = [d for p in parts for d in p.devices]
     targets: list[GpuTarget] = sort_targets(t for p in parts for t in p.targets)
-    causes = [] if targets else _unique(c for p in parts for c in p.causes)
-    looked_for = " or ".join(_label(p.vendor) for p in probed) or _label(parts[0].vendor if parts else "")
+    causes = [] if targets else _unique(c for p in parts for c in p.causes if p.present)
+    looked_for = (" or ".join(_label(p.vendor) for p in probed if p.present)
+                  or _label(parts[0].vendor if parts else ""))
     return Detection(
         targets=targets,
         devices=devices,
@@ -83,6 +81,8 @@ def _combine(parts: Sequence[VendorDetection], warnings: list[str]) -> Detection
         causes=causes,
         looked_for=looked_for,
         labels=labels,
+        vendors={probe: p.vendor for p in probed for probe in p.results},
+        absent=tuple(p.vendor for p in parts if not p.present),
     )
 
 
@@ -99,14 +99,29 @@ def _unique(items: Iterable[str]) -> list[str]:
     return out
 
 
-def require_targets(detection: Detection) -> list[GpuTarget]:
-    """The detected build targets, or NoGpuDetectedError saying what each probe saw."""
-    if detection.targets:
-        return list(detection.targets)
-    seen = "; ".join(f"{detection.label(p)}: {s}" for p, s in detection.seen.items()) or "no probe ran"
+def require_targets(detection: Detection, vendor: str | None = None) -> list[GpuTarget]:
+    """The detected build targets, or NoGpuDetectedError saying what each probe saw.
+
+    ``vendor``: only that vendor's targets count, and the message speaks of its probes and
+    its spelling of targets (a build with ``vendor = "nvidia"``); None: every vendor's, the
+    message of the vendors whose software is installed."""
+    chosen = [v for v in vendors() if vendor is None or v.name == vendor]
+    targets = [t for t in detection.targets if vendor is None or t.vendor == vendor]
+    if targets:
+        return targets
+    probed = set(detection.vendors.values()) - set(detection.absent)
+    names = {vendor} if vendor is not None else ({v.name for v in chosen} & probed or {chosen[0].name})
+    seen = "; ".join(f"{detection.label(p)}: {s}" for p, s in detection.seen.items()
+                     if detection.vendors.get(p, "") in names or p not in detection.vendors) or "no probe ran"
     if detection.devices and "hidden" in detection.causes:
-        seen = "; ".join(f"{d.target} {d.reason}" for d in detection.devices)
-    specific = _unique(h for v in vendors() for h in v.hints(detection.causes))
+        seen = "; ".join(f"{d.target} {d.reason}" for d in detection.devices if vendor is None or d.target.vendor == vendor)
+    specific = _unique(h for v in chosen for h in v.hints(detection.causes))
+    examples = [v.example for v in chosen if v.name in names]
+    example = f"set targets, e.g. {' or '.join(examples)}"
     hint = "; ".join(specific[:2])
-    hint = f"{hint}; or {_EXAMPLE}" if hint else _EXAMPLE
-    raise NoGpuDetectedError(f"no {detection.looked_for} GPU found ({seen})", hint=hint)
+    hint = f"{hint}; or {example}" if hint else example
+    looked_for = detection.looked_for if vendor is None else _label(vendor)
+    others = [str(t) for t in detection.targets if vendor is not None and t.vendor != vendor]
+    if others:
+        seen += f"; found {' '.join(others)}, of another vendor"
+    raise NoGpuDetectedError(f"no {looked_for} GPU found ({seen})", hint=hint)

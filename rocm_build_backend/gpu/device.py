@@ -1,8 +1,9 @@
 """The detection model: a device a probe saw, one probe's result, one vendor's and the whole
 machine's outcome, and what probes are given to work with.
 
-Vendor-neutral data and its rendering (text table, JSON). Must not probe, run or parse
-anything: the probes live with their vendor (``gpu/amd/``), the orchestration in ``detect.py``.
+Vendor-neutral data, and the ``detect --json`` document; the text table is ``cli/render.py``'s.
+Must not probe, run or parse anything: the probes live with their vendor (``gpu/amd/``), the
+orchestration in ``detect.py``.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class VendorDetection:
     warnings: list[str] = field(default_factory=list)
     causes: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # probe -> how messages name it
+    present: bool = True  # False: none of the vendor's software is installed (its probe says so)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ class Detection:
     causes: list[str] = field(default_factory=list)  # error codes behind an empty result
     looked_for: str = "AMD"  # the vendors probed, as messages name them ("AMD or NVIDIA")
     labels: dict[str, str] = field(default_factory=dict)  # probe -> how messages name it
+    vendors: dict[str, str] = field(default_factory=dict)  # probe -> the vendor it probes for
+    absent: tuple[str, ...] = ()  # vendors none of whose software is installed
 
     def to_json(self) -> dict[str, Any]:
         """The ``detect --json`` document (``data/schemas/detect.schema.json``, docs/json/detect.md)."""
@@ -143,40 +147,6 @@ class Detection:
 
     def label(self, probe: str) -> str:
         return self.labels.get(probe, probe)
-
-    def to_text(self) -> str:
-        lines = _device_table(self.devices, self.source) if self.devices else [f"no {self.looked_for} GPU found"]
-        shown = ", ".join(str(t) for t in self.targets) or "(none)"
-        lines.append(f"build targets: {shown}" + (f"  (decided by {self.source})" if self.source else ""))
-        if self.seen:
-            lines.append("probes:")
-            lines.extend(f"  {self.label(p)}: {s}" for p, s in self.seen.items())
-        if self.warnings:
-            lines.append("warnings:")
-            lines.extend(f"  {w}" for w in self.warnings)
-        return "\n".join(lines)
-
-
-def _device_table(devices: Sequence[Device], source: str | None) -> list[str]:
-    lines = [f"GPUs seen by {source}:"]
-    head = ("node", "target", "physical", "kind", "build", "name", "reason")
-    rows = [
-        (
-            "-" if d.node is None else str(d.node),
-            str(d.target),
-            str(d.physical) if d.physical else "-",
-            d.kind,
-            "yes" if d.included else "no",
-            d.name or "-",
-            d.reason,
-        )
-        for d in devices
-    ]
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
-    for row in [head, *rows]:
-        cells = [c.ljust(w) for c, w in zip(row, widths)] + [row[-1]]
-        lines.append("  " + "  ".join(cells).rstrip())
-    return lines
 
 
 def counted(devices: Sequence[Device]) -> str:

@@ -9,6 +9,9 @@ read. Vendor-neutral: any vendor's probe may use it. Must not parse: the caller 
 from __future__ import annotations
 
 import os
+import selectors
+import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -36,8 +39,6 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], timeout: float,
 
     Raises OSError when the program cannot start.
     """
-    import subprocess
-
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=dict(env), start_new_session=True)
     try:
@@ -57,8 +58,6 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], timeout: float,
 
 def _collect(proc: Any, deadline: float, limit: int) -> tuple[bytes, bytes, bool, bool]:
     """Read stdout and stderr until both end, the deadline passes or ``limit`` bytes came."""
-    import selectors
-
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     with selectors.DefaultSelector() as sel:
         for fd in bufs:
@@ -79,8 +78,6 @@ def _collect(proc: Any, deadline: float, limit: int) -> tuple[bytes, bytes, bool
 
 
 def _wait(proc: Any, deadline: float) -> int | None:
-    import subprocess
-
     try:
         code: int = proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
         return code
@@ -91,8 +88,6 @@ def _wait(proc: Any, deadline: float) -> int | None:
 def _kill_group(proc: Any) -> None:
     """SIGKILL the program's process group (the program is its leader and not yet reaped,
     so the group id cannot belong to anyone else)."""
-    import signal
-
     try:
         if hasattr(os, "killpg"):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -3,28 +3,44 @@
 A vendor (AMD, NVIDIA, ...) is one object that satisfies :class:`Vendor`: its target names
 (which names it claims, how it parses, sorts and looks them up in the target table), its
 loader rules ("does code built for X load on device Y"), its detection probes and the hints
-behind their failures. The rest of the package asks the registry, never ``if vendor == ...``.
+behind their failures. Its build side (knobs, compiler check, pinned tools, profile
+placeholders, the import guard's part, the variant provider, index families) is a second
+object, :class:`gpu.build.BuildVendor`, found with :func:`build_side`. The rest of the package
+asks the registry, never ``if vendor == ...``.
 
 The registry names each vendor by ``module:attribute`` and imports it on first use, so this
 module imports nothing from the package at run time and ``import rocm_build_backend`` stays
-cheap. It must not hold any vendor's facts or rules.
+cheap. :func:`registered` adds a vendor for the length of a ``with`` block (a test's own
+vendor). It must not hold any vendor's facts or rules.
 """
 
 from __future__ import annotations
 
 import importlib
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Protocol, Sequence
 
 if TYPE_CHECKING:
+    from rocm_build_backend.gpu.build import BuildVendor
     from rocm_build_backend.gpu.device import Probing, VendorDetection
     from rocm_build_backend.gpu.targets import GpuTarget
 
+
+class Entry(NamedTuple):
+    """One vendor of the registry: its name, and where its two objects live (``module:attr``)."""
+
+    name: str  # "amd": the value of ``GpuTarget.vendor``, of the ``vendor`` setting, of profiles' keys
+    vendor: str  # the detection and loading side: a ``Vendor``
+    build: str  # the build side: a ``gpu.build.BuildVendor``
+
+
 #: The vendors, in the order they are consulted and sorted. Adding a vendor is adding a line.
-_REGISTRY = (
-    "rocm_build_backend.gpu.amd.vendor:AMD",
-    "rocm_build_backend.gpu.nvidia.vendor:NVIDIA",
-)
+_REGISTRY: list[Entry] = [
+    Entry("amd", "rocm_build_backend.gpu.amd.vendor:AMD", "rocm_build_backend.gpu.amd.build:BUILD"),
+    Entry("nvidia", "rocm_build_backend.gpu.nvidia.vendor:NVIDIA", "rocm_build_backend.gpu.nvidia.build:BUILD"),
+]
+_BUILD: dict[str, BuildVendor] = {}
 
 
 class RecordedOutput(NamedTuple):
@@ -40,6 +56,7 @@ class Vendor(Protocol):
 
     name: str  # "amd": the value of ``GpuTarget.vendor`` and of settings
     label: str  # "AMD": how messages name it
+    example: str  # how a user names a target of this vendor, for hints: "ROCM_BUILD_BACKEND_TARGETS=gfx942"
     recorded_outputs: tuple[RecordedOutput, ...]  # the probes it can replay from captured output
     # True when a library's kernel modules are loaded one by one, when first used, so a module
     # without code for the device fails only if one of its kernels is launched there (and
@@ -75,15 +92,66 @@ class Vendor(Protocol):
         ...
 
 
+def _load(where: str) -> Any:
+    module, _, attr = where.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def vendor_names() -> tuple[str, ...]:
+    """The registered vendors' names, in registry order, without importing any of them."""
+    return tuple(entry.name for entry in _REGISTRY)
+
+
 @lru_cache(maxsize=None)
 def vendors() -> tuple[Vendor, ...]:
     """Every registered vendor, in registry order."""
     out = []
     for entry in _REGISTRY:
-        module, _, attr = entry.partition(":")
-        found: Vendor = getattr(importlib.import_module(module), attr)
+        found: Vendor = _load(entry.vendor)
+        if found.name != entry.name:
+            raise RuntimeError(f"the registry entry {entry.name!r} loads a vendor named {found.name!r}")
         out.append(found)
     return tuple(out)
+
+
+def build_side(vendor: str | Vendor) -> BuildVendor:
+    """The build side of a vendor (by name or object), imported on first use.
+
+    A name the registry does not hold is a KeyError: callers pass names that the settings,
+    a target or ``choose_vendor`` produced, which are registered ones.
+    """
+    name = vendor if isinstance(vendor, str) else vendor.name
+    found = _BUILD.get(name)
+    if found is None:
+        entry = next((e for e in _REGISTRY if e.name == name), None)
+        if entry is None:
+            raise KeyError(f"no vendor named {name!r} is registered")
+        found = _BUILD[name] = _load(entry.build)
+    return found
+
+
+def _forget() -> None:
+    vendors.cache_clear()
+    claimant.cache_clear()
+    _BUILD.clear()
+
+
+@contextmanager
+def registered(entry: Entry) -> Iterator[None]:
+    """Add a vendor after the others for the block, then remove it (and every cached answer).
+
+    For a vendor that lives outside the package (a test's own): ``with registered(Entry("myvendor",
+    "my_pkg.vendor:VENDOR", "my_pkg.build:BUILD")): ...``. A name already registered is refused.
+    """
+    if entry.name in vendor_names():
+        raise ValueError(f"a vendor named {entry.name!r} is already registered")
+    _REGISTRY.append(entry)
+    _forget()
+    try:
+        yield
+    finally:
+        _REGISTRY.remove(entry)
+        _forget()
 
 
 def vendor_named(name: str) -> Vendor | None:

@@ -3,5 +3,5 @@ stamping and the atomic rewrite, ``check``, ``cache``, ``index`` and the import 
 
 ``reader.py`` reads a wheel's targets for ``check.py``, ``cache.py`` and ``index.py``;
 ``stamp.py`` and ``rewrite.py`` serve the build; see docs/architecture-wheel.md for the flow.
-This package imports nothing at import time: each module imports what it needs, late.
+This package imports nothing at import time; each module imports what it needs at its top.
 """

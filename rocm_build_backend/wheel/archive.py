@@ -7,19 +7,18 @@ as they inflate), and whatever ``zipfile`` raises for a damaged member is turned
 ``WheelError`` that names the member.
 
 It holds no knowledge of stamps, pages or caches, writes nothing and extracts nothing to disk.
-Heavy modules (``zipfile``, ``packaging``) are imported inside the functions that need them.
 """
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from rocm_build_backend.errors import WheelError
-
-if TYPE_CHECKING:  # pragma: no cover
-    import zipfile
 
 # Bounds for what is read whole into memory from an untrusted wheel.
 MAX_STAMP = 1 << 20  # the stamp JSON
@@ -30,8 +29,6 @@ MAX_MEMBERS = 1_000_000
 
 def wheel_name_parts(filename: str) -> list[str]:
     """The dash-separated parts of a wheel file name, checked with ``packaging``."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     try:
         parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:
@@ -44,8 +41,6 @@ def wheel_name_parts(filename: str) -> list[str]:
 
 def open_wheel(path: Path) -> "zipfile.ZipFile":
     """``path`` opened as a zip archive; WheelError when it is missing or not a zip."""
-    import zipfile
-
     try:
         zf = zipfile.ZipFile(path)
     except FileNotFoundError:
@@ -60,8 +55,6 @@ def dist_info_dir(names: Iterable[str], filename: str) -> str:
     """The wheel's one ``.dist-info`` directory (a top-level folder with METADATA in it)."""
     dirs = sorted({n.split("/", 1)[0] for n in names if "/" in n and n.split("/", 1)[0].endswith(".dist-info")})
     if len(dirs) > 1:
-        from packaging.utils import canonicalize_name, parse_wheel_filename
-
         want = canonicalize_name(parse_wheel_filename(filename)[0])
         dirs = [d for d in dirs if canonicalize_name(d[: -len(".dist-info")].rsplit("-", 1)[0]) == want]
     if len(dirs) != 1:
@@ -92,9 +85,6 @@ def read_named(zf: "zipfile.ZipFile", name: str, limit: int, what: str) -> bytes
     Python cannot inflate is a WheelError naming the member, never a ``zlib.error``,
     ``RuntimeError`` or ``NotImplementedError``.
     """
-    import zipfile
-    import zlib
-
     try:
         info = zf.getinfo(name)
     except KeyError:

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rocm_build_backend.errors import UnknownTargetError
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.compat import why_not
+from rocm_build_backend.gpu.targets import GpuTarget, _sort_key, parse_target
+from rocm_build_backend.gpu.vendor import vendor_of
 
 OK, FAILS, UNKNOWN = "ok", "fails", "unknown"
 Modules = tuple[tuple[tuple[str, ...], int], ...]  # (targets, how many modules have them)
@@ -43,7 +45,7 @@ class DeviceFile:
     modules: Modules | None = None  # kernel modules by targets; None: not known (a stamp)
     unread: Modules = ()  # modules whose targets or kernels could not be read
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"targets": list(self.targets), "complete": list(self.complete)}
         if self.problems:
             out["problems"] = list(self.problems)
@@ -150,7 +152,7 @@ class WheelTargets:
     def serves(self, device: GpuTarget | str, *, generic_ok: bool | None = True, strict: bool = False) -> bool:
         return self.verdict(device, generic_ok=generic_ok, strict=strict)[0] == OK
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "path": str(self.path),
             "name": self.name,
@@ -160,7 +162,7 @@ class WheelTargets:
             "source": self.source,
             "targets": self.targets,
             "complete": self.complete,
-            "files": {f.path: f.to_dict() for f in self.files},
+            "files": {f.path: f.to_json() for f in self.files},
             "stamp_mismatch": list(self.mismatch),
             "problems": list(self.problems),
         }
@@ -168,8 +170,6 @@ class WheelTargets:
 
 @lru_cache(maxsize=4096)
 def _name_key(name: str) -> tuple[int, tuple[object, ...], str]:
-    from rocm_build_backend.gpu.targets import _sort_key, parse_target
-
     try:
         return (0, _sort_key(parse_target(name)), name)
     except UnknownTargetError:
@@ -183,8 +183,6 @@ def sorted_names(names: Iterable[str]) -> list[str]:
 
 def _why_not(code: str, device: GpuTarget | str, generic_ok: bool) -> str | None:
     """compat.why_not, tolerant of target names the table does not know."""
-    from rocm_build_backend.gpu.compat import why_not
-
     try:
         return why_not(code, device, generic_ok=generic_ok)
     except UnknownTargetError:
@@ -213,8 +211,6 @@ def _module_loads(targets: Iterable[str], device: GpuTarget | str, generic_ok: b
 
 
 def _per_module_loading(device: GpuTarget | str) -> bool:
-    from rocm_build_backend.gpu.vendor import vendor_of
-
     return vendor_of(str(device).split(":")[0]).per_module_loading
 
 

@@ -1,20 +1,18 @@
 """The optional import guard (``guard = true``): a wheel that refuses to import on the wrong GPU.
 
 A wheel built for gfx90a and installed on a gfx942 machine (a reused pip cache, a copied
-virtualenv) imports and then dies in the HIP runtime, often with a core dump. With the guard,
+virtualenv) imports and then dies in the GPU runtime, often with a core dump. With the guard,
 the top-level package's ``__init__.py`` starts with one import of a small generated module
-that reads the KFD topology in sysfs (AMD code) or the GPUs' compute capability through NVML
-with ``ctypes`` (NVIDIA code; no program runs) and raises ImportError naming the GPU it found
-(``gfx90a``, ``sm_90``), the targets the wheel holds, and the command that rebuilds it.
+that asks each vendor's probe for the machine's GPUs (AMD: the KFD topology in sysfs; NVIDIA:
+the compute capability through NVML with ``ctypes``; no program runs) and raises ImportError
+naming the GPU it found (``gfx90a``, ``sm_90``), the targets the wheel holds, and the command
+that rebuilds it. Each vendor writes its own part (``BuildVendor.guard_part``: a probe, a
+"loads on" test and the data computed at build time); this module joins them.
 
 The generated module is self-contained (standard library ``os`` and ``ctypes`` only) and
-conservative: it passes when it cannot tell (no KFD, unreadable nodes, no NVIDIA driver
-library, no GPU code in the wheel), when any
-GPU of the machine is among the targets (features such as xnack are not compared; a generic
-target counts for every processor it covers), and it honours ``HSA_OVERRIDE_GFX_VERSION``
-(and the per-node ``HSA_OVERRIDE_GFX_VERSION_<n>`` values, each counted as a GPU).
-``ROCM_BUILD_BACKEND_GUARD_OFF=1`` turns it off; ``ROCM_BUILD_BACKEND_SYSFS_ROOT`` points it at
-another root holding ``sys/class/kfd/...`` (tests, containers).
+conservative: it passes when it cannot tell (no probe sees a GPU, no GPU code in the wheel)
+and when any GPU of the machine runs the wheel's code. ``ROCM_BUILD_BACKEND_GUARD_OFF=1``
+turns it off.
 
 This module writes the guard's source and edits ``__init__.py`` bytes; it must not decide
 which targets a wheel holds (the build's audit does) nor touch a wheel on disk.
@@ -22,134 +20,45 @@ which targets a wheel holds (the build's audit does) nor touch a wheel on disk.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import ast
+import io
+import re
+import tokenize
+from collections.abc import Callable, Iterable
 
 from rocm_build_backend.errors import WheelError
+from rocm_build_backend.gpu.build import GuardPart
+from rocm_build_backend.gpu.targets import parse_targets, sort_targets
+from rocm_build_backend.gpu.vendor import build_side, vendors
 
 GUARD_MODULE = "_rocm_build_guard"
 GUARD_ENV = "ROCM_BUILD_BACKEND_GUARD_OFF"
-SYSFS_ENV = "ROCM_BUILD_BACKEND_SYSFS_ROOT"
 GUARD_MARK = "# rocm-build-backend import guard"
 GUARD_LINE = f"from . import {GUARD_MODULE}  {GUARD_MARK} ({GUARD_ENV}=1 turns it off)"
 
-_TEMPLATE = '''\
+_HEAD = '''\
 """Import guard written by rocm-build-backend: stops this package from importing on a machine
 whose GPUs it has no device code for. {guard_env}=1 turns it off."""
 
 DIST = {dist!r}
 TARGETS = {targets!r}
-LOADS_ON = frozenset({loads_on!r})
-CUDA_LOADS_ON = frozenset({cuda_loads_on!r})
-PTX_FROM = {ptx_from!r}
+'''
 
-
-def _gfx(major, minor, stepping):
-    if major <= 0 or not 0 <= minor <= 15 or not 0 <= stepping <= 15:
-        return None
-    return "gfx%d%x%x" % (major, minor, stepping)
-
-
-def _override(value):
-    parts = value.strip().split(".")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        return None
-    return _gfx(int(parts[0]), int(parts[1]), int(parts[2]))
-
-
-def gpus(root=None, env=None):
-    """[(processor, note)] for each GPU node KFD lists; [] when it cannot tell."""
-    import os
-
-    env = os.environ if env is None else env
-    root = root or env.get({sysfs_env!r}) or "/"
-    nodes = os.path.join(root, "sys/class/kfd/kfd/topology/nodes")
-    try:
-        names = sorted(os.listdir(nodes))
-    except OSError:
-        return []
-    forced = _override(env.get("HSA_OVERRIDE_GFX_VERSION", ""))
-    found = []
-    for node in names:
-        try:
-            with open(os.path.join(nodes, node, "properties"), "rb") as fh:
-                data = fh.read(65536)
-        except OSError:
-            continue
-        start = data.find(b"gfx_target_version ")
-        if start < 0:
-            continue
-        fields = data[start:start + 40].split(None, 2)
-        try:
-            value = int(fields[1])
-        except (IndexError, ValueError):
-            continue
-        if value <= 0:
-            continue  # a CPU node
-        real = _gfx(value // 10000, value // 100 % 100, value % 100)
-        if forced:
-            found.append((forced, "KFD node %s, HSA_OVERRIDE_GFX_VERSION; the chip is %s" % (node, real)))
-        elif real:
-            found.append((real, "KFD node %s" % node))
-    if found:
-        for key, value in env.items():
-            if key.startswith("HSA_OVERRIDE_GFX_VERSION_") and _override(value):
-                found.append((_override(value), key))
-    return found
-
-
-def cuda_gpus(load=None):
-    """[(sm_XY, note)] for each GPU NVML lists, read in this process through ctypes (no
-    program runs); [] when it cannot tell (no NVIDIA driver library, NVML fails)."""
-    import ctypes
-
-    try:
-        lib = (load or ctypes.CDLL)("libnvidia-ml.so.1")
-    except OSError:
-        return []
-    if lib.nvmlInit_v2() != 0:
-        return []
-    found = []
-    try:
-        count = ctypes.c_uint(0)
-        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
-            return []
-        for i in range(min(count.value, 256)):
-            handle, major, minor = ctypes.c_void_p(), ctypes.c_int(0), ctypes.c_int(0)
-            if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(handle)) != 0:
-                continue
-            if lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor)) != 0:
-                continue
-            if 0 < major.value < 100 and 0 <= minor.value <= 9:
-                found.append(("sm_%d%d" % (major.value, minor.value), "NVIDIA GPU %d" % i))
-    finally:
-        try:
-            lib.nvmlShutdown()
-        except Exception:
-            pass
-    return found
-
-
-def _cuda_loads(device):
-    if device in CUDA_LOADS_ON:
-        return True
-    return PTX_FROM is not None and device[3:].isdigit() and int(device[3:]) >= PTX_FROM
-
+_CHECK = '''
 
 def check(root=None, env=None, load=None):
-    """Raise ImportError when no GPU of this machine is among TARGETS; pass when unsure."""
+    """Raise ImportError when no GPU of this machine runs the wheel's code; pass when unsure."""
     import os
 
     env = os.environ if env is None else env
     if env.get({guard_env!r}, "").strip().lower() in ("1", "true", "yes", "on"):
         return
-    if not LOADS_ON and not CUDA_LOADS_ON and PTX_FROM is None:
+    found = []
+    for probe, loads in PARTS:
+        found += [(device, note, loads) for device, note in probe(root, env, load)]
+    if not found or any(loads(device) for device, _, loads in found):
         return
-    found = gpus(root, env) if LOADS_ON else []
-    if CUDA_LOADS_ON or PTX_FROM is not None:
-        found += cuda_gpus(load)
-    if not found or any(processor in LOADS_ON or _cuda_loads(processor) for processor, _ in found):
-        return
-    seen = ", ".join("%s (%s)" % item for item in found)
+    seen = ", ".join("%s (%s)" % (device, note) for device, note, _ in found)
     raise ImportError(
         "%s was built for the GPU targets %s, and this machine has %s: its device code "
         "will not load here.\\n"
@@ -165,48 +74,35 @@ check()
 '''
 
 
+def _literal(value: object) -> str:
+    """A constant as Python source; sets sorted, so the same wheel gets the same bytes."""
+    if isinstance(value, (set, frozenset)):
+        return f"frozenset({sorted(value)!r})"
+    return repr(value)
+
+
 def guard_source(targets: Iterable[str], dist_name: str) -> str:
     """The source of the guard module for a wheel holding code for ``targets``.
 
-    AMD: a generic target is expanded to the processors it covers, from the target table.
-    NVIDIA: the devices of the target table the code loads on (``gpu.nvidia.loader``), and the
-    oldest plain PTX (``compute_XY``), which the driver compiles for any newer device too.
-    Both computed at build time, so the guard holds no rules of its own.
+    Every vendor's part is written (its probe runs only when the wheel holds its code); each
+    part's data is computed at build time, so the guard holds no rules of its own.
     """
-    from rocm_build_backend.gpu.targets import parse_targets, sort_targets, table
-
     every = parse_targets(list(targets))
-    parsed = [t for t in every if t.vendor == "amd"]
-    cuda = [str(t) for t in every if t.vendor == "nvidia"]
-    loads_on: set[str] = set()
-    for t in parsed:
-        if t.is_generic:
-            loads_on.update(name for name, row in table().items() if row.get("generic") == t.processor)
-        else:
-            loads_on.add(t.processor)
-    cuda_loads_on, ptx_from = _cuda_devices(cuda, table())
-    return _TEMPLATE.format(
-        dist=str(dist_name),
-        targets=tuple(str(t) for t in sort_targets([t for t in every if t.vendor in ("amd", "nvidia")])),
-        loads_on=sorted(loads_on),
-        cuda_loads_on=sorted(cuda_loads_on),
-        ptx_from=ptx_from,
-        guard_env=GUARD_ENV,
-        sysfs_env=SYSFS_ENV,
-    )
-
-
-def _cuda_devices(code: list[str], rows: Mapping[str, object]) -> tuple[set[str], int | None]:
-    """The NVIDIA devices (``sm_XY`` rows of the target table) that ``code`` loads on, and the
-    SM number of the oldest plain PTX target (None without one)."""
-    if not code:
-        return set(), None
-    from rocm_build_backend.gpu.nvidia import loader
-
-    devices = [name for name in rows if name.startswith("sm_") and name[3:].isdigit()]
-    loads = {d for d in devices if any(loader.loads_on(c, d) for c in code)}
-    plain_ptx = [int(c[8:]) for c in code if c.startswith("compute_") and c[8:].isdigit()]
-    return loads, min(plain_ptx) if plain_ptx else None
+    parts: list[GuardPart] = []
+    for vendor in vendors():
+        part = build_side(vendor).guard_part(every)
+        if part is not None:
+            parts.append(part)
+    out = [_HEAD.format(dist=str(dist_name), targets=tuple(str(t) for t in sort_targets(every)),
+                        guard_env=GUARD_ENV)]
+    for part in parts:
+        out += [f"{name} = {_literal(value)}\n" for name, value in part.constants.items()]
+    for part in parts:
+        out.append("\n" + part.source)
+    active = [f"({p.probe}, {p.loads})" for p in parts if p.active]
+    out.append("\n\nPARTS = (" + "".join(a + ", " for a in active).rstrip(" ") + ")\n")
+    out.append(_CHECK.format(guard_env=GUARD_ENV))
+    return "".join(out)
 
 
 def insert_guard_import(source: bytes) -> bytes:
@@ -215,11 +111,6 @@ def insert_guard_import(source: bytes) -> bytes:
     It goes after an encoding line, the module docstring and ``from __future__`` imports (which
     must stay first), keeps the file's encoding and line endings, and is added only once.
     """
-    import ast
-    import io
-    import re
-    import tokenize
-
     try:
         encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
         text = source.decode(encoding)

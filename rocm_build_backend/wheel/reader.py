@@ -12,18 +12,24 @@ It decides no verdict (``facts.py``), builds no report (``check.py``) and writes
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
+import zipfile
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
+from packaging.utils import canonicalize_name
+
+from rocm_build_backend.binary import audit
 from rocm_build_backend.errors import RocmBuildBackendError, UnknownTargetError, WheelError
+from rocm_build_backend.files import read_regular
+from rocm_build_backend.gpu.targets import parse_target
 from rocm_build_backend.wheel.archive import MAX_METADATA, MAX_STAMP, read_named
 from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, sorted_names
-
-if TYPE_CHECKING:  # pragma: no cover
-    import zipfile
+from rocm_build_backend.wheel.stamp import SCHEMA_VERSION, stamp_problems
 
 STAMP_NAME = "rocm_build.json"
 KNOWN_SCHEMA = 1
@@ -52,8 +58,6 @@ def pick_dist_info(names: Iterable[str], where: str, hint_name: str | None = Non
     if not dirs:
         raise WheelError(f"{where} has no .dist-info directory", hint="is it a wheel?")
     if len(dirs) > 1 and hint_name:
-        from packaging.utils import canonicalize_name
-
         want = canonicalize_name(hint_name)
         match = [d for d in dirs if canonicalize_name(d[: -len(".dist-info")].rsplit("-", 1)[0]) == want]
         if len(match) == 1:
@@ -65,8 +69,6 @@ def pick_dist_info(names: Iterable[str], where: str, hint_name: str | None = Non
 
 @lru_cache(maxsize=4096)
 def _norm_target(name: str) -> str:
-    from rocm_build_backend.gpu.targets import parse_target
-
     try:
         return str(parse_target(name))
     except UnknownTargetError:
@@ -81,17 +83,11 @@ def stamp_files(stamp: object) -> tuple[list[DeviceFile] | None, list[str]]:
     if not isinstance(stamp, dict):
         return None, ["the stamp is not a JSON object"]
     problems = []
-    try:
-        from rocm_build_backend.wheel.stamp import SCHEMA_VERSION, stamp_problems
-    except ImportError:  # pragma: no cover - the stamp module ships with this one
-        pass
-    else:
-        version = stamp.get("schema_version")
-        if not (type(version) is int and version > SCHEMA_VERSION):
-            shape = stamp_problems(stamp)
-            if shape:
-                return None, ["the stamp is not valid: " + "; ".join(shape)]
     version = stamp.get("schema_version")
+    if not (type(version) is int and version > SCHEMA_VERSION):
+        shape = stamp_problems(stamp)
+        if shape:
+            return None, ["the stamp is not valid: " + "; ".join(shape)]
     if not isinstance(version, int):
         return None, ["the stamp has no schema_version"]
     if version > KNOWN_SCHEMA:
@@ -119,14 +115,6 @@ def stamp_files(stamp: object) -> tuple[list[DeviceFile] | None, list[str]]:
     return out, problems
 
 
-def _audit_module() -> Any:
-    try:
-        from rocm_build_backend.binary import audit
-    except ImportError:
-        return None
-    return audit
-
-
 def _files_from_report(report: Any) -> list[DeviceFile]:
     out = []
     for fr in getattr(report, "files", []) or []:
@@ -147,9 +135,6 @@ def _norm_modules(modules: Any) -> tuple[tuple[tuple[str, ...], int], ...]:
 
 
 def _audit_wheel(path: Path) -> tuple[list[DeviceFile] | None, list[str]]:
-    audit = _audit_module()
-    if audit is None:
-        return None, ["no audit of the binaries is available"]
     try:
         report = audit.audit_wheel(path)
     except RocmBuildBackendError as exc:
@@ -164,9 +149,6 @@ def _audit_wheel(path: Path) -> tuple[list[DeviceFile] | None, list[str]]:
 
 def _audit_tree(root: Path, members: list[str]) -> tuple[list[DeviceFile] | None, list[str]]:
     """Audit an unpacked wheel (uv keeps wheels unzipped), file by file, without copying."""
-    audit = _audit_module()
-    if audit is None:
-        return None, ["no audit of the binaries is available"]
     reports = []
     for member in members:
         try:
@@ -282,36 +264,18 @@ def _settle(wt: WheelTargets, binaries: list[DeviceFile] | None, problems: list[
 
 def read_regular_file(path: Path, limit: int, what: str) -> bytes:
     """A regular file's bytes, at most ``limit``; WheelError for a FIFO, a device, a symlink,
-    a file larger than ``limit`` or one that cannot be read. Never blocks on a FIFO."""
-    import stat
-
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    a file larger than ``limit`` or one that cannot be read. Never blocks on a FIFO
+    (``files.read_regular``)."""
     try:
-        fd = os.open(path, flags)
+        return read_regular(path, limit, follow=False)
     except OSError as exc:
         if os.path.islink(path):
             raise WheelError(f"{what} is not a regular file (a symlink)") from None
+        if exc.strerror == "not a regular file":
+            raise WheelError(f"{what} is not a regular file") from None
+        if exc.errno == errno.EFBIG:
+            raise WheelError(f"{what} is larger than the {limit} bytes allowed") from None
         raise WheelError(f"{what} cannot be read ({exc.strerror or exc})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise WheelError(f"{what} is not a regular file")
-        if st.st_size > limit:
-            raise WheelError(f"{what} is {st.st_size} bytes, larger than the {limit} allowed")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise WheelError(f"{what} is larger than the {limit} bytes allowed")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise WheelError(f"{what} cannot be read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
 
 
 def facts_from_tree(root: Path, *, audit: bool = True) -> WheelTargets:
@@ -353,10 +317,6 @@ def wheel_targets(path: str | Path, *, audit: bool = True) -> WheelTargets:
     With ``audit=True`` the binaries are audited even when the wheel is stamped, and any
     disagreement lands in ``.mismatch``. Raises WheelError for a file that is not a wheel.
     """
-    import zipfile
-
-    import stat
-
     path = Path(path)
     if path.is_dir():
         return facts_from_tree(path, audit=audit)

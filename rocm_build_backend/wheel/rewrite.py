@@ -11,11 +11,19 @@ file); it extracts nothing to disk and reads a member whole only up to ``archive
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import io
 import os
 import re
+import tempfile
+import zipfile
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
+
+from packaging.version import InvalidVersion, Version
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
 from rocm_build_backend.wheel.archive import (
@@ -26,9 +34,8 @@ from rocm_build_backend.wheel.archive import (
     read_member,
     wheel_name_parts,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    import zipfile
+from rocm_build_backend.wheel.zipcopy import can_copy_raw, copy_raw, copy_stream, new_info, record_hash
+from rocm_build_backend.wheel.sbom import renamed_sbom
 
 TMP_SUFFIX = ".rocm-build-backend.tmp"
 _TMP_RE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+" + re.escape(TMP_SUFFIX) + "$")
@@ -100,8 +107,6 @@ def _fsync_dir(folder: Path) -> None:
 
 def normalized_version(version: str) -> str:
     """``version`` normalised by PEP 440; WheelError when it is not a version."""
-    from packaging.version import InvalidVersion, Version
-
     try:
         return str(Version(version))
     except InvalidVersion:
@@ -123,6 +128,7 @@ class _Job:
         self.patches = patches
         self.new_version = new_version
         self.rename = rename
+        self.old_file = self.new_file = ""  # the wheel's file name before and after
         self.plan: list[tuple[str, "zipfile.ZipInfo | None"]] = []
 
     def renamed(self, name: str) -> str:
@@ -138,8 +144,6 @@ def _inspect(zin: "zipfile.ZipFile", src: Path, extra: dict[str, bytes], patches
         raise WheelError(f"{src.name} has {len(infos)} members, more than {MAX_MEMBERS}")
     names = [i.filename for i in infos]
     if len(set(names)) != len(names):
-        from collections import Counter
-
         dup = sorted(n for n, k in Counter(names).items() if k > 1)[:3]
         raise WheelError(f"{src.name} holds duplicate members: {', '.join(dup)}",
                          hint="rebuild the wheel with its build backend")
@@ -196,8 +200,6 @@ def rewrite_members(
     ``dist_info_files``: base name -> bytes, written into the wheel's ``.dist-info`` (under its
     new name when the version changes), replacing a member of that name.
     """
-    import zipfile
-
     src = Path(wheel_path)
     parts = wheel_name_parts(src.name)
     clean_stale_temps(src.parent)
@@ -223,8 +225,9 @@ def rewrite_members(
                 extra[f"{dist_info}/{name}"] = data
             job = _Job(dist_info, zin.getinfo(f"{dist_info}/RECORD"), extra, patches, new_version,
                        {f"{base}.dist-info": f"{new_base}.dist-info", f"{base}.data": f"{new_base}.data"})
+            job.old_file, job.new_file = src.name, "-".join(new_parts) + ".whl"
             _plan(job, infos)
-            return _replace(src, "-".join(new_parts) + ".whl", zin, job)
+            return _replace(src, job.new_file, zin, job)
     except RocmBuildBackendError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, KeyError,
@@ -235,8 +238,6 @@ def rewrite_members(
 
 def _replace(src: Path, new_name: str, zin: "zipfile.ZipFile", job: _Job) -> Path:
     """Write the new wheel beside ``src`` under a temporary name, then move it into place."""
-    import tempfile
-
     dst = src.with_name(new_name)
     fd, tmp = tempfile.mkstemp(prefix=f".{new_name}.{os.getpid()}.", suffix=TMP_SUFFIX, dir=src.parent)
     tmp_path: Path | None = Path(tmp)
@@ -275,35 +276,24 @@ def _new_bytes(zin: "zipfile.ZipFile", old_name: str, info: "zipfile.ZipInfo | N
         return bytes(data)
     if old_name == f"{job.dist_info}/METADATA" and job.new_version is not None:
         return set_metadata_version(read_member(zin, info, MAX_TEXT, "METADATA"), job.new_version)
+    if job.new_version is not None and old_name.startswith(f"{job.dist_info}/sboms/"):
+
+        return renamed_sbom(read_member(zin, info, MAX_TEXT, "an SBOM"), job.old_file, job.new_file)
     return None
 
 
 def _zinfo_for(name: str, info: "zipfile.ZipInfo | None", job: _Job) -> "zipfile.ZipInfo":
-    import zipfile
-
     if info is None:  # new members: mode 0644, deflate, the old RECORD's date
         zinfo = zipfile.ZipInfo(name, date_time=job.record_info.date_time)
         zinfo.compress_type = zipfile.ZIP_DEFLATED
         zinfo.create_system = 3
         zinfo.external_attr = (0o100644 << 16)
         return zinfo
-    zinfo = zipfile.ZipInfo(name, date_time=info.date_time)
-    zinfo.compress_type = info.compress_type
-    zinfo.create_system = info.create_system
-    zinfo.external_attr = info.external_attr
-    zinfo.comment = info.comment
-    return zinfo
+    return new_info(info, name)
 
 
 def _write_members(zin: "zipfile.ZipFile", raw: IO[bytes], fh: IO[bytes], job: _Job) -> list[tuple[str, str, str]]:
     """Write the planned members and a fresh RECORD to ``fh``; return the RECORD rows."""
-    import csv
-    import hashlib
-    import io
-    import zipfile
-
-    from rocm_build_backend.wheel.zipcopy import can_copy_raw, copy_raw, copy_stream, record_hash
-
     rows: list[tuple[str, str, str]] = []
     raw_size = os.fstat(raw.fileno()).st_size
     with zipfile.ZipFile(fh, "w") as zout:
@@ -320,7 +310,7 @@ def _write_members(zin: "zipfile.ZipFile", raw: IO[bytes], fh: IO[bytes], job: _
                 with zout.open(zinfo, "w") as w:
                     size = copy_stream(io.BytesIO(data), w, digest)
             elif info is not None and can_copy_raw(zout, info):
-                size = copy_raw(raw, raw_size, info, zout, zinfo, digest)
+                size = copy_raw(raw, raw_size, info, zout, zinfo, digest.update)
             else:
                 assert info is not None
                 zinfo.file_size = info.file_size

@@ -7,19 +7,23 @@ version (``local_version`` makes ``1.0+gfx942``); ``read_stamp`` reads it back a
 ``data/stamp.schema.json``.
 
 It must not decide what a wheel's targets are when the stamp and the binaries disagree (that
-is ``reader.py``), nor touch a wheel's bytes itself. Heavy modules are imported inside the
-functions that need them.
+is ``reader.py``), nor touch a wheel's bytes itself.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
+
+from packaging.version import InvalidVersion, Version
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
+from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
 from rocm_build_backend.wheel.archive import MAX_MEMBERS, MAX_STAMP, dist_info_dir, open_wheel, read_named
 from rocm_build_backend.wheel.rewrite import (  # noqa: F401  (re-exported: the documented import path)
     clean_stale_temps,
@@ -27,9 +31,6 @@ from rocm_build_backend.wheel.rewrite import (  # noqa: F401  (re-exported: the 
     rewrite_metadata_dir,
     set_metadata_version,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.gpu.targets import GpuTarget
 
 __all__ = [
     "STAMP_NAME",
@@ -63,8 +64,6 @@ Stamp = dict[str, Any]
 
 def _ordered_targets(values: Iterable[object]) -> list[str]:
     """Target IDs in the stable sorted order, duplicates dropped; unparsable ones last, sorted."""
-    from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
-
     known: list[GpuTarget] = []
     unknown: set[str] = set()
     for value in values:
@@ -86,6 +85,7 @@ def make_stamp(
     host_gpus: Iterable[object],
     toolchain: Mapping[str, object],
     version: str,
+    enforced: Mapping[str, Any] | None = None,
 ) -> Stamp:
     """The stamp record for one wheel (pure: a function of its arguments only).
 
@@ -116,13 +116,36 @@ def make_stamp(
         if key == "compiler" and value:
             value = value.replace("\\", "/").rsplit("/", 1)[-1]
         tool[key] = value
-    return {
+    out: Stamp = {
         "schema_version": SCHEMA_VERSION,
         "generator": {"name": GENERATOR, "version": str(version)},
         "requested": {"targets": _ordered_targets(requested), "source": str(source)},
         "audit": {"targets": union, "complete": complete_all, "files": files},
         "host": {"gpus": _ordered_targets(host_gpus)},
         "toolchain": tool,
+    }
+    if enforced is not None:
+        out["enforced"] = _enforced(enforced)
+    return out
+
+
+def _enforced(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The stamp's ``enforced`` object: counts, target lists in the stable order, source names."""
+    def count(key: str) -> int:
+        value = data.get(key, 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    whole = [{"sources": sorted(str(s) for s in w.get("sources", ())),
+              "targets": _ordered_targets(w.get("targets", ()))}
+             for w in data.get("left_whole", ()) if isinstance(w, Mapping)]
+    return {
+        "how": [str(line) for line in data.get("how", ())],
+        "compiles": count("compiles"),
+        "rewritten": count("rewritten"),
+        "kept": count("kept"),
+        "added": count("added"),
+        "dropped": _ordered_targets(data.get("dropped", ())),
+        "left_whole": whole,
     }
 
 
@@ -170,13 +193,16 @@ def stamp_problems(data: object) -> list[str]:
         value = data["toolchain"].get(key, None)
         if value is not None and not isinstance(value, str):
             problems.append(f"'toolchain.{key}' is not a string or null")
+    if "enforced" in data:
+        enforced = data["enforced"]
+        if not (isinstance(enforced, dict) and str_list(enforced.get("dropped"))
+                and isinstance(enforced.get("left_whole"), list)):
+            problems.append("'enforced' needs a 'dropped' list and a 'left_whole' list")
     return problems
 
 
 def stamp_bytes(stamp: Mapping[str, Any]) -> bytes:
     """The stamp as written into a wheel: indented JSON, UTF-8, a final newline."""
-    import json
-
     return (json.dumps(stamp, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
@@ -192,8 +218,6 @@ def target_label(target: "GpuTarget | str") -> str:
     segment that does not start with ``gfx``, ``sm`` or ``compute`` belongs to the target
     before it, so the label can be read back.
     """
-    from rocm_build_backend.gpu.targets import GpuTarget, parse_target
-
     t = target if isinstance(target, GpuTarget) else parse_target(str(target))
     parts = [re.sub(r"[-_]", "", t.processor)]
     for feature in ("sramecc", "xnack"):
@@ -211,10 +235,6 @@ def local_version(version: str, targets: Iterable[object]) -> str:
     result is normalized. It is idempotent: a label that already ends with these targets is
     left as it is. No targets: the version, normalized, unchanged.
     """
-    from packaging.version import InvalidVersion, Version
-
-    from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
-
     try:
         parsed = Version(str(version))
     except InvalidVersion:
@@ -230,6 +250,51 @@ def local_version(version: str, targets: Iterable[object]) -> str:
     if have[len(have) - len(add):] == add:
         return str(parsed)
     return str(Version(f"{parsed.public}+{'.'.join(have + add)}"))
+
+
+_TARGET_SEGMENT = re.compile(r"(gfx[0-9a-z]+|sm[0-9]+[af]?|compute[0-9]+[af]?)")
+_FEATURE_SEGMENT = re.compile(r"(sramecc|xnack)(on|off)")
+
+
+def label_targets(version: str) -> list[str]:
+    """The target segments of a version's local label, as ``target_label`` wrote them
+    (``1.0+rocm6.2.gfx90a.xnackoff.gfx942`` -> ``["gfx90a.xnackoff", "gfx942"]``)."""
+    try:
+        local = Version(str(version)).local or ""
+    except InvalidVersion:
+        return []
+    out: list[str] = []
+    after_target = False
+    for seg in local.split(".") if local else []:
+        if _TARGET_SEGMENT.fullmatch(seg):
+            out.append(seg)
+            after_target = True
+        elif after_target and _FEATURE_SEGMENT.fullmatch(seg):
+            out[-1] += "." + seg
+        else:
+            after_target = False
+    return out
+
+
+def relabel(version: str, targets: Iterable[object]) -> str:
+    """``version`` whose local label names ``targets`` instead of the targets it named:
+    ``1.0+gfx908.gfx90a`` -> ``1.0+gfx908``; ``2.5+rocm6.2.gfx90a`` -> ``2.5+rocm6.2.gfx942``;
+    segments that are not targets stay in their order. For a wheel whose content changed
+    (``thin``, ``split``): the label says what the wheel holds after the change."""
+    local_version(version, [])  # a version that is not PEP 440 is refused here
+    parsed = Version(str(version))
+    kept: list[str] = []
+    skipping = False
+    for seg in (parsed.local or "").split(".") if parsed.local else []:
+        if _TARGET_SEGMENT.fullmatch(seg):
+            skipping = True
+            continue
+        if skipping and _FEATURE_SEGMENT.fullmatch(seg):
+            continue
+        skipping = False
+        kept.append(seg)
+    base = f"{parsed.public}+{'.'.join(kept)}" if kept else parsed.public
+    return local_version(base, targets)
 
 
 # --------------------------------------------------------------------------- writing
@@ -282,9 +347,6 @@ def read_stamp(wheel_path: str | os.PathLike[str]) -> Stamp | None:
     Raises WheelError for an unreadable wheel, a stamp that is not JSON, a stamp written by a
     newer schema version, or one whose shape is wrong.
     """
-    import json
-    import zipfile
-
     path = Path(wheel_path)
     zf = open_wheel(path)
     try:

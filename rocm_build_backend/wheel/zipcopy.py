@@ -1,9 +1,16 @@
-"""Copying one zip member into a new wheel, hashing it on the way: as a stream, or raw.
+"""The one zip writer trick: a member's compressed bytes copied into a new wheel as they are.
 
-``copy_stream`` copies inflated bytes in bounded chunks; ``copy_raw`` copies a deflated or
-stored member's compressed bytes as they are (a large extension module is not recompressed)
-and inflates them on the side only to hash them and check their size and CRC against the
-zip's central directory, so a damaged member is refused, not copied. Every byte written goes
+``zipfile`` has no public way to add a member from already-compressed bytes, so
+``begin_raw``/``end_raw`` write its local header and register it with ``zipfile``'s private
+fields (``fp``, ``start_dir``, ``filelist``, ``NameToInfo``, ``_writecheck``, ``_didModify``,
+``_writing``). This module is the only one that touches them, and only after ``can_copy_raw``
+has checked that they are there (a Python whose ``zipfile`` changed falls back to
+recompressing, never to a broken wheel). ``rewrite`` and ``thin.stream`` copy members through
+it; a large extension module is then never recompressed.
+
+``pump_member`` reads a member's compressed bytes in bounded chunks and checks its size and
+CRC against the zip directory as they go by, so a damaged member is refused, not copied;
+``copy_stream`` copies inflated bytes in chunks. Every byte of member data copied raw goes
 through ``_emit`` (one place to watch it).
 
 It knows nothing of stamps, RECORD or names; it never reads a member whole into memory.
@@ -11,14 +18,17 @@ It knows nothing of stamps, RECORD or names; it never reads a member whole into 
 
 from __future__ import annotations
 
-from typing import IO, TYPE_CHECKING, Callable, Protocol
+import base64
+import struct
+import zipfile
+import zlib
+from typing import IO, Callable, Protocol
 
 from rocm_build_backend.errors import WheelError
 
-if TYPE_CHECKING:  # pragma: no cover
-    import zipfile
-
 CHUNK = 1 << 20
+#: what begin_raw/end_raw use of a ZipFile open for writing, beyond its public API
+_PRIVATE = ("fp", "start_dir", "filelist", "NameToInfo", "_writecheck", "_didModify", "_writing")
 
 
 class Digest(Protocol):
@@ -30,7 +40,7 @@ class Digest(Protocol):
 
 
 def _emit(dst: IO[bytes], chunk: bytes) -> None:
-    """Every byte of member data written to the new wheel goes through here."""
+    """Every byte of member data copied raw into the new wheel goes through here."""
     dst.write(chunk)
 
 
@@ -48,42 +58,61 @@ def copy_stream(src: IO[bytes], dst: IO[bytes], digest: Digest) -> int:
 
 def record_hash(digest: Digest) -> str:
     """A RECORD hash field: ``sha256=`` and the urlsafe base64 digest without padding."""
-    import base64
-
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
 
 
-def can_copy_raw(zout: "zipfile.ZipFile", info: "zipfile.ZipInfo") -> bool:
-    """Whether ``info`` can be copied without recompressing (stored or deflated, not encrypted)."""
-    import zipfile
+def new_info(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
+    """A fresh ZipInfo for ``info``'s member under ``name``: its date, compression, mode, comment."""
+    zinfo = zipfile.ZipInfo(name, date_time=info.date_time)
+    zinfo.compress_type = info.compress_type
+    zinfo.create_system = info.create_system
+    zinfo.external_attr = info.external_attr
+    zinfo.comment = info.comment
+    return zinfo
 
+
+def can_copy_raw(zout: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    """Whether ``info`` can be copied without recompressing: stored or deflated, not
+    encrypted, and ``zout`` has the private fields the copy uses and no member open."""
     return (
         info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
         and not info.flag_bits & 0x1
-        and all(hasattr(zout, a) for a in ("fp", "start_dir", "filelist", "NameToInfo", "_writecheck", "_writing"))
+        and all(hasattr(zout, a) for a in _PRIVATE)
         and not getattr(zout, "_writing")
     )
 
 
-def _seek_data(src_fp: IO[bytes], src_size: int, info: "zipfile.ZipInfo") -> None:
-    """Move ``src_fp`` to the member's compressed bytes, checking its local header."""
-    import struct
-
-    src_fp.seek(info.header_offset)
-    head = src_fp.read(30)
+def data_start(src: IO[bytes], info: zipfile.ZipInfo, total: int) -> int:
+    """Where a member's compressed bytes start (after its local header, which is checked)."""
+    src.seek(info.header_offset)
+    head = src.read(30)
     if len(head) != 30 or head[:4] != b"PK\x03\x04":
-        raise WheelError(f"{info.filename}: no local file header where the directory says")
+        raise WheelError(f"{info.filename}: no local file header where the zip directory says")
     name_len, extra_len = struct.unpack("<HH", head[26:30])
-    start = info.header_offset + 30 + name_len + extra_len
-    if start + info.compress_size > src_size:
+    start: int = info.header_offset + 30 + int(name_len) + int(extra_len)
+    if start + info.compress_size > total:
         raise WheelError(f"{info.filename}: its data runs past the end of the wheel")
-    src_fp.seek(start)
+    return start
 
 
-def _start_member(zout: "zipfile.ZipFile", info: "zipfile.ZipInfo", zinfo: "zipfile.ZipInfo") -> IO[bytes]:
-    """Write ``zinfo``'s local header (sizes and CRC from ``info``) and return the output file."""
-    import zipfile
+def reader_at(src: IO[bytes], start: int) -> Callable[[int], bytes]:
+    """``read(n)`` from ``start`` on, seeking each time (other readers may share the file)."""
+    pos = start
 
+    def read(n: int) -> bytes:
+        nonlocal pos
+        src.seek(pos)
+        chunk = src.read(n)
+        pos += len(chunk)
+        return chunk
+
+    return read
+
+
+def begin_raw(zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo, info: zipfile.ZipInfo) -> IO[bytes]:
+    """Write the local header of ``zinfo``, whose compressed bytes (sizes and CRC from
+    ``info``) follow as they are; returns the file to write them to. Only after
+    ``can_copy_raw(zout, info)``."""
     zinfo.compress_type = info.compress_type
     zinfo.file_size = info.file_size
     zinfo.compress_size = info.compress_size
@@ -99,7 +128,14 @@ def _start_member(zout: "zipfile.ZipFile", info: "zipfile.ZipInfo", zinfo: "zipf
     return out
 
 
-def pump_member(read: Callable[[int], bytes], info: "zipfile.ZipInfo", *,
+def end_raw(zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo, out: IO[bytes]) -> None:
+    """Register the member ``begin_raw`` started, once its compressed bytes are written."""
+    zout.start_dir = out.tell()
+    zout.filelist.append(zinfo)
+    zout.NameToInfo[zinfo.filename] = zinfo
+
+
+def pump_member(read: Callable[[int], bytes], info: zipfile.ZipInfo, *,
                 raw_sink: Callable[[bytes], None] | None, take: Callable[[bytes], None]) -> int:
     """Read a stored or deflated member's compressed bytes with ``read(n)`` (positioned at its
     data), give them to ``raw_sink`` and the inflated bytes to ``take``, in bounded chunks.
@@ -107,9 +143,6 @@ def pump_member(read: Callable[[int], bytes], info: "zipfile.ZipInfo", *,
     The size and CRC are checked against the zip directory as the bytes go by, so a damaged
     member is a WheelError, never passed on whole. Returns the member's size.
     """
-    import zipfile
-    import zlib
-
     inflate = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
     size = crc = 0
     left = info.compress_size
@@ -148,19 +181,32 @@ def pump_member(read: Callable[[int], bytes], info: "zipfile.ZipInfo", *,
     return size
 
 
-def copy_raw(src_fp: IO[bytes], src_size: int, info: "zipfile.ZipInfo", zout: "zipfile.ZipFile",
-             zinfo: "zipfile.ZipInfo", digest: Digest) -> int:
-    """Copy a member's compressed bytes as they are; inflate on the side only to hash and check.
+def copy_raw(src: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zipfile.ZipFile,
+             zinfo: zipfile.ZipInfo, take: Callable[[bytes], None]) -> int:
+    """Copy a member's compressed bytes as they are; the inflated bytes go to ``take`` (a
+    hash), checked for size and CRC on the way. Only after ``can_copy_raw(zout, info)``.
 
     Recompressing a large extension module costs far more than reading it; the bytes written
-    are the same compressed stream the backend made. The CRC and size are checked against the
-    central directory, so a damaged member is refused, not copied.
+    are the same compressed stream the backend made.
     """
-
-    _seek_data(src_fp, src_size, info)
-    out = _start_member(zout, info, zinfo)
-    size = pump_member(src_fp.read, info, raw_sink=lambda chunk: _emit(out, chunk), take=digest.update)
-    zout.start_dir = out.tell()
-    zout.filelist.append(zinfo)
-    zout.NameToInfo[zinfo.filename] = zinfo
+    read = reader_at(src, data_start(src, info, total))
+    out = begin_raw(zout, zinfo, info)
+    size = pump_member(read, info, raw_sink=lambda chunk: _emit(out, chunk), take=take)
+    end_raw(zout, zinfo, out)
     return size
+
+
+def copy_checked(src: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zipfile.ZipFile,
+                 zinfo: zipfile.ZipInfo) -> None:
+    """Copy the compressed bytes of a member already read and checked (by ``pump_member``)
+    as they are, without inflating them again. Only after ``can_copy_raw(zout, info)``."""
+    read = reader_at(src, data_start(src, info, total))
+    out = begin_raw(zout, zinfo, info)
+    left = info.compress_size
+    while left:
+        chunk = read(min(CHUNK, left))
+        if not chunk:
+            raise WheelError(f"{info.filename}: the wheel ends inside it")
+        _emit(out, chunk)
+        left -= len(chunk)
+    end_raw(zout, zinfo, out)

@@ -13,12 +13,13 @@ from rocm_build_backend.gpu.targets import GpuTarget, table
 
 
 _AMD = re.compile(r"gfx[0-9a-f]+|gfx[0-9]+(?:-[0-9]+)?-generic")
+SPIRV = "amdgcnspirv"  # clang's AMDGPU SPIR-V code: compiled at load time for the device; no target of the table
 _GENERIC = re.compile(r"gfx([0-9]+)(?:-([0-9]+))?-generic")
 _FEATURE = re.compile(r"(sramecc|xnack)([+-])")
 
 
 def owns(processor: str) -> bool:
-    return _AMD.fullmatch(processor) is not None
+    return processor == SPIRV or _AMD.fullmatch(processor) is not None
 
 
 def parse(text: str) -> GpuTarget | str | None:

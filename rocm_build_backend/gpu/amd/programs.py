@@ -1,14 +1,15 @@
 """Running AMD's detection programs (rocminfo, rocm_agent_enumerator, amdgpu-arch) under a
 time limit, found on PATH, under ``ROCM_PATH``/``HIP_PATH`` or ``<root>/opt/rocm``.
 
-The run itself (process group, output cap) is ``gpu/programs.py``. ``subprocess`` is
-imported only when a program really runs. Must not parse: the probe's parser
-turns the output into a ProbeResult.
+The run itself (process group, output cap) is ``gpu/programs.py``. Must not parse: the
+probe's parser turns the output into a ProbeResult.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +18,6 @@ from typing import Callable, Mapping
 from rocm_build_backend.gpu.amd.output import first_line
 from rocm_build_backend.gpu.device import ProbeResult, Runner
 from rocm_build_backend.gpu.programs import OUTPUT_LIMIT, Ran, run_capped
-
 
 #: The probes that run programs, in order: the executable names tried for each.
 PROGRAMS = {
@@ -43,7 +43,6 @@ def _execute(exe: str, args: tuple[str, ...], run: Runner | None, env: Mapping[s
     """Run ``exe``: by the capped runner, or by a ``subprocess.run``-compatible ``run``."""
     if run is None:
         return run_capped([exe, *args], env=env, timeout=timeout)
-    import subprocess
 
     try:
         proc = run([exe, *args], capture_output=True, stdin=subprocess.DEVNULL, env=dict(env),
@@ -60,8 +59,6 @@ def run_probe(probe: str, parse: Callable[[str], ProbeResult], *, run: Runner | 
               root: Path, timeout: float) -> ProbeResult:
     """Run ``probe``'s program with what is left of the time limit and parse what it printed;
     the limit covers the parsing too, and output beyond ``OUTPUT_LIMIT`` is not believed."""
-    import shutil
-
     path = _search_path(env, root)
     exe = next((found for name in PROGRAMS[probe] if (found := shutil.which(name, path=path))), None)
     if exe is None:

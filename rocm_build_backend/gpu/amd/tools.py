@@ -6,6 +6,9 @@ Must not run the programs: ``programs.py`` does.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import re
 
 from rocm_build_backend.gpu.amd.devices import FEATURE, GENERIC, kind_of, product_processor, target_id, unknown_warning
@@ -13,7 +16,6 @@ from rocm_build_backend.gpu.amd.names import kfd_to_processor
 from rocm_build_backend.gpu.amd.output import clean_lines, error_code, first_line
 from rocm_build_backend.gpu.device import MAX_DEVICES, Device, ProbeResult, counted
 from rocm_build_backend.gpu.targets import GpuTarget, table
-
 
 _TARGET_WORD = re.compile(r"gfx[0-9a-z-]+(?::\S*)?", re.I)
 
@@ -122,10 +124,6 @@ def parse_rocm_smi(text: str) -> ProbeResult:
     The JSON ``GFX Version`` is trusted (decoded properly); a card name alone (CSV from older
     rocm-smi) is matched against the table's product names and reported as low confidence.
     """
-    import csv
-    import io
-    import json
-
     cards: list[dict[str, str]] = []
     try:
         data = json.loads(text)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 class _Amd:
     name = "amd"
     label = "AMD"
+    example = "ROCM_BUILD_BACKEND_TARGETS=gfx942"
     # a HIP bundle without code for the device stops the program at its first use
     # ("hipErrorNoBinaryForGpu: Unable to find code object for all current devices"), and AMD's
     # libraries keep their per-GPU code in separate files, not in bundles of one library

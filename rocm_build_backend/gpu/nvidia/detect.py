@@ -23,8 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from rocm_build_backend.errors import ConfigError, FormatError, NoGpuDetectedError
+from rocm_build_backend.gpu.nvidia.nvml import NvmlUnavailable, nvml_gpus
 from rocm_build_backend.gpu.nvidia.smi import (
-    QUERY, NvidiaGpu, parse_list, parse_query_csv, run_capped, with_mig,
+    QUERY,
+    NvidiaGpu,
+    parse_list,
+    parse_query_csv,
+    run_capped,
+    with_mig,
 )
 from rocm_build_backend.gpu.nvidia.targets import CudaTarget, sort_cuda
 
@@ -128,8 +134,6 @@ def visible(gpus: Sequence[NvidiaGpu], value: str | None, order: str | None = No
 
 def _probe_live(notes: list[str], load: Callable[[str], Any] | None,
                 run: Callable[..., tuple[int, str]] | None, smi: str) -> tuple[list[NvidiaGpu], str]:
-    from rocm_build_backend.gpu.nvidia.nvml import NvmlUnavailable, nvml_gpus
-
     try:
         return nvml_gpus(load), "NVML (libnvidia-ml.so.1)"
     except NvmlUnavailable as exc:

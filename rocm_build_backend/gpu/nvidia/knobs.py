@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from rocm_build_backend.errors import ConfigError
+from rocm_build_backend.gpu.build import PTX_CHOICES
 from rocm_build_backend.gpu.nvidia.targets import CudaTarget, parse_cuda_target, sort_cuda
 
-PTX_CHOICES = ("none", "highest", "all")
+__all__ = ["PTX_CHOICES", "CudaKnobs", "with_ptx", "torch_arch_list", "cmake_architectures", "gencode_flags", "cuda_knobs"]
 
 
 @dataclass(frozen=True)

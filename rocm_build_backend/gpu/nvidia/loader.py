@@ -16,14 +16,16 @@ Sources (NVIDIA, CUDA C++ Programming Guide, docs.nvidia.com/cuda/cuda-programmi
 Measured on an H200 (sm_90, driver 580, CUDA 13; ``bench/h200``): SASS sm_80/86/89/100/
 100f/120 and PTX compute_100 fail with error 209; SASS sm_90, sm_90a and PTX compute_80,
 compute_90, compute_90a run. A device-link stub (a cubin without kernels) does not count as
-code for its target; that is the audit's business, not a rule here.
+code for its target; that is the audit's business, not a rule here. ``covers`` says whether
+one kernel module's code serves a requested target (the audit's ``verify``).
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from rocm_build_backend.gpu.nvidia.targets import CudaTarget, parse_cuda_target
+from rocm_build_backend.gpu.targets import GpuTarget
 
 
 def _as(value: CudaTarget | str) -> CudaTarget:
@@ -76,3 +78,15 @@ def chosen(codes: Iterable[CudaTarget | str], device: CudaTarget | str) -> CudaT
         return max(sass, key=lambda t: (t.number, t.suffix == "a"))
     ptx = [t for t in usable if t.ptx]
     return max(ptx, key=lambda t: (t.number, t.suffix == "a")) if ptx else None
+
+
+def covers(codes: Sequence[GpuTarget], request: GpuTarget, *, generic_ok: bool = True) -> str | None:
+    """None when one kernel module's NVIDIA code (``codes``) serves a request for ``request``:
+    ``sm_XY`` by a cubin that loads on sm_XY (PTX alone does not count: it is a JIT fallback),
+    ``sm_XYa``/``sm_XYf`` and ``compute_XY`` only by exactly that target. ``generic_ok`` is an
+    AMD notion and changes nothing here."""
+    name = str(request)
+    if name.startswith("compute_") or name[-1] in "af":
+        return None if name in {str(c) for c in codes} else f"no {name} code"
+    sass = [c for c in codes if c.processor.startswith("sm_")]
+    return None if any(loads_on(c.processor, name) for c in sass) else f"no cubin that loads on {name}"

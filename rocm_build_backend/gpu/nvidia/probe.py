@@ -7,8 +7,9 @@ within the shared deadline. Recorded: the ``nvidia-smi`` (query) and ``nvidia-sm
 nothing runs. Every GPU becomes a ``Device``; those ``CUDA_VISIBLE_DEVICES`` hides stay listed
 with ``included=False``. A bad ``CUDA_VISIBLE_DEVICES`` is a warning and the cause
 ``cuda_visible_devices`` with no targets, never a silent fallback to every GPU. A machine with
-neither NVIDIA's driver library nor ``nvidia-smi`` has no NVIDIA stack: NVIDIA then reports no
-probe at all, so the other vendors' messages stay as they are.
+neither NVIDIA's driver library nor ``nvidia-smi`` has no NVIDIA stack: NVIDIA then reports its
+probe as not installed (``present=False``), which ``detect`` shows and the other vendors'
+"no GPU found" messages leave out.
 """
 
 from __future__ import annotations
@@ -20,18 +21,18 @@ from typing import Any, Sequence
 from rocm_build_backend.errors import ConfigError, FormatError, NoGpuDetectedError
 from rocm_build_backend.gpu.device import Device, ProbeResult, Probing, VendorDetection
 from rocm_build_backend.gpu.nvidia.detect import NvidiaDetection, detect_nvidia
+from rocm_build_backend.gpu.nvidia.smi import run_capped
 from rocm_build_backend.gpu.targets import GpuTarget
 
 VENDOR = "nvidia"
 #: Where NVIDIA's kernel driver shows; without any of them ``nvidia-smi`` cannot answer, so it
 #: is not run (a machine with CUDA's tools but no NVIDIA GPU spawns nothing for NVIDIA).
 _DRIVER_NODES = ("proc/driver/nvidia", "dev/nvidiactl", "dev/dxg")
+_ABSENT = "not installed (no NVIDIA driver library libnvidia-ml.so.1, no nvidia-smi on PATH)"
 
 
 def _runner(probing: Probing) -> Any:
     """(argv) -> (status, text) within the deadline, through ``probing.run`` when given."""
-    from rocm_build_backend.gpu.nvidia.smi import run_capped
-
     def run(argv: Sequence[str]) -> tuple[int, str]:
         left = max(0.5, min(20.0, probing.time_left()))
         if probing.run is None:
@@ -84,7 +85,10 @@ def detect_vendor(probing: Probing) -> VendorDetection:
         return _failed(probe, exc.message, "cuda_visible_devices", [exc.message])
     except NoGpuDetectedError as exc:
         if recorded is None and kw["run"] is _not_installed and "cannot be loaded" in exc.message:
-            return VendorDetection(VENDOR)  # no NVIDIA driver library and no nvidia-smi: no NVIDIA stack
+            # no NVIDIA driver library and no nvidia-smi: no NVIDIA stack, said as such
+            result = ProbeResult(probe, [], _ABSENT, error="not_found")
+            return VendorDetection(VENDOR, results={probe: result}, causes=["nvidia_not_found"],
+                                   labels={probe: "NVML and nvidia-smi"}, present=False)
         return _failed(probe, exc.message, "nvidia_not_found")
     except FormatError as exc:
         return _failed(probe, exc.message, "tool_failed")

@@ -15,7 +15,11 @@ Bad text is a FormatError naming the line; nothing here guesses.
 
 from __future__ import annotations
 
+import os
 import re
+import selectors
+import subprocess
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -121,11 +125,6 @@ def run_capped(argv: Sequence[str], *, timeout: float = 20.0, cap: int = CAP) ->
     Raises OSError when the program cannot start, TimeoutError past ``timeout`` seconds, and
     FormatError when it prints more than ``cap`` bytes. The process is killed in both cases.
     """
-    import os
-    import selectors
-    import subprocess
-    import time
-
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
     assert proc.stdout is not None

@@ -15,11 +15,13 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from rocm_build_backend.errors import ToolchainError
+from rocm_build_backend.gpu.nvidia.smi import run_capped
 from rocm_build_backend.gpu.nvidia.targets import CudaTarget, parse_cuda_target
 
 _CACHE = "nvcc-v1.json"
@@ -99,8 +101,6 @@ def _load(file: Path) -> dict[str, Any]:
 
 
 def _save(file: Path, data: dict[str, Any]) -> None:
-    import tempfile
-
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=".nvcc-")
@@ -128,8 +128,6 @@ def _ask(path: str, run: Callable[[Sequence[str]], tuple[int, str]]) -> Nvcc:
 def probe_nvcc(path: str, env: Mapping[str, str],
                run: Callable[[Sequence[str]], tuple[int, str]] | None = None) -> Nvcc:
     """nvcc's release and lists, from the cache when this very nvcc was asked before."""
-    from rocm_build_backend.gpu.nvidia.smi import run_capped
-
     file, key = _cache_file(env), _key(path)
     data = _load(file)
     hit = data.get(key)

@@ -28,6 +28,7 @@ _HINTS = {
 class _Nvidia:
     name = "nvidia"
     label = "NVIDIA"
+    example = "ROCM_BUILD_BACKEND_TARGETS=sm_90 (or TORCH_CUDA_ARCH_LIST=9.0)"
     # CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2) and a
     # kernel without an image fails alone, at its launch (error 209); cuBLAS, cuDNN, cuSPARSE
     # and cuSPARSELt ship kernel modules per GPU and pick them by the device (seen on an H200)

@@ -33,7 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+import configparser
+
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.reader import read_regular_file
 
 
 @dataclass(frozen=True)
@@ -79,8 +87,6 @@ def _default_dirs(env: Mapping[str, str], home: Path, platform: str) -> dict[str
 
 def _read_config(path: Path) -> str | None:
     """A configuration file's text (a regular file, 1 MiB at most); None when there is none."""
-    from rocm_build_backend.wheel.reader import read_regular_file
-
     if not os.path.lexists(path):
         return None
     try:
@@ -122,8 +128,6 @@ def _pip_config_files(env: Mapping[str, str], home: Path, platform: str, prefix:
 
 def _pip_values(files: list[Path]) -> dict[tuple[str, str], tuple[str, str]]:
     """(section, key) -> (value, file) over pip's files, a later file winning, as pip merges them."""
-    import configparser
-
     merged: dict[tuple[str, str], tuple[str, str]] = {}
     for path in files:
         text = _read_config(path)
@@ -166,11 +170,6 @@ def pip_cache_dirs(env: Mapping[str, str], home: Path, platform: str, prefix: Pa
 
 def _uv_setting(path: Path, *, pyproject: bool) -> tuple[bool, str | None]:
     """(whether ``path`` holds uv settings, its ``cache-dir``) for a uv.toml or a pyproject.toml."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-
     text = _read_config(path)
     if text is None:
         return False, None

@@ -1,16 +1,17 @@
 """What ``cache list`` and ``cache purge`` found and did: one entry per cached wheel, one report.
 
 ``CacheEntry`` is a cached wheel (where, what it holds, its verdict, what purging removes and
-what happened); ``CacheReport`` gathers them with the caches read, as text, JSON and an exit
-code (0 when no misfit is left, 1 when some is). It reads and removes nothing itself.
+what happened); ``CacheReport`` gathers them with the caches read, as JSON data and an exit
+code (0 when no misfit is left, 1 when some is). It reads and removes nothing itself and writes
+no text (``cli/render.py`` does).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
 
 SCHEMA_VERSION = 1  # of the --json output: docs/json/cache.md, data/schemas/cache.schema.json
 
@@ -34,7 +35,7 @@ class CacheEntry:
     def misfits(self) -> bool:
         return self.status == "fails"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "tool": self.tool,
             "cache_dir": str(self.cache_dir),
@@ -58,6 +59,7 @@ class CacheReport:
     purge: bool = False
     yes: bool = False
     notes: list[str] = field(default_factory=list)
+    purge_args: list[str] = field(default_factory=list)  # the list's own options, repeated in the purge hint
 
     @property
     def misfits(self) -> list[CacheEntry]:
@@ -68,52 +70,14 @@ class CacheReport:
         """0 when no misfit is left in the caches, 1 when some is (found, kept, or not removable)."""
         return 1 if any(e.misfits and e.action != "removed" for e in self.entries) else 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "targets": list(self.targets),
             "caches": [{"tool": t, "path": str(p), "summary": s, "source": src}
                        for (t, p, s), src in zip(self.caches, self.sources)],
             "mode": ("purge" if self.yes else "purge (dry run)") if self.purge else "list",
-            "entries": [e.to_dict() for e in self.entries],
+            "entries": [e.to_json() for e in self.entries],
             "notes": list(self.notes),
             "exit_code": self.exit_code,
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def to_text(self) -> str:
-        lines = [f"targets: {', '.join(self.targets) or 'none'}"]
-        sources = self.sources + [""] * (len(self.caches) - len(self.sources))
-        for (tool, path, summary), source in zip(self.caches, sources):
-            lines.append(f"{tool} cache: {path} ({summary})" + (f"  [from {source}]" if source else ""))
-        shown = [e for e in self.entries if e.status != "ok" or e.targets]
-        pure = len(self.entries) - len(shown)
-        for e in shown:
-            what = ", ".join(e.targets) if e.targets else "no device code"
-            line = f"{e.status:<8}{e.tool:<4}{e.label}  ({what})"
-            if e.action:
-                line += f"  [{e.action}]"
-            lines.append(line)
-            lines += [f"        {r}" for r in e.reasons]
-            if e.action == "would remove":
-                lines += [f"        - {p}" for p in e.remove]
-            lines += [f"        error: {err}" for err in e.errors]
-        if pure:
-            lines.append(f"{pure} cached wheel{'s' if pure != 1 else ''} without device code (kept)")
-        lines += [f"note: {n}" for n in self.notes]
-        bad = self.misfits
-        if not bad:
-            lines.append("no cached wheel misfits these targets")
-        elif not self.purge:
-            lines.append(f"{len(bad)} cached wheel{'s' if len(bad) != 1 else ''} misfit these targets; "
-                         "remove them with: rocm-build-backend cache purge --yes")
-        elif not self.yes:
-            lines.append(f"{len(bad)} would be removed; run again with --yes to remove them")
-        else:
-            done = sum(e.action == "removed" for e in bad)
-            lines.append(f"{done} of {len(bad)} removed")
-        from rocm_build_backend.binary.printable import printable_lines
-
-        return printable_lines(lines)

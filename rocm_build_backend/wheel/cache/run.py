@@ -28,18 +28,18 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget, parse_target, parse_targets
 from rocm_build_backend.wheel.cache.dirs import caches_to_read, classify_cache, default_cache_dirs  # noqa: F401
 from rocm_build_backend.wheel.cache.report import CacheEntry, CacheReport
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.facts import FAILS, OK, UNKNOWN, WheelTargets
+from rocm_build_backend.wheel.reader import read_regular_file, wheel_targets
 
 __all__ = [
     "CacheEntry",
@@ -61,8 +61,6 @@ _MAX_POINTER = 1 << 20
 
 def _judge(entry: CacheEntry, read: Callable[[], WheelTargets], targets: Sequence[GpuTarget],
            generic_ok: bool | None) -> None:
-    from rocm_build_backend.wheel.facts import FAILS, OK, UNKNOWN
-
     try:
         facts = read()
     except RocmBuildBackendError as exc:
@@ -87,8 +85,6 @@ def _judge(entry: CacheEntry, read: Callable[[], WheelTargets], targets: Sequenc
 
 def _scan_pip(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
               audit: bool) -> tuple[list[CacheEntry], str]:
-    from rocm_build_backend.wheel.reader import wheel_targets
-
     entries = []
     wheels_dir = cache / "wheels"
     found = sorted(wheels_dir.rglob("*.whl")) if wheels_dir.is_dir() else []
@@ -131,8 +127,6 @@ def _walk_refs(bucket: Path) -> Iterator[tuple[str, Path]]:
 
 def _uv_refs(cache: Path) -> tuple[dict[str, Path], dict[str, list[Path]], list[Path]]:
     """uv's unpacked archives (id -> folder), what points at each, and built wheels beside them."""
-    from rocm_build_backend.wheel.reader import read_regular_file
-
     archives: dict[str, Path] = {}
     for bucket in sorted(cache.glob("archive-v*")):
         if bucket.is_dir():
@@ -177,8 +171,6 @@ def _uv_refs(cache: Path) -> tuple[dict[str, Path], dict[str, list[Path]], list[
 
 def _scan_uv(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
              audit: bool) -> tuple[list[CacheEntry], str]:
-    from rocm_build_backend.wheel.reader import wheel_targets
-
     archives, refs, built = _uv_refs(cache)
     entries = []
     claimed = {p for ps in refs.values() for p in ps}
@@ -202,8 +194,6 @@ def _scan_uv(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
 
 
 def _as_targets(targets: Sequence[GpuTarget | str] | str) -> list[GpuTarget]:
-    from rocm_build_backend.gpu.targets import parse_target, parse_targets
-
     if isinstance(targets, str):
         return parse_targets(targets)
     return [t if isinstance(t, GpuTarget) else parse_target(str(t)) for t in targets]
@@ -249,7 +239,6 @@ def _remove_path(p: Path) -> None:
     if p.is_symlink() or not p.is_dir():
         p.unlink()
         return
-    import shutil
 
     def fail(func: object, path: object, exc_info: Any) -> None:
         raise exc_info[1] if isinstance(exc_info, tuple) else exc_info

@@ -12,6 +12,9 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from rocm_build_backend.binary.audit import audit_file
+from rocm_build_backend.wheel.facts import modules_to_json
+
 _MAX_CACHE = 64 << 20  # bytes: a larger cache file is read as an empty cache
 
 
@@ -44,15 +47,12 @@ class AuditCache:
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
     def audit(self, path: Path) -> dict[str, Any]:
-        from rocm_build_backend.binary.audit import audit_file
-
         key = self._key(path)
         hit = self.entries.get(str(path))
         if key is not None and isinstance(hit, dict) and hit.get("key") == key and isinstance(hit.get("facts"), dict):
             self.hits += 1
             return dict(hit["facts"])
         report = audit_file(path)
-        from rocm_build_backend.wheel.facts import modules_to_json
 
         facts: dict[str, Any] = {"targets": list(report.targets), "complete": list(report.complete),
                                  "modules": modules_to_json(report.modules)}

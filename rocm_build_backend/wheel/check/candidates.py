@@ -9,11 +9,9 @@ table names a device section. It decides nothing about what loads.
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from rocm_build_backend.wheel.check.environment import Distribution
+from typing import Any, Protocol
 
 _MIN_SIZE = 64
 # never device code: what Python packages ship besides libraries
@@ -40,10 +38,22 @@ def may_hold_device_code(path: str) -> bool:
     return not (path.endswith(_SKIP_TUPLE) or ".dist-info/" in path or "__pycache__/" in path)
 
 
-def device_candidates(dist: "Distribution") -> tuple[list[Path], int]:
+class Installed(Protocol):
+    """What ``device_candidates`` reads of an installed distribution (``environment.Distribution``)."""
+
+    @property
+    def location(self) -> Path: ...  # the site-packages folder
+
+    @property
+    def files(self) -> tuple[str, ...]: ...  # paths from RECORD, relative to ``location``
+
+
+def device_candidates(dist: Installed, seen: set[tuple[int, int]] | None = None) -> tuple[list[Path], int]:
     """The files of ``dist`` whose first bytes are a container the audit reads; and how many
-    files were looked at (opened) to find them."""
+    files were looked at (opened) to find them. ``seen``: the (device, inode) of every file
+    looked at so far; a file met again under another spelling is skipped."""
     out, opened = [], 0
+    seen = set() if seen is None else seen
     for rel in dist.files:
         if not may_hold_device_code(rel):
             continue
@@ -52,8 +62,9 @@ def device_candidates(dist: "Distribution") -> tuple[list[Path], int]:
             st = os.stat(path, follow_symlinks=False)
         except OSError:
             continue
-        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size < _MIN_SIZE:
+        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size < _MIN_SIZE or (st.st_dev, st.st_ino) in seen:
             continue
+        seen.add((st.st_dev, st.st_ino))
         opened += 1
         try:
             with open(path, "rb") as fh:
@@ -72,8 +83,6 @@ def elf_may_hold_device_code(fh: Any, size: int) -> bool:
     """False only for a well-formed host ELF file none of whose section names is a device
     section (read: the header, one section header, the section-name table). Anything odd is
     True: the audit then reads the file and reports what it finds."""
-    import struct
-
     fh.seek(0)
     head = fh.read(64)
     if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):

@@ -3,8 +3,17 @@
 ``rocm-build-backend check --env [PYTHON]`` in library form: the case of an environment copied
 to (or a container started on) a machine with another GPU. The environment's site-packages
 folders come from the interpreter itself (``sysconfig``: purelib, platlib; the user site when
-it is on; a PEP 405 venv's one folder is read from its layout, without starting it); each
-``*.dist-info/RECORD`` there lists the files a distribution installed. Files that cannot hold
+it is on; a PEP 405 venv's one folder is read from its layout, without starting it). A bare
+command name is found on PATH, never in the working folder; the interpreter is asked with
+``-I -S`` (none of the environment's ``.pth`` files or ``sitecustomize`` runs), its output
+capped at 1 MiB and its time at 30 s, its answer checked for shape. Each ``*.dist-info/RECORD``
+there (a regular file of at most 64 MiB, like METADATA and ``pyvenv.cfg``: a FIFO or a link to
+``/dev/zero`` is not read) lists the files a distribution installed; paths that leave the
+site folder (absolute, ``../``) are not opened, and a file reached under several spellings
+(symlinked folders) is read once. An editable install's files are followed to its sources
+(``editable.py``: setuptools' finder ``MAPPING``, ``.pth`` path entries, ``direct_url.json``,
+each read as a bounded regular file), outside site-packages on purpose; RECORD entries that
+leave the site folder still are not. Files that cannot hold
 device code are skipped before anything is opened: by name (source, text, images, Python),
 then by size (under 64 bytes), then by their first bytes (an ELF file, an offload bundle, a
 CCOB, an offload binary or a CUDA fatbin; nothing else is read further); a host ELF library is
@@ -25,86 +34,31 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
-import subprocess
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, RocmBuildBackendError
+from rocm_build_backend.binary.audit import sorted_targets
+from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO
+from rocm_build_backend.files import read_regular
 from rocm_build_backend.wheel.check.audit_cache import AuditCache as AuditCache
 from rocm_build_backend.wheel.check.audit_cache import default_cache_path as default_cache_path
 from rocm_build_backend.wheel.check.candidates import device_candidates as device_candidates
 from rocm_build_backend.wheel.check.candidates import elf_may_hold_device_code as elf_may_hold_device_code
 from rocm_build_backend.wheel.check.candidates import may_hold_device_code as may_hold_device_code
+from rocm_build_backend.wheel.check.editable import editable_files
+from rocm_build_backend.wheel.check.interpreter import _venv_site as _venv_site  # noqa: F401 (tests)
+from rocm_build_backend.wheel.check.interpreter import site_dirs as site_dirs
+from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 
 SCHEMA_VERSION = 1
 _MAX_RECORD = 64 << 20
+_MAX_METADATA_HEAD = 1 << 20  # Name and Version are in the header, before the description
 
 
 # --------------------------------------------------------------------------- the environment
-
-
-def _venv_site(python: str) -> list[Path] | None:
-    """A PEP 405 virtual environment's one site-packages folder, read from its layout without
-    running it (``<venv>/pyvenv.cfg`` beside ``bin/``, ``lib/python3.X/site-packages``); None
-    when ``python`` is not in such a venv or the venv also sees the system's packages."""
-    exe = Path(python)
-    cfg = exe.parent.parent / "pyvenv.cfg"
-    try:
-        text = cfg.read_text("utf-8", errors="replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip().lower() == "include-system-site-packages" and value.strip().lower() == "true":
-            return None
-    found = sorted(p for p in (exe.parent.parent / "lib").glob("python3*/site-packages") if p.is_dir())
-    return found if len(found) == 1 else None
-
-
-def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
-    """(the interpreter, its site-packages folders that exist). ``None``: this interpreter."""
-    if python is not None:
-        fast = _venv_site(python)
-        if fast is not None:
-            return python, fast
-    # not -S: the site module is what makes a venv's interpreter see the venv's folders
-    code = ("import json, site, sys, sysconfig\n"
-            "p = sysconfig.get_paths()\n"
-            "dirs = [p['purelib'], p['platlib']]\n"
-            "if site.ENABLE_USER_SITE: dirs.append(site.getusersitepackages())\n"
-            "print(json.dumps({'python': sys.executable, 'dirs': dirs}))\n")
-    if python is None:
-        import site
-        import sys
-        import sysconfig
-
-        paths = sysconfig.get_paths()
-        dirs = [paths["purelib"], paths["platlib"]]
-        if site.ENABLE_USER_SITE:
-            dirs.append(site.getusersitepackages())
-        data: dict[str, Any] = {"python": sys.executable, "dirs": dirs}
-    else:
-        try:
-            proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise RocmBuildBackendError(f"cannot run {python}: {exc}", hint="give the path of a Python interpreter") from None
-        if proc.returncode != 0:
-            raise RocmBuildBackendError(f"{python} could not say where its packages are: "
-                                        f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]}",
-                                        hint="give the path of a Python interpreter")
-        try:
-            data = json.loads(proc.stdout)
-        except ValueError:
-            raise RocmBuildBackendError(f"{python} answered something that is not JSON") from None
-    seen: list[Path] = []
-    for d in data["dirs"]:
-        p = Path(d)
-        if p.is_dir() and p not in seen:
-            seen.append(p)
-    return str(data["python"]), seen
 
 
 @dataclass(frozen=True)
@@ -113,39 +67,68 @@ class Distribution:
     version: str
     location: Path  # the site-packages folder
     dist_info: Path
-    files: tuple[str, ...]  # paths from RECORD, relative to ``location``
+    files: tuple[str, ...]  # paths from RECORD, relative to ``location``; absolute: an editable install's sources
 
 
 def _meta(dist_info: Path) -> tuple[str, str]:
     parts = dist_info.name[: -len(".dist-info")].rsplit("-", 1)
     name, version = parts[0], parts[1] if len(parts) > 1 else ""
     try:
-        with open(dist_info / "METADATA", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.strip():
-                    break
-                key, _, value = line.partition(":")
-                if key.lower() == "name":
-                    name = value.strip()
-                elif key.lower() == "version":
-                    version = value.strip()
+        head = read_regular(dist_info / "METADATA", _MAX_METADATA_HEAD, head=True)
     except OSError:
-        pass
+        return name, version
+    for line in head.decode("utf-8", errors="replace").split("\n"):
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key.lower() == "name":
+            name = value.strip()
+        elif key.lower() == "version":
+            version = value.strip()
     return name, version
+
+
+def _inside(rel: str) -> bool:
+    """Whether a RECORD path stays inside its site-packages folder (not absolute, no ``..``
+    leading out); others (scripts in ``../../bin``, planted paths) are never opened."""
+    if not rel or os.path.isabs(rel) or rel.startswith(("/", "\\")):
+        return False
+    norm = os.path.normpath(rel)
+    return not (norm == ".." or norm.startswith(".." + os.sep) or norm.startswith("../"))
+
+
+def _record_file(record: Path) -> bool:
+    """Whether RECORD is a regular file ``_record`` would read (stat only)."""
+    try:
+        st = os.stat(record)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size <= _MAX_RECORD
+
+
+def _record(dist_info: Path) -> tuple[str, ...] | None:
+    """The paths RECORD lists inside the site folder; None when RECORD is missing, not a
+    regular file (a FIFO, ``/dev/zero``) or larger than ``_MAX_RECORD``."""
+    try:
+        text = read_regular(dist_info / "RECORD", _MAX_RECORD).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    try:
+        rows = [row[0] for row in csv.reader(io.StringIO(text)) if row and row[0]]
+    except csv.Error:
+        return None
+    return tuple(rel for rel in rows if _inside(rel))
 
 
 def distributions(location: Path) -> list[Distribution]:
     """The distributions installed in one site-packages folder, with the files RECORD lists."""
     out = []
     for dist_info in sorted(location.glob("*.dist-info")):
-        record = dist_info / "RECORD"
-        try:
-            if record.stat().st_size > _MAX_RECORD:
-                continue
-            text = record.read_text("utf-8", errors="replace")
-        except OSError:
+        paths = _record(dist_info)
+        if paths is None:
             continue
-        paths = tuple(row[0] for row in csv.reader(io.StringIO(text)) if row and row[0])
+        # an editable install's code is where its finder, .pth or direct_url.json points
+        paths += tuple(editable_files(location, dist_info, paths))
         name, version = _meta(dist_info)
         out.append(Distribution(name, version, location, dist_info, paths))
     return out
@@ -164,11 +147,9 @@ class DistCheck:
 
     @property
     def targets(self) -> list[str]:
-        from rocm_build_backend.binary.audit import sorted_targets
-
         return sorted_targets(t for f in self.files.values() for t in f["targets"])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.dist.name, "version": self.dist.version, "location": str(self.dist.location),
                 "status": self.status, "reason": self.reason, "notes": list(self.notes),
                 "targets": self.targets, "files": self.files}
@@ -193,7 +174,7 @@ class EnvReport:
             return CANNOT_TELL
         return 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "python": self.python,
@@ -201,42 +182,22 @@ class EnvReport:
             "devices": list(self.devices),
             "generic_targets": {True: "load", False: "do not load", None: "unknown"}[self.generic_ok],
             "notes": list(self.notes),
-            "distributions": [d.to_dict() for d in self.dists],
+            "distributions": [d.to_json() for d in self.dists],
             "scanned": dict(self.scanned),
             "exit_code": self.exit_code,
         }
 
-    def to_text(self) -> str:
-        head = ("DISTRIBUTION", "FILES WITH DEVICE CODE", "TARGETS", "LOADS HERE")
-        rows = [(f"{d.dist.name} {d.dist.version}", str(len(d.files)), ", ".join(d.targets) or "(none read)",
-                 {"ok": "yes", "fails": "no", "unknown": "cannot tell"}[d.status]) for d in self.dists]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
-        lines = [f"python: {self.python}", "devices: " + (", ".join(self.devices) or "none found")]
-        lines += [f"note: {n}" for n in self.notes]
-        for r in [head, *rows]:
-            lines.append("  ".join(f"{c:<{widths[i]}}" for i, c in enumerate(r[:3])) + "  " + r[3])
-        for d in self.dists:
-            if d.status != "ok" and d.reason:
-                lines.append(f"{d.dist.name}: {d.reason}")
-            elif d.status == "ok" and d.notes:
-                lines.append(f"{d.dist.name} loads: " + "; ".join(d.notes))
-        s = self.scanned
-        lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
-                     f"{len(self.dists)} with device code")
-        return "\n".join(lines)
-
 
 def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,
            cache: AuditCache, strict: bool = False) -> DistCheck | None:
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
-
     files: dict[str, dict[str, Any]] = {}
     facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
     for path in paths:
         entry = cache.audit(path)
         if not entry["targets"] and not entry.get("problems"):
             continue  # an ELF file without device code
-        rel = os.path.relpath(path, dist.location).replace(os.sep, "/")
+        inside = Path(os.path.abspath(path)).is_relative_to(dist.location)
+        rel = os.path.relpath(path, dist.location).replace(os.sep, "/") if inside else str(path)
         files[rel] = entry
         facts.files.append(DeviceFile(rel, tuple(entry["targets"]), tuple(entry["complete"]),
                                       tuple(entry.get("problems", ())), modules_from_json(entry.get("modules")),
@@ -285,11 +246,12 @@ def check_environment(
         exe, dirs = python or "", [Path(p) for p in locations]
     devs = [str(d) for d in devices]
     checks, n_dists, n_files, n_candidates, n_opened = [], 0, 0, 0, 0
+    seen: set[tuple[int, int]] = set()  # (st_dev, st_ino): one file under many spellings is read once
     for location in dirs:
         for dist in distributions(location):
             n_dists += 1
             n_files += len(dist.files)
-            paths, opened = device_candidates(dist)
+            paths, opened = device_candidates(dist, seen)
             n_candidates += len(paths)
             n_opened += opened
             check = _judge(dist, paths, devs, generic_ok, cache, strict)
@@ -312,11 +274,6 @@ def unchecked(dirs: Iterable[Path]) -> list[str]:
     out = []
     for location in dirs:
         for meta in sorted(location.glob("*.egg-info")) + sorted(location.glob("*.dist-info")):
-            record = meta / "RECORD"
-            try:
-                ok = meta.suffix == ".dist-info" and record.stat().st_size <= _MAX_RECORD
-            except OSError:
-                ok = False
-            if not ok:
+            if meta.suffix != ".dist-info" or not _record_file(meta / "RECORD"):
                 out.append(meta.name[: -len(meta.suffix)].split("-", 1)[0])
     return sorted(out)

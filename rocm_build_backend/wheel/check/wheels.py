@@ -23,7 +23,7 @@ itself. The names it used to hold (``wheel_targets``, ``WheelTargets``, ...) are
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -74,7 +74,7 @@ class DeviceVerdict:
     status: str
     reason: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"device": self.device, "status": self.status, "reason": self.reason}
 
 
@@ -86,16 +86,16 @@ class WheelCheck:
     verdicts: list[DeviceVerdict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": str(self.path), "status": self.status}
         if self.facts is not None:
-            facts = self.facts.to_dict()
+            facts = self.facts.to_json()
             facts.pop("path")
             out.update(facts)
             out["problems"] = list(self.facts.problems)
         else:
             out["problems"] = list(self.problems)
-        out["devices"] = [v.to_dict() for v in self.verdicts]
+        out["devices"] = [v.to_json() for v in self.verdicts]
         return out
 
 
@@ -119,50 +119,15 @@ class CheckReport:
     def ok(self) -> bool:
         return self.exit_code == 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "devices": list(self.devices),
             "generic_targets": {True: "load", False: "do not load", None: "unknown"}[self.generic_ok],
             "notes": list(self.notes),
-            "wheels": [w.to_dict() for w in self.wheels],
+            "wheels": [w.to_json() for w in self.wheels],
             "exit_code": self.exit_code,
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
-
-    def to_text(self) -> str:
-        lines = ["devices: " + (", ".join(self.devices) if self.devices else "none found")]
-        lines += [f"note: {n}" for n in self.notes]
-        for w in self.wheels:
-            facts = w.facts
-            if facts is not None and facts.known:
-                what = ", ".join(facts.targets) if facts.has_device_code else "no device code"
-                lines.append(f"{w.status:<8}{w.path.name}  ({facts.source}: {what})")
-            else:
-                lines.append(f"{w.status:<8}{w.path.name}")
-            known = facts is not None and facts.known
-            if known:
-                for v in w.verdicts:
-                    if v.reason:
-                        lines.append(f"        {v.device}: {'' if v.status != OK else 'note: '}{v.reason}")
-            problems = list(facts.problems) if facts is not None else list(w.problems)
-            if w.status == UNKNOWN and not w.verdicts and known:
-                problems.append("there is no device to check against")
-            label = "warning" if known else "cannot tell"
-            lines += [f"        {label}: {p}" for p in problems]
-            if facts is not None and facts.mismatch:
-                lines.append("        warning: the stamp disagrees with the binaries (the binaries are used):")
-                lines += [f"          - {m}" for m in facts.mismatch]
-        good = sum(w.status == OK for w in self.wheels)
-        lines.append(
-            f"{good} of {len(self.wheels)} wheel{'s' if len(self.wheels) != 1 else ''} "
-            f"load{'s' if len(self.wheels) == 1 else ''} on every device"
-        )
-        from rocm_build_backend.binary.printable import printable_lines
-
-        return printable_lines(lines)
 
 
 def check_wheels(
@@ -237,8 +202,6 @@ def generic_ok_for(rocm_version: str | None) -> bool | None:
 
 def host_rocm_version(*, root: Path = Path("/"), env: Mapping[str, str] | None = None) -> str | None:
     """The ROCm version installed under ``root`` (``$ROCM_PATH`` or /opt/rocm), if it says."""
-    import os
-
     environ: Mapping[str, str] = os.environ if env is None else env
     bases = []
     for var in ("ROCM_PATH", "ROCM_HOME", "HIP_PATH"):

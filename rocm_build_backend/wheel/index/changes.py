@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
+from rocm_build_backend.gpu.targets import parse_target
 from rocm_build_backend.wheel.index.files import Layout, Record, write_failed
 from rocm_build_backend.wheel.index.leftovers import sweep
 from rocm_build_backend.wheel.index.plan import index_plan
@@ -143,7 +144,6 @@ def _migrate(store: Store, out: Path, result: IndexResult, variants: bool) -> No
 
 def plan(s: Session, opts: Options, new: list[Record]) -> list[IndexDef]:
     """The indexes this run maintains: named (or derived from the wheels) and every one held."""
-    from rocm_build_backend.gpu.targets import parse_target
 
     stored = s.store.index_defs()
     if opts.targets is not None:

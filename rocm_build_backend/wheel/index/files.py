@@ -17,14 +17,20 @@ It decides nothing about which wheel goes where (``index_plan.py``) and renders 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import threading
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
+from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.facts import modules_to_json
+from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info, read_metadata
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -55,7 +61,6 @@ def write_failed(exc: OSError, out_dir: Path, path: Path | str | None = None) ->
     if name.startswith(".") and name.endswith(".tmp") and len(parts) > 4:  # a temporary name: say what for
         target = ".".join(parts[1:-3])
         rel = f"a copy of {target} into {FILES_DIR}/" if head.endswith(INCOMING) else (f"{head}/" if head else "") + target
-    from rocm_build_backend.binary.printable import printable
 
     return WriteFailed(
         printable(f"cannot write {rel} in {out_dir}: {exc.strerror or exc}; the pages still link only "
@@ -154,7 +159,6 @@ def _clone(src_fd: int, dst_fd: int) -> bool:
 
 def hash_file(path: Path) -> str:
     """The sha256 of a file, read once (no copy)."""
-    import hashlib
 
     with open(path, "rb") as fh:
         if hasattr(hashlib, "file_digest"):
@@ -173,7 +177,6 @@ def _copy_hash(src: Any, dst: Any) -> Any:
     after it is indexed cannot change what the pages describe. It gets the mode new files get
     (a hosted wheel must be readable by the web server, whatever the source's mode was).
     """
-    import hashlib
 
     h = hashlib.sha256()
     buf = _buffer()
@@ -196,7 +199,6 @@ def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
     exist) and everything is read from that copy; the caller moves it into place or removes
     it. The record's size and time are the source's, as they were read.
     """
-    import hashlib
 
     if stage is None:
         with open(path, "rb") as fh:
@@ -214,16 +216,11 @@ def read_wheel(path: Path, stage: Path | None = None) -> tuple[Record, bytes]:
 
 def _record(fh: Any, path: Path, h: Any, st: os.stat_result) -> tuple[Record, bytes]:
     """The record of the wheel open as ``fh`` (at its start), hashed as ``h``."""
-    import hashlib
-    import zipfile
-
-    from rocm_build_backend.wheel.reader import facts_from_zip, parse_metadata, pick_dist_info, read_metadata
 
     with zipfile.ZipFile(fh) as zf:
         dist_info = pick_dist_info(zf.namelist(), path.name, path.name.split("-", 1)[0])
         metadata = read_metadata(zf, dist_info, path.name)
         wt = facts_from_zip(zf, path, audit=False, metadata=metadata)
-    from rocm_build_backend.wheel.facts import modules_to_json
 
     meta = parse_metadata(metadata.decode("utf-8", "replace"))
     rec = {
@@ -299,7 +296,6 @@ class Layout:
 
     def href(self, fn: str, rec: Record, page_dir: Path) -> str:
         """The link from a page in ``page_dir`` (inside OUT) to a wheel."""
-        from urllib.parse import quote
 
         if self.base_url is not None:
             return f"{self.base_url}/{quote(fn)}"

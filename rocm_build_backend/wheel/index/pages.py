@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 API_VERSION = "1.1"
 
@@ -27,14 +30,10 @@ Entry = tuple[str, dict[str, Any], str]
 
 def normalize(name: str) -> str:
     """PEP 503 normalised project name."""
-    import re
-
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def version_key(version: str) -> tuple[int, Any, str]:
-    from packaging.version import InvalidVersion, Version
-
     try:
         return (1, Version(version), version)
     except InvalidVersion:
@@ -42,8 +41,6 @@ def version_key(version: str) -> tuple[int, Any, str]:
 
 
 def file_sort_key(rec: dict[str, Any], fn: str) -> tuple[int, Any, str]:
-    from packaging.version import InvalidVersion, Version
-
     try:
         v = Version(rec["version"])
         return (1, v, fn)

@@ -1,11 +1,14 @@
 """Which indexes ``index`` writes, and which devices a wheel must load on to be listed in each.
 
-An index per target (``gfx942``, ``gfx90a_xnack-``), or with ``family=True`` per AMD family as
-AMD's nightly indexes group them (``gfx94X-dcgpu``, ``gfx110X-all``, ...): a wheel appears in a
-family's index only when it loads on every member, since anyone in the family may install
-from it. Without named targets, the targets come from the wheels' own device code.
+An index per target (``gfx942``, ``gfx90a_xnack-``), or with ``family=True`` per family as a
+vendor's nightly indexes group them (``BuildVendor.index_families``: AMD's ``gfx94X-dcgpu``,
+``gfx110X-all``, ...; a processor in no family is a family of its own name): a wheel appears in
+a family's index only when it loads on every member, since anyone in the family may install
+from it. Without named targets, the targets come from the wheels' own device code, each as the
+device it is for (``BuildVendor.device_of``; a generic target as every processor it covers).
 
-It reads no wheel and writes nothing: it maps names and records to a plan.
+It reads no wheel and writes nothing: it maps names and records to a plan. It branches on no
+vendor.
 """
 
 from __future__ import annotations
@@ -14,30 +17,28 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rocm_build_backend.errors import ConfigError, UnknownTargetError
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.targets import (
+    GpuTarget,
+    parse_target,
+    parse_targets,
+    sort_targets,
+    split_targets,
+    table,
+)
+from rocm_build_backend.gpu.vendor import build_side, vendors
 
-# AMD's per-family nightly indexes (TheRock's families; the published indexes are gfx94X-dcgpu,
-# gfx950-dcgpu, gfx110X-all, gfx1151 and gfx120X-all). A processor not listed here is a family
-# of its own name, as in TheRock.
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "gfx90X-dcgpu": ("gfx906", "gfx908", "gfx90a"),
-    "gfx94X-dcgpu": ("gfx942",),
-    "gfx950-dcgpu": ("gfx950",),
-    "gfx101X-dgpu": ("gfx1010", "gfx1011", "gfx1012"),
-    "gfx103X-dgpu": ("gfx1030", "gfx1032"),
-    "gfx103X-igpu": ("gfx1035", "gfx1036"),
-    "gfx110X-all": ("gfx1100", "gfx1101", "gfx1102", "gfx1103"),
-    "gfx1150": ("gfx1150",),
-    "gfx1151": ("gfx1151",),
-    "gfx1152": ("gfx1152",),
-    "gfx1153": ("gfx1153",),
-    "gfx120X-all": ("gfx1200", "gfx1201"),
-}
+
+def families() -> dict[str, tuple[str, ...]]:
+    """Every vendor's family indexes, in registry order: family name -> its processors."""
+    out: dict[str, tuple[str, ...]] = {}
+    for vendor in vendors():
+        out.update(build_side(vendor).index_families)
+    return out
 
 
 def family_of(processor: str) -> str:
-    """The AMD family index a processor belongs to (itself when it has none)."""
-    for name, members in FAMILIES.items():
+    """The family index a processor belongs to (itself when it has none)."""
+    for name, members in families().items():
         if processor in members:
             return name
     return processor
@@ -45,9 +46,6 @@ def family_of(processor: str) -> str:
 
 def _derive_targets(records: Iterable[dict[str, Any]]) -> list[GpuTarget]:
     """The device targets the wheels' code is for, as processors a machine can have."""
-    import re
-
-    from rocm_build_backend.gpu.targets import parse_target, sort_targets, table
 
     found: set[GpuTarget] = set()
     for rec in records:
@@ -57,21 +55,16 @@ def _derive_targets(records: Iterable[dict[str, Any]]) -> list[GpuTarget]:
                     t = parse_target(code)
                 except UnknownTargetError:
                     continue
-                nv = re.fullmatch(r"(?:sm|compute)_([0-9]+)[af]?", t.processor)
-                if nv:
-                    found.add(GpuTarget(f"sm_{nv.group(1)}"))
-                elif t.is_generic:
+                if t.is_generic:
                     found.update(GpuTarget(p) for p, row in table().items() if row.get("generic") == t.processor)
                 else:
-                    found.add(GpuTarget(t.processor))
+                    found.add(build_side(t.vendor).device_of(t))
     return sort_targets(found)
 
 
 def named_targets(value: str | Sequence[str | GpuTarget]) -> list[str]:
     """The names in a ``--targets`` value (``;``, ``,`` or spaces between them); ConfigError when
     it names none (``";;"``, ``""``), which would otherwise mean "do nothing" and succeed."""
-    from rocm_build_backend.gpu.targets import split_targets
-
     names = split_targets(value if isinstance(value, str) else [str(v) for v in value])
     if not names:
         raise ConfigError([f"--targets {value!r} names no GPU target"],
@@ -83,8 +76,6 @@ def index_plan(
     targets: Sequence[str | GpuTarget] | str | None, family: bool, records: list[dict[str, Any]]
 ) -> dict[str, list[GpuTarget]]:
     """Index name -> the devices a wheel must load on to be listed there."""
-    from rocm_build_backend.gpu.targets import parse_target, parse_targets
-
     plan: dict[str, list[GpuTarget]] = {}
     if targets is None:
         chosen = _derive_targets(records)
@@ -96,16 +87,17 @@ def index_plan(
     elif family:
         chosen = []
         problems = []
+        known = families()
         for name in named_targets(targets):
-            if name in FAMILIES:
-                plan[name] = [GpuTarget(p) for p in FAMILIES[name]]
+            if name in known:
+                plan[name] = [GpuTarget(p) for p in known[name]]
                 continue
             try:
                 chosen.append(parse_target(name))
             except UnknownTargetError as exc:
                 problems.append(exc.message)
         if problems:
-            raise ConfigError(problems, hint="name AMD targets or families: " + ", ".join(FAMILIES))
+            raise ConfigError(problems, hint="name targets or families: " + ", ".join(known))
     else:
         given = [targets] if isinstance(targets, str) else list(targets)
         if isinstance(targets, str) or not all(isinstance(t, GpuTarget) for t in given):
@@ -117,7 +109,7 @@ def index_plan(
     if family:
         for t in chosen:
             fam = family_of(t.processor)
-            plan.setdefault(fam, [GpuTarget(p) for p in FAMILIES.get(fam, (t.processor,))])
+            plan.setdefault(fam, [GpuTarget(p) for p in families().get(fam, (t.processor,))])
         return dict(sorted(plan.items(), key=lambda kv: _family_order(kv[0])))
     for t in chosen:
         plan[str(t).replace(":", "_")] = [t]
@@ -125,5 +117,5 @@ def index_plan(
 
 
 def _family_order(name: str) -> tuple[int, str]:
-    order = list(FAMILIES)
+    order = list(families())
     return (order.index(name), name) if name in order else (len(order), name)

@@ -1,4 +1,4 @@
-"""``index --add WHEEL... OUT`` and ``index --remove NAME==VERSION OUT``: publishing by name.
+"""``index --add WHEEL... -o OUT`` and ``index --remove NAME==VERSION -o OUT``: publishing by name.
 
 Many build jobs publish into one output: each adds its wheels (copied into ``OUT/files/``,
 hosted like every wheel) or removes a version, and no folder is mirrored, so one job's run
@@ -25,7 +25,7 @@ from pathlib import Path
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.wheel.index.changes import Options, Session, apply, load_lists, session
-from rocm_build_backend.wheel.index.files import FILES_DIR, HASH_DIR, Layout, prepare_out
+from rocm_build_backend.wheel.index.files import FILES_DIR, HASH_DIR, Layout, hash_file, prepare_out
 from rocm_build_backend.wheel.index.pages import normalize, version_key
 from rocm_build_backend.wheel.index.result import IndexResult
 from rocm_build_backend.wheel.index.run import options
@@ -82,13 +82,12 @@ def _check_mode(s: Session) -> None:
     if mode == "mirror" and (s.store.count_wheels() or s.store.index_defs()):
         raise RocmBuildBackendError(
             f"{s.lay.out_dir} mirrors a folder of wheels: its next run would undo this",
-            hint="put the wheel into that folder and run `rocm-build-backend index WHEEL_DIR OUT_DIR`, "
+            hint="put the wheel into that folder and run `rocm-build-backend index WHEEL_DIR -o OUT_DIR`, "
                  "or publish into another output folder")
 
 
 def _recovered(lay: Layout) -> dict[str, Path]:
     """The hosted wheels under ``OUT/files/<hash>/`` (a damaged state is rebuilt from them)."""
-    from rocm_build_backend.wheel.index.files import hash_file
 
     found: dict[str, Path] = {}
     for path in sorted(lay.files_dir.glob("*/*.whl")):

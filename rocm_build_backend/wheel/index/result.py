@@ -1,4 +1,4 @@
-"""What one ``index`` run did: ``IndexResult``, as text, as a dict, as ``--json``.
+"""What one ``index`` run did: ``IndexResult``, as plain data (``--json``; ``cli/render.py`` writes the text).
 
 It holds no logic of its own beyond the exit code: 1 when a wheel (or a ``--remove`` spec) was
 skipped or a requested index has nothing to serve, else 0. Paths are relative to the output
@@ -8,7 +8,6 @@ folder; ``indexes`` holds the listed wheels of each index when the run was asked
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ class IndexResult:
     def exit_code(self) -> int:
         return 1 if self.skipped or self.nothing_to_serve else 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "out_dir": str(self.out_dir),
@@ -63,29 +62,3 @@ class IndexResult:
             "metadata_upload": str(self.metadata_upload) if self.metadata_upload else None,
             "exit_code": self.exit_code,
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def to_text(self) -> str:
-        lines = []
-        for name, n in self.counts.items():
-            lines.append(f"{name}: {n} wheel{'s' if n != 1 else ''} -> {self.out_dir / name / 'simple'}/")
-        if self.wheels_added or self.wheels_removed:
-            lines.append(f"{len(self.wheels_added)} wheel{'s' if len(self.wheels_added) != 1 else ''} added or "
-                         f"replaced, {len(self.wheels_removed)} removed")
-        lines.append(
-            f"{len(self.pages_written)} page{'s' if len(self.pages_written) != 1 else ''} written, "
-            f"{self.unchanged} unchanged, {len(self.removed)} removed; "
-            f"{self.read} wheel{'s' if self.read != 1 else ''} read, {self.reused} from the cache"
-        )
-        for fn, why in self.skipped.items():
-            lines.append(f"skipped {fn}: {why}")
-        for name in self.nothing_to_serve:
-            lines.append(f"{name}: nothing to serve: no wheel in the index loads there")
-        lines += [f"warning: {w}" for w in self.warnings]
-        if self.metadata_upload:
-            lines.append(f"note: upload the .metadata files in {self.metadata_upload} beside the wheels")
-        from rocm_build_backend.binary.printable import printable_lines
-
-        return printable_lines(lines)

@@ -79,20 +79,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Sequence
 
+from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.wheel.index.changes import Options, Session, apply, load_lists, session
 from rocm_build_backend.wheel.index.files import FILES_DIR, layout
 from rocm_build_backend.wheel.index.pages import API_VERSION, normalize  # noqa: F401 (re-exported)
-from rocm_build_backend.wheel.index.plan import FAMILIES, family_of, index_plan, named_targets  # noqa: F401
+from rocm_build_backend.wheel.index.plan import families, family_of, index_plan, named_targets  # noqa: F401
 from rocm_build_backend.wheel.index.result import SCHEMA_VERSION, IndexResult  # noqa: F401 (re-exported)
+from rocm_build_backend.wheel.index.split import prune, split_sources
 from rocm_build_backend.wheel.index.state import STATE_NAME
 from rocm_build_backend.wheel.index.store import DB_NAME, DB_VERSION
-from rocm_build_backend.wheel.index.wheels import diff, list_folder, read_all
+from rocm_build_backend.wheel.index.wheels import diff, fingerprint, list_folder, read_all
 
 __all__ = [
     "API_VERSION",
     "DB_NAME",
-    "FAMILIES",
+    "families",
     "FILES_DIR",
     "STATE_NAME",
     "IndexResult",
@@ -142,20 +144,17 @@ def build_index(
     result = IndexResult(out_dir=lay.out_dir, metadata_upload=lay.files_dir if lay.base_url is not None else None)
     with session(lay, result, variants) as s:
         if s.store.meta("mode") == "publish":
-            from rocm_build_backend.errors import RocmBuildBackendError
 
             raise RocmBuildBackendError(
                 f"{lay.out_dir} holds wheels published with --add: a run from one folder would remove them",
-                hint=f"add these with: rocm-build-backend index --add {lay.wheel_dir}/*.whl {lay.out_dir}")
+                hint=f"add these with: rocm-build-backend index --add {lay.wheel_dir}/*.whl -o {lay.out_dir}")
         used: set[str] = set()
         if split:
-            from rocm_build_backend.wheel.index.split import split_sources
 
             lay.sources, used = split_sources(lay.wheel_dir, lay.out_dir, result.skipped, known=_known(s))
         _mirror(s, opts)
         load_lists(s, lists)
         if split:
-            from rocm_build_backend.wheel.index.split import prune
 
             result.removed += prune(lay.out_dir, used)
     return result
@@ -163,7 +162,6 @@ def build_index(
 
 def _known(s: Session) -> "Callable[[str, os.stat_result], bool]":
     """Whether a wheel file was indexed as it is, unchanged since (``split`` need not look in it)."""
-    from rocm_build_backend.wheel.index.wheels import fingerprint
 
     def known(fn: str, st: os.stat_result) -> bool:
         row = s.store.row(fn)

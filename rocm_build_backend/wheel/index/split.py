@@ -4,10 +4,14 @@ A wheel in WHEEL_DIR whose device code is for several targets (``split.units_for
 with ``split.split_wheel`` into ``OUT/.split/<name>-<size>-<mtime_ns>/``, and those wheels
 (``1.0+gfx942``, ...) are indexed instead of the fat one; a wheel with code for one target, or
 none, is indexed as it is. The folder is named after the fat wheel's size and time, so a later
-run reuses it when the wheel has not changed; it is written under a temporary name and moved
-into place whole, with a marker file listing what it holds. A split folder no wheel maps to any
-more is removed at the end of a run (after the pages), only the files its marker lists (a
-folder without a readable marker is not one this index made and is left alone).
+run reuses it when the wheel has not changed; it is written under a temporary name
+(``.tmp-<pid>-<random>``, removed by a later run once its process is gone) and moved into place
+whole, with a marker file listing what it holds. A wheel whose file name holds characters
+outside ``[A-Za-z0-9_.+!-]`` is not split (skipped with the reason): its folder could not be
+told from a folder of someone else's. A split folder no wheel maps to any more is removed at the
+end of a run (after the pages), only the files its marker lists (a
+folder without a readable marker is not one this index made and is left alone). Splitting goes through
+``thin``, so its inflating is bounded by the same budget.
 
 It renders no page; ``index.py`` strings it into the run.
 """
@@ -16,24 +20,27 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from rocm_build_backend.binary.audit import audit_wheel
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.files import leftover_pattern, remove_leftovers, temp_folder
+from rocm_build_backend.wheel.index.variants import variant_label
+from rocm_build_backend.wheel.thin.split import split_wheel, units_for
 
 SPLIT_DIR = ".split"
 MARKER = ".rocm-build-backend-split.json"
+_NAME = re.compile(r"[A-Za-z0-9_.+!-]+-[0-9]+-[0-9]+")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_.+!-]+\.whl")
+_WORK = ".tmp-"  # files.temp_folder's prefix for a split in progress
 
 
 def _units(path: Path) -> int:
     """How many split wheels ``path`` would give (0: no device code; 1 for a variant wheel,
     which is indexed as it is)."""
-    from rocm_build_backend.binary.audit import audit_wheel
-    from rocm_build_backend.wheel.index.variants import variant_label
-    from rocm_build_backend.wheel.thin.split import units_for
-
     if variant_label(path.name)[1] is not None:
         return 1
 
@@ -53,9 +60,7 @@ def _read_marker(folder: Path) -> list[str] | None:
 
 def _split_one(path: Path, final: Path) -> list[str]:
     """Split ``path`` into ``final`` (written under a temporary name, moved in whole)."""
-    from rocm_build_backend.wheel.thin.split import split_wheel
-
-    work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+    work = temp_folder(final.parent, _WORK)
     try:
         result = split_wheel(path, work)
         names = sorted(r.output.name for r in result.wheels)
@@ -80,6 +85,9 @@ def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str],
     sources: dict[str, Path] = {}
     used: set[str] = set()
     for path in listing:
+        if not _SAFE_NAME.fullmatch(path.name):
+            skipped[path.name] = "cannot be split: its file name holds characters outside [A-Za-z0-9_.+!-]"
+            continue
         try:
             st = path.stat()
             folder = top / f"{path.name[:-len('.whl')]}-{st.st_size}-{st.st_mtime_ns}"
@@ -105,13 +113,13 @@ def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str],
 def prune(out_dir: Path, used: set[str]) -> list[str]:
     """Remove the split folders no wheel maps to any more (only what their markers list)."""
     top = out_dir / SPLIT_DIR
-    removed: list[str] = []
+    removed = [f"{SPLIT_DIR}/{name}" for name in remove_leftovers(top, leftover_pattern(_WORK, ""))]
     try:
         folders = [p for p in top.iterdir() if p.is_dir() and not p.is_symlink()]
     except OSError:
         return removed
     for folder in sorted(folders):
-        if folder.name in used or folder.name.startswith("."):
+        if folder.name in used or not _NAME.fullmatch(folder.name):
             continue
         names = _read_marker(folder)
         if names is None:

@@ -18,12 +18,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.gpu.targets import parse_target
 from rocm_build_backend.wheel.index.files import FILES_DIR, HASH_DIR, inside
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.index.store import Store
+from rocm_build_backend.wheel.index.pages import normalize
+from rocm_build_backend.wheel.index.plan import families
+from rocm_build_backend.wheel.index.store import Store, bucket_of
 
 STATE_NAME = ".rocm-build-backend-index.json"
 STATE_VERSION = 1
@@ -208,12 +210,10 @@ def locked(out_dir: Path) -> Iterator[None]:
 
 def _index_devices(name: str) -> list[str] | None:
     """The devices an index of the earlier state was written for, from its name."""
-    from rocm_build_backend.errors import RocmBuildBackendError
-    from rocm_build_backend.gpu.targets import parse_target
-    from rocm_build_backend.wheel.index.plan import FAMILIES
 
-    if name in FAMILIES:
-        return list(FAMILIES[name])
+    known = families()
+    if name in known:
+        return list(known[name])
     try:
         return [str(parse_target(name.replace("_", ":")))]
     except RocmBuildBackendError:
@@ -231,7 +231,7 @@ def _hosted_sha(rel: str, wheels: dict[str, Any]) -> tuple[str, str]:
     return fn, ""
 
 
-def migrate(store: "Store", state: dict[str, Any], variants: bool) -> None:
+def migrate(store: Store, state: dict[str, Any], variants: bool) -> None:
     """Move an earlier JSON state into the database (inside the caller's transaction).
 
     Wheel records keep their facts (a wheel whose size and time still match is not read
@@ -239,8 +239,6 @@ def migrate(store: "Store", state: dict[str, Any], variants: bool) -> None:
     hosted file is checked once more (removed when no page links it), and every page the old
     state listed is removed unless this run writes it again.
     """
-    from rocm_build_backend.wheel.index.pages import normalize
-    from rocm_build_backend.wheel.index.store import bucket_of
 
     wheels: dict[str, Any] = state["wheels"]
     for fn, rec in wheels.items():

@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from rocm_build_backend.wheel.index.files import Record
 
@@ -69,7 +69,6 @@ Row = tuple[str, str, str, bool]
 
 def bucket_of(fn: str) -> int:
     """The bucket of a wheel's file name (``buckets`` holds one listing digest per bucket)."""
-    import zlib
 
     return zlib.crc32(fn.encode("utf-8", "surrogateescape")) % BUCKETS
 

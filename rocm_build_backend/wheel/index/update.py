@@ -15,31 +15,32 @@ It runs inside the caller's transaction and writes only pages, variants JSON fil
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 from rocm_build_backend.wheel.index.files import Layout, Record, parallel, tmp_name, write_failed, write_if_changed
 from rocm_build_backend.wheel.index.pages import (
     Entry,
     file_sort_key,
+    is_top_html,
     project_html,
     project_json,
     root_html,
-    is_top_html,
     root_json,
     top_html,
 )
+from rocm_build_backend.wheel.index.result import IndexResult
 from rocm_build_backend.wheel.index.state import remove_owned
+from rocm_build_backend.wheel.index.store import Store
 from rocm_build_backend.wheel.index.variants import INDEX as VARIANTS
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.facts import WheelTargets
-    from rocm_build_backend.wheel.index.result import IndexResult
-    from rocm_build_backend.wheel.index.store import Store
+from rocm_build_backend.wheel.index.variants import json_files
+from rocm_build_backend.wheel.index.variants import listed as variants_listed
 
 _PROJECT = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")  # a PEP 503 normalised name
 _INDEX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -59,9 +60,8 @@ class IndexDef:
     requested: bool = False  # named by this run's targets
 
 
-def facts_of(rec: Record) -> "WheelTargets":
+def facts_of(rec: Record) -> WheelTargets:
     """The ``WheelTargets`` a stored record stands for (its path is only a label)."""
-    from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 
     def device_file(row: list[Any]) -> DeviceFile:
         path, targets, complete, problems, *more = row  # records written before modules have 4
@@ -80,8 +80,8 @@ def facts_of(rec: Record) -> "WheelTargets":
 class _Run:
     """The page work of one run (one object, so the steps share their caches and counters)."""
 
-    def __init__(self, lay: Layout, store: "Store", plan: list[IndexDef], todo: set[str], recovering: bool,
-                 result: "IndexResult") -> None:
+    def __init__(self, lay: Layout, store: Store, plan: list[IndexDef], todo: set[str], recovering: bool,
+                 result: IndexResult) -> None:
         self.lay, self.store, self.plan, self.todo, self.result = lay, store, plan, todo, result
         self.recovering = recovering
         self.roots = {d.name for d in plan if d.full or recovering}
@@ -123,11 +123,11 @@ class _Run:
 
     def entries(self, d: IndexDef, project: str, recs: dict[str, Record], page_dir: Path) -> list[Entry]:
         if d.name == VARIANTS:
-            from rocm_build_backend.wheel.index.variants import json_files
 
-            fns = sorted((fn for fn, rec in recs.items() if "variant" in rec),
-                         key=lambda f: file_sort_key(recs[f], f))
-            files, extra = json_files(self.lay, recs, fns)
+            # the variant wheels and, as the fallback, the plain wheels of their projects; a wheel whose
+            # variant.json fails its checks is skipped (the others are listed)
+            files, extra, kept = json_files(self.lay, recs, variants_listed(recs), self.result.skipped)
+            fns = sorted(kept, key=lambda f: self.order(f, recs[f]))
             for path, data in files.items():  # written (and recorded) before the page links them
                 self.store.add_hosted([(self.lay.rel(path), path.name, _sha(data))])
                 if self.write(path, data):
@@ -258,13 +258,12 @@ class _Run:
 
 
 def _sha(data: bytes) -> str:
-    import hashlib
 
     return hashlib.sha256(data).hexdigest()
 
 
-def update_pages(lay: Layout, store: "Store", plan: list[IndexDef], todo: set[str], recovering: bool,
-                 result: "IndexResult") -> list[str]:
+def update_pages(lay: Layout, store: Store, plan: list[IndexDef], todo: set[str], recovering: bool,
+                 result: IndexResult) -> list[str]:
     """Render and write the pages this run changes; the pages no index produces any more (to be
     removed once the root pages no longer list them)."""
     run = _Run(lay, store, plan, todo, recovering, result)
@@ -278,7 +277,7 @@ def update_pages(lay: Layout, store: "Store", plan: list[IndexDef], todo: set[st
     return run.doomed
 
 
-def _write_top(lay: Layout, store: "Store", result: "IndexResult", recovering: bool) -> None:
+def _write_top(lay: Layout, store: Store, result: IndexResult, recovering: bool) -> None:
     """``OUT/index.html``: a link to each index's ``simple/`` (left alone if someone else's)."""
     names = sorted(n for n in store.index_defs() if _INDEX.match(n))
     top = lay.out_dir / TOP_PAGE
@@ -307,7 +306,7 @@ def _ours(path: Path) -> bool:
         return False
 
 
-def remove_unlinked(lay: Layout, store: "Store", doomed: list[str], result: "IndexResult",
+def remove_unlinked(lay: Layout, store: Store, doomed: list[str], result: IndexResult,
                     note: Callable[[str | None, str], None]) -> None:
     """Remove the pages no index produces (and legacy pages this run did not write again), then
     every pending hosted file no page links; the rows follow (inside the caller's transaction)."""

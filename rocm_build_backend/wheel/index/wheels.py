@@ -22,9 +22,13 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.wheel.index.files import (
@@ -39,10 +43,8 @@ from rocm_build_backend.wheel.index.files import (
     write_if_changed,
 )
 from rocm_build_backend.wheel.index.pages import normalize, version_key
-from rocm_build_backend.wheel.index.store import BUCKETS, bucket_of
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.index.store import Store
+from rocm_build_backend.wheel.index.store import BUCKETS, Store, bucket_of
+from rocm_build_backend.wheel.index.variants import read_variant_json, variant_label
 
 RACY_NS = 2_000_000_000  # coarser than any timestamp granularity in use (FAT: 2 s)
 
@@ -95,9 +97,6 @@ def fingerprint(st: os.stat_result) -> str:
 
 def parse_name(fn: str, variants: bool) -> tuple[Item | None, str | None]:
     """An ``Item`` for a wheel file name (path not set), or why the name cannot be indexed."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    from rocm_build_backend.wheel.index.variants import variant_label
 
     base, label = variant_label(fn)
     if label is not None and not variants:
@@ -158,7 +157,7 @@ class Diff:
     skipped: dict[str, tuple[int, str]] = field(default_factory=dict)  # fn -> (bucket, why), by name
 
 
-def diff(store: "Store", listing: Listing, variants: bool, force: bool) -> Diff:
+def diff(store: Store, listing: Listing, variants: bool, force: bool) -> Diff:
     """What changed since the database's listing: only buckets whose digest differs are compared.
 
     ``force``: every wheel is read again and hosted anew (the layout changed).
@@ -209,10 +208,6 @@ def _mismatch(rec: Record, fname_name: str, fname_version: Any) -> str | None:
 
 def _read(lay: Layout, item: Item) -> Read:
     """Read one new or changed wheel; its staged copy is kept only when it is listable."""
-    import zipfile
-    import zlib
-
-    from rocm_build_backend.wheel.index.variants import read_variant_json
 
     stage = None
     try:

@@ -28,8 +28,11 @@ _INSTALL_ONLY = {
     "--no-warn-conflicts", "--break-system-packages", "--no-compile", "--compile",
     "--require-virtualenv", "--python",
 }
+# options install cannot take: it collects into a folder of its own
+_REFUSED = {"-w": "--wheel-dir", "--wheel-dir": "--wheel-dir"}
 # options the single-project rebuild does not repeat (they name other projects or caches)
-_NOT_FOR_REBUILD = {"-r", "--requirement", "-e", "--editable", "--cache-dir", "--no-binary", "--only-binary"}
+_NOT_FOR_REBUILD = {"-r", "--requirement", "-e", "--editable", "--cache-dir", "--no-binary", "--only-binary",
+                    "--no-deps"}  # the rebuild says --no-deps itself (uv refuses it twice)
 
 
 @dataclass
@@ -54,12 +57,33 @@ class SplitArgs:
         return out
 
 
-def split_args(args: Sequence[str]) -> SplitArgs:
-    """Sort pip arguments: wheel options, install-only options, requirement specifiers."""
-    out = SplitArgs()
+def _normal(args: Sequence[str]) -> list[str]:
+    """The arguments as pip reads them: the one leading ``--`` dropped (a second one refused),
+    a short option with its value attached (``-rFILE``) split in two, options install cannot
+    take refused."""
     args = list(args)
     if args[:1] == ["--"]:
         args = args[1:]
+    out = []
+    for arg in args:
+        if arg == "--":
+            raise RocmBuildBackendError("-- is given twice", hint="put -- once, before pip's arguments")
+        name = arg.split("=", 1)[0]
+        if name in _REFUSED or arg[:2] in _REFUSED:
+            raise RocmBuildBackendError(f"pip's {_REFUSED.get(name, _REFUSED.get(arg[:2]))} is not taken here: "
+                                        "install collects the wheels into a folder of its own",
+                                        hint="leave it out (pip wheel -w DIR keeps wheels in a folder)")
+        if len(arg) > 2 and arg[0] == "-" and arg[1] != "-" and arg[:2] in _VALUE_OPTS:
+            out += [arg[:2], arg[2:]]
+        else:
+            out.append(arg)
+    return out
+
+
+def split_args(args: Sequence[str]) -> SplitArgs:
+    """Sort pip arguments: wheel options, install-only options, requirement specifiers."""
+    out = SplitArgs()
+    args = _normal(args)
     i = 0
     while i < len(args):
         arg = args[i]

@@ -1,11 +1,12 @@
-"""What ``install`` decided, per distribution (``Row``) and in all (``InstallResult``): the table,
-the exit code, and the line of a tool's output that says what went wrong.
+"""What ``install`` decided, per distribution (``Row``) and in all (``InstallResult``): the rows as
+JSON data, the exit code, and the line of a tool's output that says what went wrong.
 
-Pure: it runs nothing and reads no file.
+Pure: it runs nothing, reads no file and writes no text (``cli/render.py`` lays out the table).
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,9 +15,7 @@ from typing import Any, Callable
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
-
-_WHERE = {"cache": "from pip's wheel cache", "index": "from the index", "built": "built in this run",
-          "cache/index": "from uv's cache or the index"}
+SCHEMA_VERSION = 1  # of InstallResult.to_json: docs/json/install.md, data/schemas/install.schema.json
 
 
 @dataclass
@@ -33,12 +32,16 @@ class Row:
     refused: bool = False
     was: str | None = None  # what the first wheel held, when it was rebuilt
     was_origin: str | None = None  # where that first wheel came from
+    build_lines: list[str] = field(default_factory=list)  # the shim's error/hint lines of a failed rebuild
+    installed: str | None = None  # what was read back from the environment after the install
+    kept: str | None = None  # what the installer left in place instead (before the reinstall)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "wheel": self.wheel.name, "origin": self.origin,
                 "targets": list(self.targets), "status": self.status, "reason": self.reason,
-                "refused": self.refused,
-                "replaced": None if self.was is None else {"origin": self.was_origin, "targets": self.was}}
+                "refused": self.refused, "build_lines": list(self.build_lines),
+                "replaced": None if self.was is None else {"origin": self.was_origin, "targets": self.was},
+                "installed_as": self.installed, "kept": self.kept}
 
 
 @dataclass
@@ -48,39 +51,38 @@ class InstallResult:
     notes: list[str] = field(default_factory=list)
     installed: bool = False
     dry_run: bool = False
+    tool: str = "pip"
+    where: list[str] = field(default_factory=list)  # the folders read back after the install
+    unloaded: list[str] = field(default_factory=list)  # installed, and what is installed does not load
 
     @property
     def exit_code(self) -> int:
-        if any(r.refused and r.status == "fails" for r in self.rows):
+        if self.unloaded or any(r.refused and r.status == "fails" for r in self.rows):
             return DEFINITE_NO
         if any(r.refused for r in self.rows):
             return CANNOT_TELL
         return 0
 
-    def to_text(self) -> str:
-        head = ("DISTRIBUTION", "FROM", "TARGETS", "LOADS HERE")
-        body = []
-        for r in self.rows:
-            loads = {"ok": "yes", "fails": "no", "unknown": "cannot tell"}[r.status]
-            body.append((f"{r.name} {r.version}", r.origin, ", ".join(r.targets) or "no device code", loads))
-        widths = [max(len(x[i]) for x in [head, *body]) for i in range(3)]
-        lines = ["devices: " + (", ".join(self.devices) or "none found")]
-        lines += [f"note: {n}" for n in self.notes]
-        for cells in [head, *body]:
-            lines.append("  ".join(f"{c:<{widths[i]}}" for i, c in enumerate(cells[:3])) + "  " + cells[3])
-        for r in self.rows:
-            if r.was:
-                where = _WHERE.get(r.was_origin or "", r.was_origin)
-                lines.append(f"{r.name}: the wheel {where} held {r.was}; rebuilt from its sdist")
-            if r.refused:
-                lines.append(f"{r.name}: refused: {r.reason}")
-        if self.dry_run:
-            lines.append("dry run: nothing installed")
-        elif self.installed:
-            lines.append(f"installed {len(self.rows)} wheel{'s' if len(self.rows) != 1 else ''}")
-        else:
-            lines.append("nothing installed: " + ("a wheel was refused" if self.exit_code else "no wheels"))
-        return "\n".join(lines)
+    def to_json(self) -> dict[str, Any]:
+        """The ``install --json`` document."""
+        return {"schema_version": SCHEMA_VERSION, "tool": self.tool, "devices": list(self.devices),
+                "notes": list(self.notes), "distributions": [r.to_json() for r in self.rows],
+                "dry_run": self.dry_run, "installed": self.installed, "read_back_from": list(self.where),
+                "unloaded": list(self.unloaded), "exit_code": self.exit_code}
+
+
+_SHIM_LINE = re.compile(r"rocm-build-backend: ((?:error|hint): .*)$")
+
+
+def shim_lines(text: str) -> list[str]:
+    """The shim's own ``error:``/``hint:`` lines in a frontend's output (pip and uv indent and
+    prefix a build's output), each once, in order."""
+    out: list[str] = []
+    for line in text.splitlines():
+        m = _SHIM_LINE.search(line.rstrip())
+        if m and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
 
 
 def _last_error(proc: "subprocess.CompletedProcess[str]") -> str:

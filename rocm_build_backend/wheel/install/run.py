@@ -11,7 +11,12 @@
    bypassed for that project only), and checked again; a wheel with no sdist, or whose rebuild
    still does not load, is refused with the reason;
 4. install: ``pip install --no-deps --no-index`` of exactly the collected files, only when
-   every wheel loads (a half-installed set of dependencies is worse than none).
+   every wheel loads (a half-installed set of dependencies is worse than none);
+5. read back: each distribution as installed in the target environment (``installed.py``: its
+   RECORD and files). pip keeps an installed distribution of the same version (the wheel it
+   was handed is skipped): one whose installed build does not load, or that is missing, is
+   installed again with ``--force-reinstall --no-deps`` (and ``--upgrade`` into a ``--target``
+   folder), and read back again; still not loading is exit 1.
 
 Where each wheel came from: ``built`` (pip built it in this run: "Created wheel for"),
 ``cache`` (the same bytes sit in pip's wheel cache), ``index`` (downloaded) or ``rebuilt``.
@@ -26,14 +31,21 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.cache.run import default_cache_dirs
+from rocm_build_backend.wheel.check.wheels import check_wheels
 from rocm_build_backend.wheel.install.args import SplitArgs, split_args
-from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error
+from rocm_build_backend.wheel.install.dry import DRY_REBUILD, ONLY_BINARY, DryRunCannotTell, no_wheel, refuse_sources
+from rocm_build_backend.wheel.install.installed import verify_installed
+from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
+from rocm_build_backend.wheel.install.runner import bounded_run, probe_python
+from rocm_build_backend.wheel.install.uv import install_with_uv
 
 __all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
            "judge", "origin_of", "rebuild", "split_args"]
@@ -64,7 +76,6 @@ def _pip_cache(split: SplitArgs, env: Mapping[str, str]) -> Path | None:
             return Path(arg.split("=", 1)[1])
     if env.get("PIP_NO_CACHE_DIR", "").lower() in ("1", "true", "yes", "on"):
         return None
-    from rocm_build_backend.wheel.cache.run import default_cache_dirs
 
     return default_cache_dirs(env)["pip"]
 
@@ -83,17 +94,28 @@ def origin_of(wheel: Path, output: str, cache: Path | None) -> str:
 
 
 def _name_version(wheel: Path) -> tuple[str, str]:
-    from packaging.utils import parse_wheel_filename
-
-    name, version, _, _ = parse_wheel_filename(wheel.name)
+    try:
+        name, version, _, _ = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename as exc:  # a legacy (non-PEP 440) version, made by an old pip
+        raise RocmBuildBackendError(f"pip collected {wheel.name}, which is not a valid wheel name ({exc})",
+                                    hint="a wheel's version must be a PEP 440 version; "
+                                         "pin a version of that project that has one") from None
     return str(name), str(version)
 
 
-def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str, str], run: Runner) -> list[Row]:
-    """Resolve and collect every wheel the install needs into ``wheel_dir`` (``pip wheel``)."""
-    argv = [python, "-m", "pip", "wheel", "--wheel-dir", str(wheel_dir), *split.options, *split.requirements]
+def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str, str], run: Runner,
+            dry_run: bool = False) -> list[Row]:
+    """Resolve and collect every wheel the install needs into ``wheel_dir`` (``pip wheel``);
+    a dry run takes wheels only (``install.dry``)."""
+
+    only = ONLY_BINARY if dry_run else []
+    argv = [python, "-m", "pip", "wheel", "--wheel-dir", str(wheel_dir), *split.options, *only, *split.requirements]
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     output = (proc.stdout or "") + (proc.stderr or "")
+    if proc.returncode != 0 and dry_run and no_wheel(output):
+        raise DryRunCannotTell(f"a dry run builds nothing, and {no_wheel(output)} has no wheel pip could take "
+                               "without building one (from its sdist, or an earlier build in its cache)",
+                               hint="run without --dry-run to build and check it")
     if proc.returncode != 0:
         raise RocmBuildBackendError(f"pip could not collect the wheels (exit {proc.returncode}): {_last_error(proc)}",
                                     hint="the same arguments must work with pip wheel")
@@ -110,8 +132,6 @@ def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str,
 
 def judge(rows: Sequence[Row], devices: Sequence[Any], *, generic_ok: bool | None) -> None:
     """Fill each row's targets, status and reason from the check of its wheel."""
-    from rocm_build_backend.wheel.check.wheels import check_wheels
-
     # stamp first: a wheel built through the shim says what it holds; one without a stamp is audited
     report = check_wheels([r.wheel for r in rows], devices, generic_ok=generic_ok, audit=False)
     for row, wc in zip(rows, report.wheels):
@@ -134,12 +154,24 @@ def rebuild(row: Row, split: SplitArgs, out_dir: Path, *, python: str, env: Mapp
     if proc.returncode != 0 or len(wheels) != 1:
         output = (proc.stdout or "") + (proc.stderr or "")
         no_sdist = "no matching distribution" in output.lower() or "could not find a version" in output.lower()
-        why = "it has no sdist to build from" if no_sdist else f"its rebuild failed: {_last_error(proc)}"
+        row.build_lines = [] if no_sdist else shim_lines(output)
+        failed = ("its rebuild failed, the build said:" if row.build_lines
+                  else f"its rebuild failed: {_last_error(proc)}")
+        why = "it has no sdist to build from" if no_sdist else failed
         row.refused = True
         row.reason = f"{row.reason or 'its device code does not load here'}; {why}"
         return row
     return Row(row.name, row.version, wheels[0], "rebuilt", was=", ".join(row.targets) or "no device code",
                was_origin=row.origin)
+
+
+def _interpreter(python: str | None, split: SplitArgs, dry_run: bool) -> str:
+    """The interpreter whose pip runs (a given one probed first: capped, isolated); a dry run
+    refuses requirements it would have to build (``install.dry``)."""
+
+    if dry_run:
+        refuse_sources(split)
+    return probe_python(python) if python else sys.executable
 
 
 def install_inspected(
@@ -152,27 +184,31 @@ def install_inspected(
     dry_run: bool = False,
     python: str | None = None,
     env: Mapping[str, str] | None = None,
-    run: Runner = subprocess.run,
+    run: Runner | None = None,
     tool: str = "pip",
 ) -> InstallResult:
     """Collect, check, rebuild what does not load, install. ``work_dir``: an empty folder.
 
-    ``tool="uv"``: see ``install_with_uv``."""
-    python = python or sys.executable
+    ``tool="uv"``: see ``install_with_uv``. ``run``: the subprocess runner (default
+    ``runner.bounded_run``: output bounded, the process group stopped with this process)."""
+
+    run = run or bounded_run
     env = dict(os.environ if env is None else env)
     split = split_args(args)
     if not split.requirements and not any(a in ("-r", "--requirement") or a.startswith("--requirement=")
                                           for a in split.options):
         raise RocmBuildBackendError("nothing to install", hint="give requirements, e.g. install torch")
+    python = _interpreter(python, split, dry_run)
     if tool == "uv":
-        from rocm_build_backend.wheel.install.uv import install_with_uv
-
         return install_with_uv(split, devices, work_dir=work_dir, generic_ok=generic_ok, notes=notes,
                                dry_run=dry_run, python=python, env=env, run=run)
-    rows = collect(split, work_dir / "collected", python=python, env=env, run=run)
+    rows = collect(split, work_dir / "collected", python=python, env=env, run=run, dry_run=dry_run)
     judge(rows, devices, generic_ok=generic_ok)
     for i, row in enumerate(rows):
-        if row.status == "fails":
+        if row.status == "fails" and dry_run:  # what an install would do, without building
+
+            row.refused, row.reason = True, f"{row.reason or 'it does not load here'}; {DRY_REBUILD}"
+        elif row.status == "fails":
             new = rebuild(row, split, work_dir / "rebuilt" / row.name, python=python, env=env, run=run)
             if new is not row:
                 judge([new], devices, generic_ok=generic_ok)
@@ -185,10 +221,28 @@ def install_inspected(
     result = InstallResult(rows, [str(d) for d in devices], list(notes), dry_run=dry_run)
     if dry_run or result.exit_code or not rows:
         return result
-    argv = [python, "-m", "pip", "install", "--no-deps", "--no-index", *split.install, *[str(r.wheel) for r in rows]]
-    proc = run(argv, env=env, capture_output=True, text=True)
+    _pip_install(rows, split.install, python=python, env=env, run=run)
+    result.installed = True
+    verify_installed(result, split.install, python, generic_ok,
+                     lambda wrong: _pip_install(wrong, [*split.install, *_force(split.install)],
+                                                python=python, env=env, run=run))
+    return result
+
+
+def _pip_install(rows: Sequence[Row], options: Sequence[str], *, python: str, env: Mapping[str, str],
+                 run: Runner) -> None:
+    argv = [python, "-m", "pip", "install", "--no-deps", "--no-index", *options, *[str(r.wheel) for r in rows]]
+    proc = run(argv, env=dict(env), capture_output=True, text=True)
     if proc.returncode != 0:
         raise RocmBuildBackendError(f"pip install of the checked wheels failed (exit {proc.returncode}): "
                                     f"{_last_error(proc)}", hint="run the same pip install to see its whole output")
-    result.installed = True
-    return result
+
+
+def _force(options: Sequence[str]) -> list[str]:
+    """What makes pip replace an installed distribution of the same version: --force-reinstall,
+    and into a --target folder (where pip skips existing folders) --upgrade as well."""
+    extra = ["--force-reinstall"]
+    if any(o in ("-t", "--target") or o.startswith("--target=") for o in options) and not any(
+            o in ("-U", "--upgrade") for o in options):
+        extra.append("--upgrade")
+    return extra

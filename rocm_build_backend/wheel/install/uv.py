@@ -6,17 +6,20 @@ the cache bypass (``install_with_uv``). Only the subprocess runner touches the w
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.check.environment import check_environment, distributions
 from rocm_build_backend.wheel.install.args import SplitArgs
-from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error
+from rocm_build_backend.wheel.install.dry import DRY_REBUILD, ONLY_BINARY
+from rocm_build_backend.wheel.install.installed import verify_installed
+from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
+
 
 def _uv_exe(env: Mapping[str, str]) -> str:
-    import shutil
-
     exe = shutil.which("uv", path=env.get("PATH"))
     if not exe:
         raise RocmBuildBackendError("uv is not installed", hint="install uv, or leave out --tool uv")
@@ -32,8 +35,6 @@ def _uv(argv: list[str], env: Mapping[str, str], run: Runner, what: str) -> "sub
 
 
 def _staged_rows(stage: Path, output: str, devices: Sequence[Any], generic_ok: bool | None, origin: str) -> list[Row]:
-    from rocm_build_backend.wheel.check.environment import check_environment, distributions
-
     report = check_environment("", devices, generic_ok=generic_ok, locations=[stage])
     judged = {d.dist.dist_info: d for d in report.dists}
     rows = []
@@ -55,28 +56,41 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
     user's options and uv's cache), that folder is checked with the ``check --env`` reader; a
     distribution that does not load is built again with the shim's own settings for it alone
     (``--config-settings-package NAME:rocm-build-backend.targets=<these GPUs>`` and
-    ``...stale=clean``, ``--no-binary NAME``): uv keeps builds with other settings apart in its
-    cache, so the final ``uv pip install`` with the same settings gets exactly that build."""
+    ``--no-binary NAME``): uv keeps builds with other config settings apart in its cache, so the
+    final ``uv pip install`` with the same settings gets exactly that build. The build runs in
+    uv's cached copy of the sdist, where the shim cleans the first build's tree. Then what is
+    installed is read back (``run.verify_installed``), with ``--reinstall-package`` for a
+    distribution uv left in place. A dry run collects wheels only (``dry.ONLY_BINARY``)."""
     uv = _uv_exe(env)
     stage = work_dir / "staged"
-    proc = _uv([uv, "pip", "install", "--python", python, "--target", str(stage), *split.options,
+    only = ONLY_BINARY if dry_run else []  # a dry run builds nothing
+    proc = _uv([uv, "pip", "install", "--python", python, "--target", str(stage), *split.options, *only,
                 *split.requirements], env, run, "collect the packages")
     rows = _staged_rows(stage, (proc.stdout or "") + (proc.stderr or ""), devices, generic_ok, "cache/index")
     extra: list[str] = []
+    targets = env.get("ROCM_BUILD_BACKEND_TARGETS") or ";".join(map(str, devices))
     for i, row in enumerate(rows):
         if row.status == "unknown":
             row.refused = True
         if row.status != "fails":
             continue
-        settings = [f"--config-settings-package={row.name}:rocm-build-backend.targets={','.join(map(str, devices))}",
-                    f"--config-settings-package={row.name}:rocm-build-backend.stale=clean", "--no-binary", row.name]
+        if dry_run:  # a dry run builds nothing: the rebuild is only named
+            row.refused, row.reason = True, f"{row.reason}; {DRY_REBUILD}"
+            continue
+        # -C keys uv's cache: the rebuild for these targets is kept apart from the first build
+        settings = [f"--config-settings-package={row.name}:rocm-build-backend.targets={targets}",
+                    "--no-binary", row.name]
         again = work_dir / "rebuilt" / row.name
         proc = _uv([uv, "pip", "install", "--python", python, "--target", str(again), "--no-deps", *settings,
                     *split.for_rebuild(), f"{row.name}=={row.version}"], env, run, "")
         if proc.returncode != 0:
             row.refused = True
-            text = ((proc.stdout or "") + (proc.stderr or "")).lower()
-            why = "it has no sdist to build from" if "no solution" in text or "not found" in text else "its rebuild failed"
+            text = (proc.stdout or "") + (proc.stderr or "")
+            no_sdist = "no solution" in text.lower() or "not found" in text.lower()
+            row.build_lines = [] if no_sdist else shim_lines(text)
+            failed = ("its rebuild failed, the build said:" if row.build_lines
+                      else f"its rebuild failed: {_last_error(proc)}")
+            why = "it has no sdist to build from" if no_sdist else failed
             row.reason = f"{row.reason}; {why}"
             continue
         (new,) = [r for r in _staged_rows(again, "", devices, generic_ok, "rebuilt") if r.name == row.name] or [row]
@@ -86,10 +100,13 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
             new.reason = f"rebuilt from its sdist, it still does not load: {new.reason}"
         rows[i] = new
         extra += settings
-    result = InstallResult(rows, [str(d) for d in devices], list(notes), dry_run=dry_run)
+    result = InstallResult(rows, [str(d) for d in devices], list(notes), dry_run=dry_run, tool="uv")
     if dry_run or result.exit_code or not rows:
         return result
-    _uv([uv, "pip", "install", "--python", python, *split.install, *split.options, *extra, *split.requirements],
-        env, run, "install the checked packages")
+    final = [uv, "pip", "install", "--python", python, *split.install, *split.options, *extra, *split.requirements]
+    _uv(final, env, run, "install the checked packages")
     result.installed = True
+    # uv keeps an installed distribution of the same version too: --reinstall-package replaces it
+    verify_installed(result, split.install, python, generic_ok, lambda wrong: _uv(
+        [*final, *[a for r in wrong for a in ("--reinstall-package", r.name)]], env, run, "reinstall the checked packages"))
     return result

@@ -1,25 +1,38 @@
 """``rocm-build-backend split``: one thinned wheel per target (or per AMD family) of a fat
 wheel, each labelled with a PEP 440 local version (``1.0+gfx942``), ready for ``index``.
 
-The targets come from an audit of the wheel: each AMD processor it has code for (features
-dropped: ``gfx90a:xnack-`` is split as ``gfx90a``, which keeps both xnack variants), each
-NVIDIA SM (``sm_90a`` as ``sm_90``; PTX-only ``compute_90`` as ``sm_90``). Per family, AMD
-processors are grouped by the family names ``index --family`` uses; the label lists the
-family's targets (``1.0+gfx906.gfx908.gfx90a``). Nothing prints here.
+The targets come from an audit of the wheel: the device each code target is for, as its vendor
+says (``BuildVendor.device_of``: ``gfx90a:xnack-`` is split as ``gfx90a``, which keeps both
+xnack variants; ``sm_90a`` and PTX-only ``compute_90`` as ``sm_90``; ``thin.run.held_devices``).
+Per family, processors are grouped by the family names ``index --family`` uses (AMD's); the
+label lists the family's targets (``1.0+gfx906.gfx908.gfx90a``). A label that named targets
+already is replaced, not extended (``1.0+gfx908.gfx90a`` splits into ``1.0+gfx908`` and
+``1.0+gfx90a``); a split wheel that would take its input's place is refused. Nothing prints
+here; no vendor is named.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
-from rocm_build_backend.wheel.thin.run import DamagedWheel, ThinInputError, ThinResult
+from packaging.utils import parse_wheel_filename
 
-_NV = re.compile(r"(?:sm|compute)_([0-9]+)[af]?")
+from rocm_build_backend.binary.audit import audit_wheel
+from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.wheel.index.plan import family_of
+from rocm_build_backend.wheel.stamp import relabel
+from rocm_build_backend.wheel.thin.run import (
+    DamagedWheel,
+    ThinInputError,
+    ThinResult,
+    held_devices,
+    output_name,
+    refuse_existing,
+    thin_wheel,
+)
 
 
 @dataclass
@@ -29,51 +42,34 @@ class SplitResult:
     wheels: list[ThinResult] = field(default_factory=list)
     units: dict[str, list[str]] = field(default_factory=dict)
 
+    @property
+    def exit_code(self) -> int:
+        """0 when every wheel is exactly its unit's code; 1 when a file of one was kept whole."""
+        return max((r.exit_code for r in self.wheels), default=0)
+
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": 1, "source": str(self.source), "per": self.per,
                 "wheels": [{"unit": unit, "targets": r.targets, "output": str(r.output),
                             "wheel_size": r.wheel_after, "installed_size": r.installed_after,
                             "kept_whole": [m.name for m in r.kept_whole]}
-                           for unit, r in zip(self.units, self.wheels)]}
-
-    def to_text(self) -> str:
-        lines = [str(self.source)]
-        for unit, r in zip(self.units, self.wheels):
-            note = f"  ({len(r.kept_whole)} file(s) kept whole)" if r.kept_whole else ""
-            lines.append(f"  {unit}: {r.output.name}  {r.wheel_after / (1 << 20):.1f} MiB{note}")
-        return "\n".join(lines)
-
-
-def _devices(held: list[str]) -> list[GpuTarget]:
-    """The device targets to split by, from the targets a wheel's code is for."""
-    out = set()
-    for text in held:
-        m = _NV.fullmatch(text)
-        if m:
-            out.add(GpuTarget(f"sm_{m.group(1)}"))
-        else:
-            out.add(GpuTarget(text.split(":", 1)[0]))
-    return sort_targets(out)
+                           for unit, r in zip(self.units, self.wheels)],
+                "exit_code": self.exit_code}
 
 
 def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
     """Unit name -> the targets of one split wheel."""
-    from rocm_build_backend.wheel.index.run import family_of
-
     units: dict[str, list[GpuTarget]] = {}
-    for t in _devices(held):
-        key = family_of(t.processor) if per == "family" and t.vendor == "amd" else str(t)
+    for t in held_devices(held):
+        key = family_of(t.processor) if per == "family" else str(t)
         units.setdefault(key, []).append(t)
     return units
 
 
-def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target") -> SplitResult:
-    from packaging.utils import parse_wheel_filename
-
-    from rocm_build_backend.binary.audit import audit_wheel
-    from rocm_build_backend.wheel.stamp import local_version
-    from rocm_build_backend.wheel.thin.run import thin_wheel
-
+def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target",
+                force: bool = False, keep_layout: bool = False) -> SplitResult:
+    """One thinned wheel per unit in ``outdir``; every output name is checked before the first
+    is written (``force``: replace earlier split results for other targets; ``keep_layout``: see
+    ``thin_wheel``)."""
     src = Path(wheel)
     if per not in ("target", "family"):
         raise ThinInputError(f"--per {per}: expected target or family")
@@ -91,7 +87,13 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
     except ValueError as exc:
         raise ThinInputError(f"{src.name} is not a valid wheel file name ({exc})") from None
     result = SplitResult(src, per)
-    for unit, targets in units_for(list(report.targets), per).items():
+    units = units_for(list(report.targets), per)
+    names = {unit: output_name(src.name, relabel(version, targets)) for unit, targets in units.items()}
+    if Path(outdir).is_dir():  # every name checked before the first is written
+        for unit, targets in units.items():
+            refuse_existing(Path(outdir) / names[unit], src, [str(t) for t in targets], force)
+    for unit, targets in units.items():
         result.units[unit] = [str(t) for t in targets]
-        result.wheels.append(thin_wheel(src, targets, outdir, new_version=local_version(version, targets)))
+        result.wheels.append(thin_wheel(src, targets, outdir, new_version=relabel(version, targets), force=force,
+                                        keep_layout=keep_layout))
     return result

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import re
 
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 from rocm_build_backend.errors import WheelError
 
 LABEL_RE = re.compile(r"[0-9a-z._]+")  # variantlib constants.py:29
@@ -39,9 +42,6 @@ def variant_filename(filename: str, label: str) -> str:
 
 def variants_json_name(name: str, version: str) -> str:
     """``<name>-<version>-variants.json``, both normalized as in wheel file names (PEP 825)."""
-    from packaging.utils import canonicalize_name
-    from packaging.version import InvalidVersion, Version
-
     try:
         normal = str(Version(version))
     except InvalidVersion:

@@ -2,23 +2,11 @@
 
 What a variant wheel says about the GPUs it serves is derived from what its binaries hold
 (``check.wheel_targets``: the stamp cross-checked with the audit), never from the targets a
-build asked for. Two providers are spoken, in the formats their own code uses:
-
-- ``amd :: gfx_arch :: <owner>``: the AMD provider in ``rocm-bootstrap`` 0.3.0 reports, for
-  each detected GPU, its *package owner* (``rocm_bootstrap/variant_provider.py`` lines 66-82,
-  ``group_package_targets`` in ``rocm_bootstrap/package_metadata.py`` lines 44-58: features
-  such as ``:xnack-`` are cut, ``gfx1250-strict`` is owned by ``gfx1250``). A wheel gets an
-  owner when its code loads on every device that owner stands for (``compat``'s loader rules),
-  so ``gfx90a:xnack-`` code gives ``gfx90a`` and ``gfx11-generic`` code gives each gfx11
-  owner it loads on. Without rocm-bootstrap installed, each AMD processor owns itself.
-- ``nvidia :: sm_arch :: <XY>_real | <X0>_virtual``: NVIDIA's provider (package
-  ``nvidia-variant-provider``, ``nvidia_variant_provider/plugin.py`` lines 85-95 and 238-241
-  at wheelnext/nvidia-variant-provider ffea5d3b; uv vendors the same provider, namespace
-  ``nvidia`` and feature ``sm_arch``, in ``uv-distribution`` 0.0.98 ``src/variant/nvidia.rs``)
-  offers a device sm_XY the values ``XY_real`` down to ``X0_real`` and then ``X0_virtual``.
-  SASS ``sm_XY`` (and family ``sm_XYf``) gives ``XY_real``, PTX ``compute_X0`` gives
-  ``X0_virtual``; a value is kept only when the wheel loads on every known device the provider
-  offers it to (``sm_90a`` code gives ``90_real`` only while sm_90 is the only 9.x device).
+build asked for. Each vendor speaks its own provider (``BuildVendor.variant``: namespace,
+feature, how an installer finds it, and which values a wheel's code earns), in the format its
+own code uses: ``amd :: gfx_arch :: <owner>`` (``rocm-bootstrap``) and ``nvidia :: sm_arch ::
+<XY>_real | <X0>_virtual`` (``nvidia-variant-provider``); see ``gpu/<vendor>/variant.py``. A
+value is earned only when the wheel loads on every device the provider offers it to.
 
 Formats follow ``variantlib`` 0.2.2 (``variantlib/constants.py``): the file name ends in a
 label ``[0-9a-z._]+`` (line 29) before ``.whl``; ``<name>-<version>.dist-info/variant.json``
@@ -35,101 +23,53 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import tempfile
+import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
+
+from packaging.utils import parse_wheel_filename
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
+from rocm_build_backend.gpu.build import VariantProvider
+from rocm_build_backend.gpu.vendor import build_side, vendor_of, vendors
+from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.reader import wheel_targets
+from rocm_build_backend.wheel.stamp import rewrite_wheel
 from rocm_build_backend.wheel.variant.names import LABEL_RE as LABEL_RE
-from rocm_build_backend.wheel.variant.names import split_variant_name as split_variant_name
+from rocm_build_backend.wheel.variant.names import (
+    split_variant_name as split_variant_name,
+)
 from rocm_build_backend.wheel.variant.names import variant_filename as variant_filename
-from rocm_build_backend.wheel.variant.names import variants_json_name as variants_json_name
-
-if TYPE_CHECKING:  # pragma: no cover
-    from rocm_build_backend.wheel.facts import WheelTargets
+from rocm_build_backend.wheel.variant.names import (
+    variants_json_name as variants_json_name,
+)
+from rocm_build_backend.wheel.variant.shape import check_shape
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
 DIST_INFO_NAME = "variant.json"  # variantlib constants.py:8
 NULL_LABEL = "null"  # variantlib constants.py:6
 VALUE_RE = re.compile(r"[a-z0-9_.]+")  # variantlib constants.py:33
-AMD, GFX_ARCH = "amd", "gfx_arch"
-NVIDIA, SM_ARCH = "nvidia", "sm_arch"
-NAMESPACE_ORDER = (AMD, NVIDIA)
-# How an installer finds each provider: rocm-bootstrap's entry point (its entry_points.txt:
-# ``amd = rocm_bootstrap.variant_provider:AMDVariantPlugin``) and the object uv's vendored
-# NVIDIA provider matches (nvidia.rs: PLUGIN_API, PACKAGE_NAME).
-PROVIDERS: dict[str, dict[str, Any]] = {
-    AMD: {"requires": ["rocm-bootstrap>=0.3.0"],
-          "plugin-api": "rocm_bootstrap.variant_provider:AMDVariantPlugin"},
-    NVIDIA: {"requires": ["nvidia-variant-provider>=0.0.1,<1.0.0"],
-             "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin"},
-}
-_NV = re.compile(r"(sm|compute)_([0-9]+)([af]?)")
 _MAX_VARIANT_JSON = 1 << 20
 _SHORT_LABEL = 3  # up to this many values the label names them; more: a hash as variantlib makes
+LABEL_MAX = 16  # PEP 817's limit on a label's length, which variantlib 0.0.x still enforces
 
 Properties = dict[str, dict[str, list[str]]]
 
 
-# --------------------------------------------------------------------------- owners and values
+# --------------------------------------------------------------------------- providers and values
 
 
-def amd_owners() -> dict[str, list[str]]:
-    """Owner -> the processors the AMD provider reports that owner for.
-
-    From rocm-bootstrap's own mapping when it is installed (``group_package_targets`` over
-    ``ALL_TARGETS``, as ``AMDVariantPlugin.get_all_configs`` does); else each AMD processor
-    of this tool's target table owns itself. Owners that are not valid property values
-    (``[a-z0-9_.]+``) are left out.
-    """
-    try:
-        # rocm-bootstrap ships no type information
-        from rocm_bootstrap.package_metadata import group_package_targets  # type: ignore[import-untyped]
-        from rocm_bootstrap.targets import ALL_TARGETS  # type: ignore[import-untyped]
-    except ImportError:
-        from rocm_build_backend.gpu.targets import table
-
-        groups = {name: [name] for name, row in table().items()
-                  if row.get("vendor") == "amd" and not name.endswith("-generic")}
-    else:
-        groups = {str(k): [str(n) for n in v] for k, v in group_package_targets(t.name for t in ALL_TARGETS).items()}
-    return {owner: names for owner, names in groups.items() if VALUE_RE.fullmatch(owner)}
-
-
-def _nvidia_devices() -> list[tuple[int, int]]:
-    """(major, minor) of every NVIDIA device in the target table."""
-    from rocm_build_backend.gpu.targets import table
-
+def providers() -> list[tuple[str, VariantProvider]]:
+    """(vendor name, its provider) for each vendor that has one, in registry order."""
     out = []
-    for name in table():
-        m = _NV.fullmatch(name)
-        if m and m.group(1) == "sm" and not m.group(3):
-            n = int(m.group(2))
-            out.append((n // 10, n % 10))
-    return sorted(out)
-
-
-def nvidia_value(target: str) -> str | None:
-    """The ``sm_arch`` value a target's code stands for (``sm_90`` -> ``90_real``)."""
-    m = _NV.fullmatch(target)
-    if not m:
-        return None
-    return f"{m.group(2)}_real" if m.group(1) == "sm" else f"{m.group(2)}_virtual"
-
-
-def nvidia_offered(value: str, devices: Iterable[tuple[int, int]]) -> list[str]:
-    """The devices NVIDIA's provider offers ``value`` to (plugin.py lines 238-241)."""
-    m = re.fullmatch(r"([0-9]+)_(real|virtual)", value)
-    if not m:
-        return []
-    n = int(m.group(1))
-    major, minor = n // 10, n % 10
-    out = []
-    for dmaj, dmin in devices:
-        if dmaj != major:
-            continue
-        if (m.group(2) == "real" and dmin >= minor) or (m.group(2) == "virtual" and minor == 0):
-            out.append(f"sm_{dmaj}{dmin}")
+    for vendor in vendors():
+        found = build_side(vendor).variant
+        if found is not None:
+            out.append((vendor.name, found))
     return out
 
 
@@ -138,7 +78,7 @@ def _serves_all(facts: "WheelTargets", devices: Iterable[str]) -> bool:
     return bool(devices) and all(facts.verdict(d, generic_ok=True)[0] == "ok" for d in devices)
 
 
-def properties_for(facts: "WheelTargets", *, owners: Mapping[str, list[str]] | None = None) -> Properties:
+def properties_for(facts: "WheelTargets") -> Properties:
     """The variant properties a wheel's device code earns: ``{namespace: {feature: [values]}}``.
 
     ``{}`` for a wheel without device code (the null variant). Raises WheelError when what
@@ -150,18 +90,12 @@ def properties_for(facts: "WheelTargets", *, owners: Mapping[str, list[str]] | N
     if not facts.has_device_code:
         return {}
     out: Properties = {}
-    names = {t for f in facts.files for t in f.complete}
-    if any(not _NV.fullmatch(t) for t in names):
-        owners = amd_owners() if owners is None else owners
-        found = sorted(o for o, devs in owners.items() if _serves_all(facts, devs))
+    names = sorted({t for f in facts.files for t in f.complete})
+    for vendor, provider in providers():
+        mine = [t for t in names if vendor_of(t.split(":")[0]).name == vendor]
+        found = provider.values(mine, lambda devices: _serves_all(facts, devices)) if mine else []
         if found:
-            out[AMD] = {GFX_ARCH: found}
-    nv = sorted({v for v in (nvidia_value(t) for t in names) if v})
-    if nv:
-        devices = _nvidia_devices()
-        kept = sorted(v for v in nv if _serves_all(facts, nvidia_offered(v, devices)))
-        if kept:
-            out[NVIDIA] = {SM_ARCH: kept}
+            out[provider.namespace] = {provider.feature: found}
     return out
 
 
@@ -172,13 +106,15 @@ def property_lines(props: Mapping[str, Mapping[str, Iterable[str]]]) -> list[str
 
 def default_label(props: Mapping[str, Mapping[str, Iterable[str]]]) -> str:
     """``null``; the values joined by ``.`` (``gfx942``, ``80_real.90_real``) when there are at
-    most three; else the first 8 hex digits of the sha256 variantlib computes over the property
-    lines (``VariantDescription.hexdigest``, models/variant.py)."""
+    most three and that fits in 16 characters; else the first 8 hex digits of the sha256
+    variantlib computes over the property lines (``VariantDescription.hexdigest``,
+    models/variant.py): ``gfx1030.gfx908.gfx90a`` is too long and gets its hash. Either way the
+    same properties give the same label, and ``variant.json`` records what it stands for."""
     lines = property_lines(props)
     if not lines:
         return NULL_LABEL
     values = [line.rsplit(" :: ", 1)[1] for line in lines]
-    if len(values) <= _SHORT_LABEL:
+    if len(values) <= _SHORT_LABEL and len(".".join(values)) <= LABEL_MAX:
         return ".".join(values)
     digest = hashlib.sha256()
     for line in lines:
@@ -190,6 +126,9 @@ def check_label(label: str, props: Mapping[str, Any]) -> str:
     if not LABEL_RE.fullmatch(label):
         raise RocmBuildBackendError(f"variant label {label!r} is not valid",
                                     hint="use lower-case letters, digits, '.' and '_'")
+    if len(label) > LABEL_MAX:
+        raise RocmBuildBackendError(f"variant label {label!r} is longer than {LABEL_MAX} characters",
+                                    hint="give a shorter label, or none for the default")
     if (label == NULL_LABEL) != (not props):
         raise RocmBuildBackendError(f"the label {NULL_LABEL!r} belongs to the variant without properties, "
                                     f"and only to it (got {label!r})", hint="choose another label")
@@ -200,22 +139,24 @@ def variant_json(label: str, props: Properties, *, namespaces: Iterable[str] | N
     """The ``variant.json`` of one wheel (variantlib 0.2.2 ``VariantDistInfo``'s keys).
 
     ``namespaces``: the priority order to declare (every namespace the project's variants
-    use, so all wheels of a version agree, as PEP 825 asks); default: those used here, AMD
-    first. A null variant declares the AMD namespace (the format asks for at least one).
+    use, so all wheels of a version agree, as PEP 825 asks); default: those used here, in
+    the vendor registry's order. A null variant declares the first vendor's namespace (the
+    format asks for at least one).
     """
     check_label(label, props)
-    used = [ns for ns in NAMESPACE_ORDER if ns in props] + sorted(ns for ns in props if ns not in NAMESPACE_ORDER)
-    order = list(namespaces) if namespaces is not None else (used or [AMD])
+    known = {p.namespace: dict(p.provider) for _, p in providers()}
+    used = [ns for ns in known if ns in props] + sorted(ns for ns in props if ns not in known)
+    order = list(namespaces) if namespaces is not None else (used or list(known)[:1])
     missing = [ns for ns in used if ns not in order]
     if missing or not order:
         raise RocmBuildBackendError(f"namespaces {', '.join(missing) or '(none)'} are used but not declared")
-    unknown = [ns for ns in order if ns not in PROVIDERS]
+    unknown = [ns for ns in order if ns not in known]
     if unknown:
         raise RocmBuildBackendError(f"no provider is known for namespace {', '.join(unknown)}")
     return {
         "$schema": SCHEMA_URL,
         "default-priorities": {"namespace": order},
-        "providers": {ns: dict(PROVIDERS[ns]) for ns in order},
+        "providers": {ns: known[ns] for ns in order},
         "variants": {label: {ns: {f: sorted(v) for f, v in sorted(props[ns].items())} for ns in sorted(props)}},
     }
 
@@ -281,8 +222,6 @@ def index_files(wheels: Iterable[tuple[str, str, Mapping[str, Any]]]) -> dict[st
 
 def index_files_for(paths: Iterable[str | Path]) -> dict[str, bytes]:
     """``index_files`` for the wheels at ``paths`` (those without a label are passed over)."""
-    from packaging.utils import parse_wheel_filename
-
     entries = []
     for path in paths:
         found = read_variant(path)
@@ -302,10 +241,9 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
 
     ``filename``: the wheel's own name, when ``path`` is a copy under another name.
 
-    Raises WheelError when the label and the ``variant.json`` inside disagree or it is missing.
+    Raises WheelError when the label and the ``variant.json`` inside disagree, it is missing, or
+    it is not of the format's shape (``checks.check_shape``).
     """
-    import zipfile
-
     path = Path(path)
     _, label = split_variant_name(filename or path.name)
     if label is None:
@@ -324,11 +262,10 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
         raise WheelError(f"cannot read {path.name} ({exc})") from None
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise WheelError(f"{DIST_INFO_NAME} in {path.name} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or list((data.get("variants") or {}).keys()) != [label]:
-        raise WheelError(f"{DIST_INFO_NAME} in {path.name} does not describe exactly the variant {label!r}")
-    return label, data
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise WheelError(f"{DIST_INFO_NAME} in {path.name} is not valid JSON ({type(exc).__name__})") from None
+
+    return label, check_shape(data, label, filename or path.name)
 
 
 def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, label: str | None = None,
@@ -343,14 +280,6 @@ def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, 
     removed once the variant wheel is in place. Raises WheelError for a wheel that cannot be
     read, RocmBuildBackendError for a bad label.
     """
-    import os
-    import shutil
-    import tempfile
-    import zipfile
-
-    from rocm_build_backend.wheel.reader import wheel_targets
-    from rocm_build_backend.wheel.stamp import rewrite_wheel
-
     src = Path(wheel)
     if facts is None:
         facts = wheel_targets(src)

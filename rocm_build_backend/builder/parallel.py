@@ -1,0 +1,184 @@
+"""Every core: setuptools' parallel ``build_ext``, and the job budget split between extensions.
+
+setuptools builds a project's extensions one after another; each compiles its files one at a
+time, unless torch's ninja builds them (``MAX_JOBS`` jobs). A project with many extensions and
+no ninja (torch-scatter's ``use_ninja=False``, plain ``Extension`` lists) then uses one core.
+setuptools' own ``[build_ext] parallel = N`` (read from the file named by ``DIST_EXTRA_CONFIG``,
+setuptools 64+) builds N extensions at once. The memory-aware budget of parallel jobs (``MAX_JOBS``
+of the plan) is split so that extensions at once x jobs of each stays within it:
+
+- one extension, a CMake or other non-setuptools build: 1 x budget (nothing changes);
+- torch's ``BuildExtension`` with ninja (its default): 1 x budget, because every extension writes
+  the same ``build_temp/build.ninja`` (``_write_ninja_file_and_compile_objects``), so two at
+  once would overwrite each other's; without ninja torch swaps the compiler object's
+  ``compiler_so`` for nvcc while a .cu file compiles, which extensions side by side share: safe
+  only where setuptools compiles C++ with a ``compiler_so_cxx`` of its own (setuptools 84 does),
+  else one at a time;
+- several extensions without ninja, or an unknown number made in a loop: min(count, budget)
+  at once, budget // that jobs each;
+- a ``[build_ext] parallel`` the project (``setup.cfg``) or the user (``DIST_EXTRA_CONFIG``) set:
+  theirs, with budget // theirs jobs each.
+
+``read_extensions`` reads ``setup.py`` with ``ast`` (never runs it); ``split`` is pure;
+``merged_config`` writes the user's ``DIST_EXTRA_CONFIG`` plus ours into a new file in the
+build's temporary folder (theirs is never edited). Project job variables other than
+``MAX_JOBS`` (``NVCC_THREADS``, ``CUPY_NUM_BUILD_JOBS``) come from ``data/jobs.json``.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from rocm_build_backend.builder.profiles import normalize
+from rocm_build_backend.data import path as data_path
+
+_CONSTRUCTORS = frozenset({"Extension", "CUDAExtension", "CppExtension", "Pybind11Extension", "HIPExtension",
+                           "SyclExtension"})
+_MAX_SETUP = 1 << 20
+
+
+@dataclass(frozen=True)
+class Extensions:
+    """What ``setup.py`` shows of its extensions."""
+
+    sites: int = 0  # constructor calls in the source
+    looped: bool = False  # one of them in a loop or comprehension: the count is not known
+    torch: bool = False  # torch.utils.cpp_extension's BuildExtension builds them
+    ninja: bool = True  # False when it says use_ninja=False
+    custom: bool = False  # a class of its own derived from Extension (CMake-style builds)
+    theirs: int | None = None  # a [build_ext] parallel of the project's own (setup.cfg)
+    user: int | None = None  # a [build_ext] parallel of the user's own (DIST_EXTRA_CONFIG)
+    cxx_apart: bool = True  # setuptools compiles C++ with its own compiler_so_cxx (see split)
+
+
+def _name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def read_extensions(source_dir: Path, env: Mapping[str, str]) -> Extensions:
+    """The extension facts of ``setup.py`` and ``setup.cfg``, and the user's ``DIST_EXTRA_CONFIG``
+    (an empty answer when unreadable)."""
+    theirs = _cfg_parallel(source_dir / "setup.cfg")
+    user = user_parallel(env)
+    try:
+        with open(source_dir / "setup.py", "rb") as fh:
+            tree = ast.parse(fh.read(_MAX_SETUP))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return Extensions(theirs=theirs, user=user)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.AsyncFor)
+    sites, looped, torch, ninja, custom = 0, False, False, True, False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name(node.func) in _CONSTRUCTORS:
+            sites += 1
+            up = parents.get(node)
+            while up is not None and not isinstance(up, (ast.FunctionDef, ast.Module)):
+                looped = looped or isinstance(up, loops)
+                up = parents.get(up)
+        elif isinstance(node, ast.keyword) and node.arg == "use_ninja":
+            ninja = not (isinstance(node.value, ast.Constant) and node.value.value is False)
+        elif isinstance(node, (ast.Name, ast.Attribute)) and _name(node) == "BuildExtension":
+            torch = True
+        elif isinstance(node, ast.ClassDef) and any(_name(b) in _CONSTRUCTORS for b in node.bases):
+            custom = True
+    return Extensions(sites, looped, torch, ninja, custom, theirs, user,
+                      cxx_apart=_cxx_apart() if torch and not ninja else True)
+
+
+def _cxx_apart() -> bool:
+    """Whether this setuptools compiles C++ sources with ``compiler_so_cxx``, apart from the
+    ``compiler_so`` that torch's non-ninja build swaps for nvcc while a .cu file compiles."""
+    try:  # an optional dependency, probed where it is used
+        from setuptools._distutils.unixccompiler import UnixCCompiler
+    except (ImportError, AttributeError):  # no setuptools here, or another layout: not side by side
+        return False
+    return "compiler_so_cxx" in getattr(UnixCCompiler, "executables", {})
+
+
+def _cfg_parallel(path: Path, text: str | None = None) -> int | None:
+    """``[build_ext] parallel`` of a setuptools configuration file, when it is a number."""
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        if text is None:
+            if not path.is_file():
+                return None
+            text = path.read_text(encoding="utf-8", errors="replace")[:_MAX_SETUP]
+        parser.read_string(text)
+        value = parser.get("build_ext", "parallel", fallback=None)
+    except (OSError, configparser.Error):
+        return None
+    return int(value) if value and value.strip().isdigit() and int(value) > 0 else None
+
+
+def user_parallel(env: Mapping[str, str]) -> int | None:
+    """The ``[build_ext] parallel`` of the user's own ``DIST_EXTRA_CONFIG``, when they set one."""
+    given = env.get("DIST_EXTRA_CONFIG")
+    return _cfg_parallel(Path(given)) if given else None
+
+
+def split(budget: int, ext: Extensions, *, backend_kind: str) -> tuple[int, int, str]:
+    """(extensions at once, jobs of each, why). Pure."""
+    budget = max(1, budget)
+    given = ext.user or ext.theirs
+    if given:
+        who = "DIST_EXTRA_CONFIG" if ext.user else "setup.cfg"
+        return given, max(1, budget // given), f"[build_ext] parallel = {given} from {who}"
+    if backend_kind != "setuptools" or ext.custom or ext.sites == 0:
+        return 1, budget, "one build at a time (not a setuptools extension build)"
+    if ext.sites == 1 and not ext.looped:
+        return 1, budget, "one extension"
+    if ext.torch and ext.ninja:
+        return 1, budget, ("torch's ninja builds share build_temp/build.ninja: one extension at a time, "
+                           f"{budget} jobs each")
+    if ext.torch and not ext.cxx_apart:
+        return 1, budget, ("torch's build without ninja swaps the one shared compiler for nvcc while a .cu file "
+                           "compiles; this setuptools has no compiler_so_cxx, so extensions side by side could "
+                           "compile C++ with nvcc: one at a time")
+    count = budget if ext.looped else min(ext.sites, budget)
+    at_once = max(1, min(count, budget))
+    return at_once, max(1, budget // at_once), (f"{'extensions made in a loop' if ext.looped else f'{ext.sites} extensions'}"
+                                                 f"{' without ninja' if ext.torch else ''}: {at_once} at once x "
+                                                 f"{max(1, budget // at_once)} jobs each, within {budget}")
+
+
+def merged_config(directory: Path, parallel: int, user: str | None) -> Path:
+    """A configuration file: the user's ``DIST_EXTRA_CONFIG`` (when set and readable) with
+    ``[build_ext] parallel`` added unless they set it. Written into ``directory``."""
+    parser = configparser.RawConfigParser(strict=False)
+    if user:
+        try:
+            parser.read(user, encoding="utf-8")
+        except (OSError, configparser.Error):
+            pass
+    if not parser.has_section("build_ext"):
+        parser.add_section("build_ext")
+    if not parser.has_option("build_ext", "parallel"):
+        parser.set("build_ext", "parallel", str(parallel))
+    out = directory / "setuptools-extra.cfg"
+    with open(out, "w", encoding="utf-8") as fh:
+        parser.write(fh)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(data_path("jobs.json").read_text(encoding="utf-8"))
+    return data
+
+
+def job_variables(dist_name: str | None, jobs: int, budget: int) -> dict[str, tuple[str, str]]:
+    """The project's own job variables for ``jobs`` per extension within ``budget``:
+    name -> (value, where the project reads it), from ``data/jobs.json``."""
+    if not dist_name:
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    for entry in _table()["projects"].get(normalize(dist_name), []):
+        value = str(entry["value"]).replace("{jobs}", str(jobs)).replace("{budget}", str(budget))
+        out[entry["name"]] = (value, entry.get("source", ""))
+    return out

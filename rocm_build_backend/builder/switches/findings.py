@@ -1,0 +1,81 @@
+"""What a reading of a project's build files gives: ``Finding`` (one switch, as its source shows
+it), ``Switch`` (a finding and what the build does about it) and ``Budget`` (what is left to
+read). Plain data; reads a file only in ``Budget.read``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_FILE = 1 << 20  # bytes read of one build file
+MAX_FILES = 64  # CMake files followed through include() and add_subdirectory()
+MAX_TOTAL = 8 << 20  # bytes read in all
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One switch of the project's own, as its source shows it."""
+
+    file: str  # relative to the project's folder
+    line: int
+    kind: str  # env | cmake-option | cmake-env | skbuild-define | cuda-guard | download | hard-coded
+    name: str  # the variable or option; the call for a guard or a download
+    role: str  # gpu-on | gpu-off | targets | prebuilt | jobs | flags | guard | hard-coded
+    value: str | None = None  # what turns GPU code on (a switch); the targets named (hard-coded)
+    default: str | None = None  # the project's default, when the source gives one
+    choices: tuple[str, ...] = ()  # the values the source compares it with
+    vendor: str | None = None  # a vendor registry name, when the name is for that vendor only
+    text: str = ""  # the source line, trimmed
+
+    @property
+    def where(self) -> str:
+        return f"{self.file} L{self.line}"
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A finding and what the build does about it."""
+
+    finding: Finding
+    action: str  # set | kept | todo | enforced | warn | info
+    detail: str  # in words, for the plan
+    todo: str | None = None  # what the user should give, exactly (``FORCE_CUDA=1``, ``-C cmake.define.X=ON``)
+
+    def to_json(self) -> dict[str, Any]:
+        f = self.finding
+        return {"file": f.file, "line": f.line, "kind": f.kind, "name": f.name, "role": f.role,
+                "value": f.value, "default": f.default, "action": self.action, "detail": self.detail,
+                "todo": self.todo}
+
+    def line(self) -> str:
+        f = self.finding
+        return f"switch {f.where} {f.name} ({f.role}): {self.detail}"
+
+
+@dataclass
+class Budget:
+    """What is left to read."""
+
+    files: int = MAX_FILES
+    total: int = MAX_TOTAL
+    notes: list[str] = field(default_factory=list)
+
+    def read(self, path: Path) -> str | None:
+        """The file's text (its first MAX_FILE bytes), or None when it is not a regular file or the
+        budget is spent."""
+        if self.files <= 0 or self.total <= 0:
+            if not self.notes:
+                self.notes.append(f"stopped reading build files at {path.name}: read budget spent")
+            return None
+        try:
+            if not path.is_file() or path.is_symlink():
+                return None
+            with open(path, "rb") as fh:
+                data = fh.read(min(MAX_FILE, self.total))
+        except OSError:
+            return None
+        self.files -= 1
+        self.total -= len(data)
+        return data.decode("utf-8", "replace")

@@ -1,0 +1,91 @@
+"""Which names are GPU switches, and of what kind: the one place that judges a name.
+
+``role(name)`` sorts an environment variable or CMake option by its name alone: ``targets``
+(``*ARCH*``, ``*GENCODE*``, ``GPU_TARGETS``), ``jobs`` (``MAX_JOBS``, ``NVCC_THREADS``,
+``*_NUM_BUILD_JOBS``), ``prebuilt`` (``*FORCE_BUILD``: build instead of downloading a wheel),
+``gpu-off`` (``*SKIP*CUDA*``, ``FORCE_ONLY_CPU``, ``*_NO_CUDA``), ``flags`` (``NVCC_FLAGS``),
+``gpu-on`` (a name whose object is the GPU backend: ``FORCE_CUDA``, ``WITH_CUDA``,
+``BUILD_CUDA_EXT``, ``BUILD_TARGET``, ``VLLM_TARGET_DEVICE``, ``DS_BUILD_OPS``), or None: not a GPU switch (toolkit locations such as ``CUDA_HOME``, versions, ABI
+and debug switches, run-time device selection, features of a backend such as
+``ENABLE_HIP_FMHA_RTN_BF16_CONVERT``). ``option_role`` is stricter for CMake options,
+which projects have by the dozen: only a backend's main switch (``GGML_CUDA``, ``USE_ROCM``), not
+its sub-features (``GGML_CUDA_F16``). ``vendor(name)`` tells a name that is one vendor's alone
+(each vendor's ``BuildVendor.switches`` knows its own words); ``vendor_switches()`` lists the
+vendors that know any.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rocm_build_backend.gpu.build import Switches
+from rocm_build_backend.gpu.vendor import build_side, vendor_names
+
+_NOT = re.compile(r"(^|_)(HOME|PATH|ROOT|DIR|DIRS|VERSION|VISIBLE_DEVICES|ABI|DEBUG|VERBOSE|LOCAL_VERSION|"
+                  r"INCLUDE|LIB|LIBRARY|BIN|EXECUTABLE|COMPILER|CC|CXX)($|_)|^NVIDIA_|^CI$|"
+                  r"(^|_)(NVCC|HIPCC|CUDACXX|HIPCXX|LAUNCHER)$")
+_GPU = re.compile(r"CUDA|HIP|ROCM|(^|_)GPU|NVCC|CUBLAS|AMDGPU|TARGET_DEVICE|COMPUTE_BACKEND|"
+                  r"(^|_)BUILD_TARGET$|(^|_)BUILD_OPS$")
+# a switch turns a GPU backend on when that backend is what it names, not a feature of it:
+# FORCE_CUDA, WITH_ROCM, BUILD_CUDA_EXT, CT_CUBLAS, DS_BUILD_OPS; not ENABLE_HIP_FMHA_RTN_BF16_CONVERT
+_ON_NAME = re.compile(r"(^|_)(CUDA|HIP|ROCM|GPU|CUBLAS|HIPBLAS|NVCC)(_(EXT|EXTS|EXTENSION|EXTENSIONS|BUILD|KERNELS|OPS))?$|"
+                      r"TARGET_DEVICE$|COMPUTE_BACKEND$|(^|_)BUILD_TARGET$|(^|_)BUILD_OPS$")
+_TARGETS = re.compile(r"ARCH|GENCODE|(^|_)(GPU|AMDGPU)_TARGETS?$|CUDAARCHS|HCC_AMDGPU_TARGET")
+_JOBS = re.compile(r"(^|_)(MAX_JOBS|NUM_BUILD_JOBS|BUILD_JOBS|JOBS|NVCC_THREADS|PARALLEL_LEVEL)$")
+_PREBUILT = re.compile(r"FORCE_BUILD$")
+_OFF = re.compile(r"SKIP|(^|_)NO_(CUDA|HIP|ROCM|GPU)|ONLY_CPU|CPU_ONLY|DISABLE")
+_FLAGS = re.compile(r"FLAGS($|_)")
+_CPU_ONLY = re.compile(r"ONLY_CPU|CPU_ONLY")
+_MAIN_OPTION = re.compile(r"(^|_)(CUDA|HIP|ROCM|HIPBLAS|CUBLAS|GPU)$")
+_GPU_WORD = re.compile(r"CUDA|HIP|ROCM|CUBLAS|GPU")
+
+
+def role(name: str) -> str | None:
+    """The role of an environment variable named ``name``, or None when it is no GPU switch."""
+    up = name.upper()
+    if _JOBS.search(up):
+        return "jobs"
+    if _TARGETS.search(up) and not _NOT.search(up):
+        return "targets"
+    if _PREBUILT.search(up):
+        return "prebuilt"
+    if _CPU_ONLY.search(up):
+        return "gpu-off"
+    if _NOT.search(up) or not _GPU.search(up):
+        return None
+    if _OFF.search(up):
+        return "gpu-off"
+    if _FLAGS.search(up):
+        return "flags"
+    return "gpu-on" if _ON_NAME.search(up) else None
+
+
+def option_role(name: str) -> str | None:
+    """The role of a CMake ``option()`` (default OFF) named ``name``: ``gpu-on`` for a backend's
+    main switch, ``targets`` for one that names targets, else None."""
+    up = name.upper()
+    if _TARGETS.search(up) and not _NOT.search(up):
+        return "targets"
+    # the backend's own word once, at the end: GGML_CUDA, USE_ROCM; not GGML_CUDA_FORCE_CUBLAS
+    return "gpu-on" if _MAIN_OPTION.search(up) and len(_GPU_WORD.findall(up)) == 1 else None
+
+
+def vendor_switches() -> list[tuple[str, Switches]]:
+    """(vendor name, its ``Switches``) for each registered vendor that has them, in registry order."""
+    out = []
+    for name in vendor_names():
+        found = build_side(name).switches
+        if found is not None:
+            out.append((name, found))
+    return out
+
+
+def vendor(name: str, switch_role: str | None = None) -> str | None:
+    """The vendor a name belongs to alone (its registry name), else None: exactly one vendor's
+    words are in it. For a target list or a CMake backend option (``switch_role`` ``targets`` or
+    ``gpu-on-cmake``) more words count (``CUDA`` names NVIDIA targets in ``TORCH_CUDA_ARCH_LIST``,
+    while the PyTorch world's ``FORCE_CUDA`` builds ROCm code too)."""
+    up = name.upper()
+    targets = switch_role in ("targets", "gpu-on-cmake")
+    owners = [n for n, sw in vendor_switches() if sw.owns_name(up, targets=targets)]
+    return owners[0] if len(owners) == 1 else None

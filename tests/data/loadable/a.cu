@@ -1,0 +1,3 @@
+#define TID ((int)(blockIdx.x * blockDim.x + threadIdx.x))
+#define HOST_CHECK host_check_a
+#include "kernels.inc"

@@ -1,0 +1,1 @@
+"""A CMake CUDA library with its own target list."""

@@ -1,0 +1,1 @@
+"""A CMake HIP library with its own target list."""

@@ -1,0 +1,1 @@
+"""Device code in compressed offload bundles."""

@@ -1,0 +1,1 @@
+"""A HIP library built by hipcc with a hard-coded target list."""

@@ -1,0 +1,1 @@
+"""Six small C extensions."""

@@ -1,0 +1,1 @@
+"""A CUDA library behind a FORCE_CUDA switch."""

@@ -1,0 +1,1 @@
+"""Two CUDA libraries built by a Makefile-style setup.py."""

@@ -1,0 +1,1 @@
+"""A CUDA extension built like torch.utils.cpp_extension builds one."""
