@@ -23,7 +23,7 @@ import pytest
 
 from rocm_build_backend.wheel.index import run as I
 from rocm_build_backend.wheel.index.files import read_wheel
-from helpers import ROOT, anchors, inconsistencies, make_wheel
+from helpers import ROOT, anchors, fat_wheel, inconsistencies, make_wheel
 
 
 
@@ -279,3 +279,23 @@ def test_a_named_target_with_nothing_to_serve_exits_1_and_the_top_page_lists_the
     result = I.build_index(wheels, theirs)
     assert (theirs / "index.html").read_text() == "my landing page"
     assert any("index.html" in w for w in result.warnings)
+
+
+def test_a_full_disk_while_splitting_is_the_one_error_not_a_wrong_cause(tmp_path, small_fs):
+    """``index --split`` into a full output stops with the disk's error (exit 2), not with
+    "none of the wheels holds device code" after skipping every wheel; with space again the
+    same command splits and indexes."""
+    wheels = tmp_path / "wheels"
+    fat_wheel(wheels)
+    out = small_fs / "out"
+    filler = fill(small_fs, 200 * 1024)  # room for the state, not for the split wheels
+    proc = cli("index", wheels, "-o", out, "--split")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert lines[0].startswith("error:") and "space" in lines[0] and "device code" not in proc.stderr
+    assert lines[1].startswith("hint:") and "Traceback" not in proc.stderr
+    filler.unlink()
+    proc = cli("index", wheels, "-o", out, "--split")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {p.name for p in (out / "gfx942" / "simple" / "pkg").iterdir()} == {"index.html", "index.json"}
+    assert inconsistencies(out) == [] and leftovers(out) == []

@@ -53,9 +53,14 @@ def write_failed(exc: OSError, out_dir: Path, path: Path | str | None = None) ->
     """The one error line for a failed write: what, where, and that the index stays consistent."""
     where = path if path is not None else exc.filename
     try:
-        rel = os.path.relpath(str(where), out_dir) if where else str(out_dir)
+        rel = os.path.relpath(str(where), out_dir) if where else "."
     except ValueError:
         rel = str(where)
+    if rel == ".":
+        return WriteFailed(
+            printable(f"cannot write in {out_dir}: {exc.strerror or exc}; the pages still link only files that "
+                      "exist, and the next run finishes what this one began"),
+            hint="free space on (or make writable) the filesystem that holds the output folder, then run again")
     head, _, name = rel.rpartition("/")
     parts = name.split(".")
     if name.startswith(".") and name.endswith(".tmp") and len(parts) > 4:  # a temporary name: say what for

@@ -11,7 +11,8 @@ outside ``[A-Za-z0-9_.+!-]`` is not split (skipped with the reason): its folder 
 told from a folder of someone else's. A split folder no wheel maps to any more is removed at the
 end of a run (after the pages), only the files its marker lists (a
 folder without a readable marker is not one this index made and is left alone). Splitting goes through
-``thin``, so its inflating is bounded by the same budget.
+``thin``, so its inflating is bounded by the same budget. A full or read-only output stops the
+run with one error (no other wheel could be split either), instead of skipping every wheel.
 
 It renders no page; ``index.py`` strings it into the run.
 """
@@ -27,7 +28,8 @@ from pathlib import Path
 
 from rocm_build_backend.binary.audit import audit_wheel
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.files import leftover_pattern, remove_leftovers, temp_folder
+from rocm_build_backend.files import OutputError, leftover_pattern, remove_leftovers, temp_folder
+from rocm_build_backend.wheel.index.files import WRITE_ERRORS, write_failed
 from rocm_build_backend.wheel.index.variants import variant_label
 from rocm_build_backend.wheel.thin.split import split_wheel, units_for
 
@@ -98,10 +100,14 @@ def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str],
                     continue
                 top.mkdir(exist_ok=True)
                 names = _split_one(path, folder)
+        except OutputError:  # the output is full or read-only: no other wheel can be split either
+            raise
         except RocmBuildBackendError as exc:
             skipped[path.name] = f"cannot be split: {exc.message}"
             continue
         except OSError as exc:
+            if exc.errno in WRITE_ERRORS:
+                raise write_failed(exc, out_dir) from None
             skipped[path.name] = f"cannot be split: {exc.strerror or exc}"
             continue
         used.add(folder.name)
