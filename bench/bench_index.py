@@ -175,7 +175,9 @@ def main() -> None:
                 for p in (target / t for t in TARGETS):
                     shutil.rmtree(p, ignore_errors=True)
                 shutil.rmtree(work / "hosted", ignore_errors=True)
-                (out / ".rocm-build-backend-index.json").unlink(missing_ok=True)
+                for state in out.glob(".rocm-build-backend-index.sqlite3*"):  # the state: a fresh index
+                    state.unlink()
+                (out / "index.html").unlink(missing_ok=True)
                 for m in wheels.glob("*.metadata"):
                     m.unlink()
                 build_index(wheels, target)

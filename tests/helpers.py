@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html.parser
 import json
 import os
 import resource
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from urllib.parse import unquote
 from typing import Any
 
 from rocm_build_backend.gpu.vendor import Entry
@@ -765,3 +767,53 @@ def check_env_site(tmp_path: Path) -> Path:
     install_dist(site, "pure", {"pure/__init__.py": gfx90a, "pure/notes.txt": gfx90a, "pure/tiny.so": b"\x7fELF"})
     return site
 
+
+# ----------------------------------------------------------------------------- index pages
+
+class Anchors(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.anchors: list[tuple[dict, str]] = []
+        self._attrs = None
+        self.meta = {}
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._attrs, self._text = dict(attrs), ""
+        if tag == "meta":
+            d = dict(attrs)
+            self.meta[d.get("name")] = d.get("content")
+
+    def handle_data(self, data):
+        if self._attrs is not None:
+            self._text += data
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._attrs is not None:
+            self.anchors.append((self._attrs, self._text))
+            self._attrs = None
+
+
+def anchors(page: Path) -> Anchors:
+    p = Anchors()
+    p.feed(page.read_text("utf-8"))
+    return p
+
+
+def inconsistencies(out: Path) -> list[str]:
+    """Every project page's link that does not lead to a file with the hash the page gives,
+    or whose PEP 658 metadata file is missing or has another hash."""
+    bad = []
+    for page in out.glob("*/simple/*/index.html"):
+        for attrs, _text in anchors(page).anchors:
+            href, _, frag = attrs["href"].partition("#sha256=")
+            target = (page.parent / unquote(href)).resolve()
+            try:
+                if hashlib.sha256(target.read_bytes()).hexdigest() != frag:
+                    bad.append(f"{page}: {href} has another hash")
+                meta = Path(str(target) + ".metadata").read_bytes()
+                if "sha256=" + hashlib.sha256(meta).hexdigest() != attrs["data-core-metadata"]:
+                    bad.append(f"{page}: {href}.metadata has another hash")
+            except OSError:
+                bad.append(f"{page}: {href} is missing")
+    return bad

@@ -222,10 +222,14 @@ def cache(report: CacheReport) -> str:
 
 
 def index(result: IndexResult) -> str:
-    """``index``: each index with its wheel count, what was written, skipped and warned about."""
+    """``index``: each index with its wheel count, what was added, written, skipped and warned
+    about, and the indexes left with nothing to serve."""
     lines = []
-    for name, wheels in result.indexes.items():
-        lines.append(f"{name}: {len(wheels)} wheel{_s(len(wheels))} -> {result.out_dir / name / 'simple'}/")
+    for name, n in result.counts.items():
+        lines.append(f"{name}: {n} wheel{_s(n)} -> {result.out_dir / name / 'simple'}/")
+    if result.wheels_added or result.wheels_removed:
+        lines.append(f"{len(result.wheels_added)} wheel{_s(len(result.wheels_added))} added or replaced, "
+                     f"{len(result.wheels_removed)} removed")
     lines.append(
         f"{len(result.pages_written)} page{_s(len(result.pages_written))} written, "
         f"{result.unchanged} unchanged, {len(result.removed)} removed; "
@@ -233,6 +237,8 @@ def index(result: IndexResult) -> str:
     )
     for fn, why in result.skipped.items():
         lines.append(f"skipped {fn}: {why}")
+    for name in result.nothing_to_serve:
+        lines.append(f"{name}: nothing to serve: no wheel in the index loads there")
     lines += [f"warning: {w}" for w in result.warnings]
     if result.metadata_upload:
         lines.append(f"note: upload the .metadata files in {result.metadata_upload} beside the wheels")

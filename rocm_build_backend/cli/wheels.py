@@ -104,37 +104,67 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from rocm_build_backend.wheel.index.run import build_index
+    from rocm_build_backend.errors import ConfigError
     from rocm_build_backend.gpu.targets import parse_targets
-
     from rocm_build_backend.wheel.index.plan import named_targets
 
     targets: Any = None
     if args.targets is not None:  # with --family, family names too: build_index parses them
         names = named_targets(args.targets)
         targets = names if args.family else parse_targets(names)
-    result = build_index(Path(args.wheel_dir), Path(outdir(args)), targets=targets,
-                         family=args.family, base_url=args.base_url,
-                         variants=args.variants, split=args.split)
+    out, wheels, deprecated = index_paths(args)
+    if args.add or args.remove:
+        from rocm_build_backend.wheel.index.publish import publish
+
+        if args.base_url or args.split:
+            raise ConfigError([f"{'--base-url' if args.base_url else '--split'} does not go with --add/--remove"],
+                              hint="published wheels are hosted in OUT_DIR/files/; split them first "
+                                   "(rocm-build-backend split WHEEL) and add the split wheels")
+        result = publish(Path(out), add=wheels, remove=args.remove or [],
+                         targets=targets, family=args.family, variants=args.variants, lists=args.json)
+    else:
+        from rocm_build_backend.wheel.index.run import build_index
+
+        result = build_index(Path(wheels[0]), Path(out), targets=targets, family=args.family,
+                             base_url=args.base_url, variants=args.variants, split=args.split, lists=args.json)
     if args.json:
         print_json(result.to_json())
     else:
         print(render.index(result))
-    if args.out_dir is not None:  # after the run: an error stays the first line of its output
-        print("warning: OUT_DIR as a second argument is deprecated; use -o/--outdir", file=sys.stderr)
+    if deprecated:  # after the run: an error stays the first line of its output
+        print("warning: OUT_DIR as a positional argument is deprecated; use -o/--outdir", file=sys.stderr)
     return result.exit_code
 
 
-def outdir(args: argparse.Namespace) -> str:
-    """``index``'s output folder: -o/--outdir, or the deprecated second positional argument."""
-    if args.out_dir is not None and args.outdir is not None and args.out_dir != args.outdir:
-        raise RocmBuildBackendError(f"two output folders: {args.out_dir} and -o {args.outdir}",
-                                    hint="give the output folder once, as -o/--outdir")
-    if args.out_dir is not None:
-        return str(args.out_dir)
-    if args.outdir is None:
-        args.index_parser.error("give the output folder: -o/--outdir DIR")  # usage, exit 2
-    return str(args.outdir)
+def index_paths(args: argparse.Namespace) -> tuple[str, list[str], bool]:
+    """``index``'s (output folder, wheel paths, whether the output came as the deprecated last
+    positional argument). WHEEL_DIR -o OUT; --add WHEEL... -o OUT; --remove NAME==VERSION -o OUT.
+    Without -o the last path is the output folder (the earlier spelling, with a warning)."""
+    paths = list(args.paths)
+    want = "WHEEL... " if args.add else "" if args.remove else "WHEEL_DIR "
+    fixed = 1 if not (args.add or args.remove) else 0  # paths that are not the output folder
+    deprecated = False
+    out = args.outdir
+    if out is None and len(paths) > fixed and not (args.add and len(paths) < 2):
+        out, paths, deprecated = paths[-1], paths[:-1], True
+        if out.endswith(".whl"):
+            args.index_parser.error(f"give the output folder: {want}-o/--outdir DIR")  # usage, exit 2
+    elif out is not None and len(paths) > fixed and not args.add:
+        if paths[-1] != out:
+            raise RocmBuildBackendError(f"two output folders: {paths[-1]} and -o {out}",
+                                        hint="give the output folder once, as -o/--outdir")
+        paths = paths[:-1]  # the earlier spelling and -o naming the same folder
+    if out is None:
+        args.index_parser.error(f"give the output folder: {want}-o/--outdir DIR")  # usage, exit 2
+    if args.add and not paths:
+        args.index_parser.error("--add needs the wheels (or folders of them) to add: --add WHEEL... -o DIR")
+    if args.remove and not args.add and paths:
+        args.index_parser.error(f"--remove takes NAME==VERSION and -o DIR, not {paths[0]}")
+    if not (args.add or args.remove) and len(paths) != 1:
+        raise RocmBuildBackendError(
+            f"index takes one WHEEL_DIR, not {len(paths)} paths: {' '.join(paths[:3])}",
+            hint="to add single wheels: rocm-build-backend index --add WHEEL... -o OUT_DIR")
+    return str(out), paths, deprecated
 
 
 def cmd_install(args: argparse.Namespace) -> int:
@@ -222,11 +252,20 @@ def register(add: AddVerb) -> None:
 
 
     sp = add("index", cmd_index, "write a static package index per GPU target")
-    sp.add_argument("wheel_dir", metavar="WHEEL_DIR")
-    sp.add_argument("out_dir", nargs="?", metavar="OUT_DIR", help="deprecated spelling of -o/--outdir")
+    sp.usage = ("%(prog)s [options] WHEEL_DIR -o OUT_DIR\n       %(prog)s [options] --add WHEEL... -o OUT_DIR\n"
+                "       %(prog)s [options] --remove NAME==VERSION -o OUT_DIR")
+    sp.add_argument("paths", nargs="*", metavar="PATH",
+                    help="WHEEL_DIR: OUT_DIR lists exactly the wheels of WHEEL_DIR; with --add: the wheels (or "
+                         "folders of them) to add. A last OUT_DIR here is the deprecated spelling of -o")
     sp.add_argument("-o", "--outdir", metavar="DIR", help="where the index goes")
     sp.set_defaults(index_parser=sp)
-    sp.add_argument("--targets", help="only these targets (with --family: targets or family names)")
+    sp.add_argument("--add", action="store_true",
+                    help="add the wheels given (copied into OUT_DIR/files/) and keep everything else: "
+                         "for many jobs publishing into one OUT_DIR")
+    sp.add_argument("--remove", action="append", metavar="NAME==VERSION",
+                    help="remove every wheel of that version (exactly; repeatable)")
+    sp.add_argument("--targets", help="the indexes to write (with --family: targets or family names); every index "
+                                      "OUT_DIR already holds is kept up to date too; exit 1 if one has nothing to serve")
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")
     sp.add_argument("--variants", action="store_true",

@@ -7,24 +7,30 @@ matrix. The repair command runs on a real wheel in ``tests/integration/test_sbom
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, run
+from helpers import ROOT, inconsistencies, run
 from rocm_build_backend._version import __version__
 from rocm_build_backend.gpu.targets import parse_targets
 from rocm_build_backend.gpu.amd.families import FAMILIES
+from rocm_build_backend.wheel.index.publish import publish
+from rocm_build_backend.wheel.index.run import build_index
+from rocm_build_backend.wheel.stamp import local_version
 
 EXAMPLE = ROOT / "examples" / "scale-out"
 WORKFLOW = EXAMPLE / "wheels.yml"
 CONFIG = EXAMPLE / "cibuildwheel.toml"
 PACKAGE = ROOT / "sample_projects" / "setuptools_hip"  # any project: the configuration is the example's
 IDENTIFIERS = ["cp311-manylinux_x86_64", "cp312-manylinux_x86_64", "cp313-manylinux_x86_64"]
-MERGE = "rocm-build-backend index all -o site"
+MERGE = "rocm-build-backend index --add dist/wheels-* -o site"
 
 
 
@@ -111,3 +117,73 @@ def test_cibuildwheel_reads_each_jobs_settings_for_the_shim():
     # without a job's environment, the configuration's own default
     options = compute_options("linux", args, {}).build_options("cp312-manylinux_x86_64")
     assert options.environment.as_dictionary({})["ROCM_BUILD_BACKEND_TARGETS"] == "gfx942"
+
+
+# One job of the matrix, as a process: its wheels (two versions of the project, labelled with the
+# job's targets as ROCM_BUILD_BACKEND_LOCAL_VERSION labels them, and a pure helper package), written
+# into its own dist folder, then the workflow's merge command run against the shared output.
+JOB = """\
+import shlex, subprocess, sys
+sys.path[:0] = [sys.argv[1]]
+from pathlib import Path
+from helpers import make_wheel
+from rocm_build_backend.wheel.stamp import local_version
+family, targets, work, out, merge = sys.argv[2], sys.argv[3].split(";"), Path(sys.argv[4]), sys.argv[5], sys.argv[6]
+dist = work / "dist" / f"wheels-{family}"
+for version in ("1.0", "1.1"):
+    make_wheel(dist, "your-project", local_version(version, targets), dist="your_project",
+               device={"your_project/_k.so": targets})
+make_wheel(dist, f"helper-{family.lower().replace('_', '-')}", "1.0")
+argv = [a.replace("site", out) if a == "site" else a for a in shlex.split(merge)]
+argv = [str(p) for a in argv for p in (sorted(work.glob(a)) if "*" in a else [a])]
+proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", *argv[1:]], capture_output=True, text=True)
+sys.exit(0 if proc.returncode == 0 else proc.stdout + proc.stderr)
+"""
+
+
+def _pages(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.glob("*/simple/**/index.*"))}
+
+
+def test_the_matrix_run_as_parallel_jobs_merged_at_once_gives_the_pages_of_one_run(tmp_path):
+    """Every job of the workflow's matrix as a process of its own, each writing its own dist
+    folder and running the merge step into one output at the same time as the others, while a
+    client reads the pages: no page ever links a missing file, and the pages at the end are
+    the bytes of one run over every job's wheels, by name or from one folder."""
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    out = tmp_path / "site"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    entries = [entry for entry, _env in _jobs()]
+    jobs = [subprocess.Popen([sys.executable, str(script), str(ROOT / "tests"), e["family"], e["targets"],
+                              str(tmp_path / e["family"]), str(out), MERGE], env=env, stderr=subprocess.PIPE, text=True)
+            for e in entries]
+    seen, looks = [], 0
+    while any(j.poll() is None for j in jobs):  # a client reading the pages while the jobs publish
+        if out.is_dir():
+            seen += inconsistencies(out)
+            looks += 1
+        time.sleep(0.05)
+    errors = [j.communicate()[1] for j in jobs]
+    assert all(j.returncode == 0 for j in jobs), errors
+    assert seen == [] and looks > 0
+
+    every = tmp_path / "every"
+    every.mkdir()
+    for e in entries:
+        for whl in (tmp_path / e["family"] / "dist" / f"wheels-{e['family']}").glob("*.whl"):
+            os.link(whl, every / whl.name)
+    assert len(list(every.iterdir())) == 3 * len(entries)
+    one = tmp_path / "one"
+    assert publish(one, add=[every]).exit_code == 0
+    mirror = tmp_path / "mirror"
+    assert build_index(every, mirror).exit_code == 0
+    assert _pages(out) == _pages(one) == _pages(mirror)
+    assert (out / "index.html").read_bytes() == (one / "index.html").read_bytes()
+    # every target of every job has its index, listing that job's two versions of the project
+    for e in entries:
+        for target in e["targets"].split(";"):
+            page = _pages(out)[f"{target}/simple/your-project/index.html"].decode()
+            for version in ("1.0", "1.1"):
+                assert local_version(version, e["targets"].split(";")) in page, (target, version)
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]

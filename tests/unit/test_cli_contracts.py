@@ -196,7 +196,7 @@ def test_index_takes_o_and_the_deprecated_positional(tmp_path, capsys):
     new = validate_json("index", out)
     assert new["out_dir"] == str(tmp_path / "new") and set(new["indexes"]) == {"gfx90a", "gfx942"}
     code, out, err = run_main(capsys, "index", wheels, tmp_path / "old", "--json")
-    assert code == 0 and err == "warning: OUT_DIR as a second argument is deprecated; use -o/--outdir\n"
+    assert code == 0 and err == "warning: OUT_DIR as a positional argument is deprecated; use -o/--outdir\n"
     assert validate_json("index", out)["indexes"] == new["indexes"]
     code, out, err = run_main(capsys, "index", wheels, tmp_path / "a", "-o", tmp_path / "b")
     assert code == 2 and err.startswith("error: two output folders") and not (tmp_path / "a").exists()

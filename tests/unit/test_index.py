@@ -4,7 +4,6 @@ the state file. Installing from it with real pip and uv: tests/integration/test_
 
 from __future__ import annotations
 
-import html.parser
 import hashlib
 import json
 import os
@@ -19,39 +18,9 @@ import pytest
 from rocm_build_backend.cli import render
 from rocm_build_backend.wheel.index import run as I
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
-from helpers import index_fleet, INDEX_TARGETS, make_wheel, ROOT, TESTS
+from helpers import anchors, inconsistencies, index_fleet, INDEX_TARGETS, make_wheel, ROOT, TESTS
 
 BIN = TESTS / "data" / "index"
-
-
-class Anchors(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.anchors: list[tuple[dict, str]] = []
-        self._attrs = None
-        self.meta = {}
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "a":
-            self._attrs, self._text = dict(attrs), ""
-        if tag == "meta":
-            d = dict(attrs)
-            self.meta[d.get("name")] = d.get("content")
-
-    def handle_data(self, data):
-        if self._attrs is not None:
-            self._text += data
-
-    def handle_endtag(self, tag):
-        if tag == "a" and self._attrs is not None:
-            self.anchors.append((self._attrs, self._text))
-            self._attrs = None
-
-
-def anchors(page: Path) -> Anchors:
-    p = Anchors()
-    p.feed(page.read_text("utf-8"))
-    return p
 
 
 def test_pages(tmp_path):
@@ -177,9 +146,10 @@ def test_pages_replaced_atomically(tmp_path, monkeypatch):
         return real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", failing_replace)
-    with pytest.raises(OSError):
+    with pytest.raises(RocmBuildBackendError) as err:  # one error line, not a traceback
         I.build_index(wheels, out)
     monkeypatch.undo()
+    assert "No space left on device" in err.value.message and err.value.hint
     assert page.read_bytes() == before  # the old page, whole
     assert not [p for p in out.rglob("*.tmp")]
     after = I.build_index(wheels, out)
@@ -192,9 +162,12 @@ def test_state_file_damaged_is_rebuilt(tmp_path):
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
     I.build_index(wheels, out)
-    (out / I.STATE_NAME).write_text("{ not json")
+    (out / I.DB_NAME).write_bytes(b"{ not a database" * 100)
     result = I.build_index(wheels, out)
     assert result.read == 1 and result.pages_written == []
+    assert any("state file is damaged" in w for w in result.warnings)
+    assert (out / (I.DB_NAME + ".damaged")).is_file()  # set aside, not lost
+    assert I.build_index(wheels, out).warnings == []
 
 
 def test_targets_family_and_base_url(tmp_path):
@@ -305,27 +278,6 @@ def test_hosted_wheels_are_copies_a_rebuild_in_place_cannot_change(tmp_path):
     assert hosted.read_bytes() == original
 
 
-def inconsistencies(out: Path) -> list[str]:
-    """Every project page's link that does not lead to a file with the hash the page gives,
-    or whose PEP 658 metadata file is missing or has another hash."""
-    from urllib.parse import unquote
-
-    bad = []
-    for page in out.glob("*/simple/*/index.html"):
-        for attrs, _text in anchors(page).anchors:
-            href, _, frag = attrs["href"].partition("#sha256=")
-            target = (page.parent / unquote(href)).resolve()
-            try:
-                if hashlib.sha256(target.read_bytes()).hexdigest() != frag:
-                    bad.append(f"{page}: {href} has another hash")
-                meta = Path(str(target) + ".metadata").read_bytes()
-                if "sha256=" + hashlib.sha256(meta).hexdigest() != attrs["data-core-metadata"]:
-                    bad.append(f"{page}: {href}.metadata has another hash")
-            except OSError:
-                bad.append(f"{page}: {href} is missing")
-    return bad
-
-
 def test_replacing_a_wheel_keeps_every_moment_consistent(tmp_path, monkeypatch):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
@@ -336,15 +288,20 @@ def test_replacing_a_wheel_keeps_every_moment_consistent(tmp_path, monkeypatch):
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"], "pkg/_j.so": ["gfx90a"]},
                requires_python=">=3.8")
     seen = []
-    real = I.write_if_changed
+    real_replace, real_unlink = os.replace, os.unlink
 
-    def watching(path, data, **kw):  # a client reading the index at every step of the run
+    def replacing(src, dst, **kw):  # a client reading the index before and after every change
         seen.extend(inconsistencies(out))
-        changed = real(path, data, **kw)
+        real_replace(src, dst, **kw)
         seen.extend(inconsistencies(out))
-        return changed
 
-    monkeypatch.setattr(I, "write_if_changed", watching)
+    def unlinking(path, **kw):
+        seen.extend(inconsistencies(out))
+        real_unlink(path, **kw)
+        seen.extend(inconsistencies(out))
+
+    monkeypatch.setattr(os, "replace", replacing)
+    monkeypatch.setattr(os, "unlink", unlinking)
     result = I.build_index(wheels, out)
     assert "gfx90a/simple/pkg/index.html" in result.pages_written
     assert seen == []

@@ -67,7 +67,7 @@ def test_index_json(wheels, tmp_path):
     assert proc.returncode == 1 and "broken-1.0-py3-none-any.whl" in doc["skipped"]
     assert set(doc["indexes"]) == {"gfx90a", "gfx942", "gfx1100"}
     doc = validate("index", cli("index", "--json", "--family", "--targets", "gfx94X-dcgpu", wheels, out).stdout)
-    assert list(doc["indexes"]) == ["gfx94X-dcgpu"]
+    assert list(doc["indexes"]) == ["gfx94X-dcgpu", "gfx90a", "gfx942", "gfx1100"]  # the others are kept up to date
     doc = validate("index", cli("index", "--json", "--base-url", "https://cdn.example/w", wheels,
                                 tmp_path / "cdn").stdout)
     assert doc["metadata_upload"] == str(tmp_path / "cdn" / "files")

@@ -28,6 +28,26 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 # --------------------------------------------------------------------------- index: its state file
 
 
+def legacy_state(out: Path, hosted: list[str] = (), pages: list[str] = ()) -> None:
+    """The earlier JSON state file (version 1), as an older release wrote it, instead of the database."""
+    for name in os.listdir(out):
+        if name.startswith(I.DB_NAME):
+            os.unlink(out / name)
+    (out / I.STATE_NAME).write_text(json.dumps({
+        "version": 1, "wheels": {}, "hosted": list(hosted),
+        "indexes": {"gfx90a": {"pages": list(pages), "wheels": [], "hosted": []}}}))
+
+
+def db_rows(out: Path, sql: str, *rows: tuple) -> None:
+    """Rows written into the index's database by someone else."""
+    import sqlite3
+
+    conn = sqlite3.connect(out / I.DB_NAME, isolation_level=None)
+    conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+    conn.executemany(sql, rows)
+    conn.close()
+
+
 @pytest.mark.parametrize("where", ["hosted", "pages"])
 def test_index_never_deletes_a_path_its_state_file_names_outside_the_output(tmp_path, where):
     wheels = tmp_path / "wheels"
@@ -40,22 +60,29 @@ def test_index_never_deletes_a_path_its_state_file_names_outside_the_output(tmp_
     outside.mkdir()
     (outside / "kept.whl").write_text("not the index's either")
     (out / "escape").symlink_to(outside)
-    state_path = out / I.STATE_NAME
-    state = json.loads(state_path.read_text())
     names = [str(victim), "../victim.txt", "escape/kept.whl"]
-    if where == "hosted":
-        state["hosted"] += names
-    else:
-        state["indexes"]["gfx90a"]["pages"] += names
-    state_path.write_text(json.dumps(state))
+    # the earlier JSON state naming them: damaged, set aside, nothing it names removed
+    legacy_state(out, **{where: names})
     result = I.build_index(wheels, out)
     assert victim.read_text() == "not the index's"
     assert (outside / "kept.whl").is_file()
     assert result.removed == []
     assert any("state file" in w for w in result.warnings)
+    assert not (out / I.STATE_NAME).exists()
     # the state is rebuilt from the folder: the next run is clean and reuses the facts
     again = I.build_index(wheels, out)
     assert again.warnings == [] and again.reused == 1
+    # the database naming them, as files to check or pages to remove: each is left alone
+    if where == "hosted":
+        db_rows(out, "INSERT INTO hosted(path, fn, sha256, pending) VALUES(?, 'x.whl', '', 1)", *[(n,) for n in names])
+    else:
+        db_rows(out, "INSERT INTO legacy_pages(path) VALUES(?)", *[(n,) for n in names])
+    make_wheel(wheels, "pkg", "2.0", device={"pkg/_k.so": ["gfx90a"]})  # a run with something to do
+    third = I.build_index(wheels, out)
+    assert victim.read_text() == "not the index's"
+    assert (outside / "kept.whl").is_file()
+    assert third.removed == []
+    assert sum("not a file this index writes" in w for w in third.warnings) == 3, third.warnings
 
 
 def test_index_state_file_naming_a_file_it_does_not_make_is_damaged(tmp_path):
@@ -65,10 +92,11 @@ def test_index_state_file_naming_a_file_it_does_not_make_is_damaged(tmp_path):
     I.build_index(wheels, out)
     mine = out / "README.txt"  # the user's own file, inside the output folder
     mine.write_text("index of our wheels")
-    state_path = out / I.STATE_NAME
-    state = json.loads(state_path.read_text())
-    state["hosted"].append("README.txt")
-    state_path.write_text(json.dumps(state))
+    legacy_state(out, hosted=["README.txt"])
+    I.build_index(wheels, out)
+    assert mine.read_text() == "index of our wheels"
+    db_rows(out, "INSERT INTO hosted(path, fn, sha256, pending) VALUES(?, 'README.txt', '', 1)", ("README.txt",))
+    make_wheel(wheels, "pkg", "2.0", device={"pkg/_k.so": ["gfx90a"]})
     I.build_index(wheels, out)
     assert mine.read_text() == "index of our wheels"
 
@@ -237,11 +265,14 @@ def test_index_family_accepts_family_names_on_the_command_line(tmp_path):
     make_wheel(wheels, "mi300", "1.0", device={"mi300/_k.so": ["gfx942"]})
     out = tmp_path / "out"
     proc = cli("index", "--family", "--targets", "gfx94X-dcgpu,gfx1100", wheels, out)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # gfx110X-all was asked for and serves nothing
+    assert "gfx110X-all: nothing to serve" in proc.stdout
     assert "mi300" in (out / "gfx94X-dcgpu/simple/index.html").read_text()
     assert (out / "gfx110X-all/simple/index.html").is_file()
     proc = cli("index", "--family", "--targets", "gfx94X-dcgpu", "--json", wheels, out)
-    assert json.loads(proc.stdout)["indexes"] == {"gfx94X-dcgpu": ["mi300-1.0-py3-none-any.whl"]}
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # every index the output holds is kept up to date, named again or not
+    assert json.loads(proc.stdout)["indexes"] == {"gfx94X-dcgpu": ["mi300-1.0-py3-none-any.whl"], "gfx110X-all": []}
 
 
 def test_build_index_with_no_targets_named_writes_nothing(tmp_path):
@@ -274,16 +305,15 @@ def test_index_in_place_never_removes_a_wheel_its_state_file_lists(tmp_path):
     whl = make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     other = make_wheel(wheels, "other", "1.0", device={"other/_k.so": ["gfx90a"]})
     I.build_index(wheels, out, targets=["gfx90a"])
-    state_path = out / I.STATE_NAME
-    state = json.loads(state_path.read_text())
-    state["hosted"] += ["wheels/" + other.name, "wheels/" + whl.name]
-    state_path.write_text(json.dumps(state))
+    db_rows(out, "INSERT OR REPLACE INTO hosted(path, fn, sha256, pending) VALUES(?, ?, '', 1)",
+            ("wheels/" + other.name, other.name), ("wheels/" + whl.name, whl.name))
     other.rename(tmp_path / other.name)  # gone from the index's folder: its pages and sidecar go
     kept = (tmp_path / other.name).read_bytes()
     result = I.build_index(wheels, out, targets=["gfx90a"])
     assert whl.is_file()
     assert (tmp_path / other.name).read_bytes() == kept
     assert not any(r.endswith(".whl") for r in result.removed), result.removed
+    assert "wheels/other-1.0-py3-none-any.whl.metadata" in result.removed
 
 
 def test_index_removes_staging_copies_a_killed_run_left(tmp_path):
@@ -291,19 +321,21 @@ def test_index_removes_staging_copies_a_killed_run_left(tmp_path):
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
     I.build_index(wheels, out)
-    files = out / "files"
+    incoming = out / "files" / ".incoming"
+    incoming.mkdir(exist_ok=True)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()  # a process that has ended
-    left = files / f".pkg-2.0-py3-none-any.whl.{dead}.140000.tmp"
+    left = incoming / f".pkg-2.0-py3-none-any.whl.{dead}.140000.tmp"
     left.write_bytes(b"half a wheel")
-    old = 1_000_000_000
-    os.utime(left, (old, old))
-    running = files / f".pkg-3.0-py3-none-any.whl.{os.getpid()}.140000.tmp"  # a live run's
+    running = incoming / f".pkg-3.0-py3-none-any.whl.{os.getpid()}.140000.tmp"  # a live run's, being copied
     running.write_bytes(b"being copied")
-    os.utime(running, (old, old))
-    mine = files / "notes.tmp"  # not a name the index makes
+    stale = incoming / f".pkg-4.0-py3-none-any.whl.{os.getpid()}.140001.tmp"  # untouched for a long time
+    stale.write_bytes(b"left long ago")
+    old = 1_000_000_000
+    os.utime(stale, (old, old))
+    mine = incoming / "notes.tmp"  # not a name the index makes
     mine.write_bytes(b"the user's")
     result = I.build_index(wheels, out)
-    assert not left.exists()
+    assert not left.exists() and not stale.exists()
     assert running.exists() and mine.exists()
-    assert result.removed == [left.relative_to(out).as_posix()]
+    assert result.removed == sorted(p.relative_to(out).as_posix() for p in (left, stale))

@@ -1,5 +1,9 @@
 """The pages of a static index: PEP 503 HTML and PEP 691 JSON, root and per project.
 
+A root page lists every project (PEP 503 asks for all of them), one short line each, so it is
+cheap to render once per run: about 40 bytes of HTML and 20 of JSON per project. ``top_html``
+is the output folder's own page, a link to each index's ``simple/``.
+
 Every anchor carries ``#sha256=``, ``data-requires-python`` and both ``data-core-metadata``
 (PEP 714) and ``data-dist-info-metadata`` (PEP 658), but for a ``<name>-<version>-variants.json``
 (it is not a wheel); names are normalised (PEP 503) and every
@@ -54,8 +58,23 @@ _TAIL = "  </body>\n</html>\n"
 
 def root_html(index: str, projects: list[tuple[str, str]]) -> bytes:
     out = [_HEAD.format(title=html.escape(f"Simple index ({index})"))]
-    for norm, _display in projects:
-        out.append(f'    <a href="{html.escape(norm)}/">{html.escape(norm)}</a><br>\n')
+    out += [f'<a href="{n}/">{n}</a>\n' for n in (html.escape(norm) for norm, _display in projects)]
+    out.append(_TAIL)
+    return "".join(out).encode("utf-8")
+
+
+_TOP = _HEAD.format(title="Package indexes") + "    <h1>Package indexes</h1>\n"
+
+
+def is_top_html(data: bytes) -> bool:
+    """Whether a file's bytes are a page ``top_html`` wrote (else it is someone else's)."""
+    return data.startswith(_TOP.encode("utf-8"))
+
+
+def top_html(indexes: list[str]) -> bytes:
+    """The output folder's page: one link per index to its ``simple/`` root."""
+    out = [_TOP]
+    out += [f'    <a href="{n}/simple/">{n}</a><br>\n' for n in (html.escape(name) for name in indexes)]
     out.append(_TAIL)
     return "".join(out).encode("utf-8")
 

@@ -13,7 +13,9 @@
                                        and each ``<name>-<version>-variants.json`` (index_variants.py)
     OUT/.split/<wheel>-<size>-<mtime>/ with ``split=True``: the per-target wheels a fat wheel was
                                        split into, indexed instead of it (index_split.py)
-    OUT/.rocm-build-backend-index.json per-wheel facts, so a later run does not re-hash them
+    OUT/index.html                     a link to each index's simple/ root
+    OUT/.rocm-build-backend-index.sqlite3  the state (index_store.py): per-wheel facts, what
+                                       each page links, what was hosted
     OUT/.rocm-build-backend-index.lock held while a run writes, so concurrent runs take turns
 
 A wheel appears under every target its device code loads on (``compat.py``'s rules, read from
@@ -45,10 +47,17 @@ the JSON type ranks first, e.g. nginx::
 
 Over ``file://`` clients read ``index.html`` only.
 
-Incremental: wheels whose name, size and mtime match the state file are not read again; a page
-is written only when its bytes change; every write goes to a temporary file in the same folder
-and is moved into place with ``os.replace``, so a reader never sees half a page. Pages this run
-no longer produces (in the indexes it builds) are removed.
+Incremental: a run costs what changed, not the size of the index. The folder is listed once
+(one ``stat`` per wheel); when the listing's digests match the state's nothing else is read.
+A wheel whose fingerprint (size, mtime, ctime, inode) changed is hashed again and read only if
+its bytes changed; only the pages of the projects whose wheels changed are rendered, and a
+root page only when a project comes or goes. Every write goes to a temporary file in the same
+folder and is moved into place with ``os.replace``, so a reader never sees half a page. Every
+index the output holds is kept up to date by every run (named again or not); pages no index
+produces any more are removed.
+
+``publish.py`` adds and removes wheels by name instead (``index --add``/``--remove``), for many
+jobs publishing into one output.
 
 Consistent at every moment: a hosted wheel is named after its content, so a new wheel under an
 old file name is hosted beside the old one; its ``.metadata`` file, then the project pages,
@@ -56,181 +65,54 @@ then the root pages are written, and only then is the old copy removed. A page r
 moment links to files that exist with the hashes it gives. (When WHEEL_DIR is inside OUT the
 wheels are served where they are: replacing one there is the user's own step.)
 
-This module strings the steps together and keeps the state file; the plan is
-``index_plan.py``, the page bytes ``index_pages.py``, the file work ``index_files.py``. It must
-not delete anything outside the output folder nor anything it did not write there.
+This module lists the folder and hands what changed to ``index_changes.py``, which commits it
+in the order that keeps the pages consistent; the plan is ``index_plan.py``, the page bytes
+``index_pages.py``, the file work ``index_files.py``. It must not delete anything outside the
+output folder nor anything it did not write there.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
+from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget
-from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
-from rocm_build_backend.wheel.index.files import (
-    FILES_DIR,
-    Layout,
-    Record,
-    layout,
-    parallel,
-    write_if_changed,
-)
-from rocm_build_backend.wheel.index.pages import (  # noqa: F401 (API_VERSION, normalize: re-exported)
-    API_VERSION,
-    Entry,
-    file_sort_key,
-    normalize,
-    project_html,
-    project_json,
-    root_html,
-    root_json,
-    version_key,
-)
-from rocm_build_backend.wheel.index.plan import (  # noqa: F401
-    families,
-    family_of,
-    index_plan,
-    named_targets,
-)
+from rocm_build_backend.wheel.index.changes import Options, Session, apply, load_lists, session
+from rocm_build_backend.wheel.index.files import FILES_DIR, layout
+from rocm_build_backend.wheel.index.pages import API_VERSION, normalize  # noqa: F401 (re-exported)
+from rocm_build_backend.wheel.index.plan import families, family_of, index_plan, named_targets  # noqa: F401
+from rocm_build_backend.wheel.index.result import SCHEMA_VERSION, IndexResult  # noqa: F401 (re-exported)
 from rocm_build_backend.wheel.index.split import prune, split_sources
-from rocm_build_backend.wheel.index.state import (
-    STATE_NAME,
-    STATE_VERSION,
-    abandoned_stages,
-    load_state,
-    locked,
-    remove_owned,
-)
-from rocm_build_backend.wheel.index.variants import INDEX, json_files
-from rocm_build_backend.wheel.index.variants import listed as variants_listed
-from rocm_build_backend.wheel.index.wheels import gather, write_sidecars
+from rocm_build_backend.wheel.index.state import STATE_NAME
+from rocm_build_backend.wheel.index.store import DB_NAME, DB_VERSION
+from rocm_build_backend.wheel.index.wheels import diff, fingerprint, list_folder, read_all
 
 __all__ = [
     "API_VERSION",
+    "DB_NAME",
     "families",
     "FILES_DIR",
     "STATE_NAME",
-    "STATE_VERSION",
     "IndexResult",
     "build_index",
     "family_of",
     "normalize",
 ]
 
-SCHEMA_VERSION = 1  # of the --json output: docs/json/index.md, data/schemas/index.schema.json
 
-
-@dataclass
-class IndexResult:
-    """What ``build_index`` did. Paths are relative to ``out_dir``."""
-
-    out_dir: Path
-    indexes: dict[str, list[str]] = field(default_factory=dict)
-    pages_written: list[str] = field(default_factory=list)
-    files_written: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    removed: list[str] = field(default_factory=list)
-    read: int = 0
-    reused: int = 0
-    skipped: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    metadata_upload: Path | None = None
-
-    @property
-    def written(self) -> list[str]:
-        return self.pages_written + self.files_written
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.skipped else 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "out_dir": str(self.out_dir),
-            "indexes": {k: list(v) for k, v in self.indexes.items()},
-            "pages_written": list(self.pages_written),
-            "files_written": list(self.files_written),
-            "unchanged": self.unchanged,
-            "removed": list(self.removed),
-            "wheels_read": self.read,
-            "wheels_reused": self.reused,
-            "skipped": dict(self.skipped),
-            "warnings": list(self.warnings),
-            "metadata_upload": str(self.metadata_upload) if self.metadata_upload else None,
-            "exit_code": self.exit_code,
-        }
-
-
-# --------------------------------------------------------------------------------------------
-# the steps
-
-
-def _facts(path: Path, rec: Record) -> "WheelTargets":
-    def device_file(row: list[Any]) -> DeviceFile:
-        path, targets, complete, problems, *more = row  # records written before modules have 4
-        return DeviceFile(path, tuple(targets), tuple(complete), tuple(problems),
-                          modules_from_json(more[0] if more else None),
-                          modules_from_json(more[1] if len(more) > 1 else None) or ())
-
-    return WheelTargets(
-        path=path,
-        name=rec.get("name"),
-        version=rec.get("version"),
-        stamped=rec.get("stamped", False),
-        audited=not rec.get("stamped", False),
-        files=[device_file(row) for row in rec.get("files", [])],
-        problems=list(rec.get("problems", [])),
-        known=rec.get("known", True),
-    )
-
-
-def _pages_for(lay: Layout, index: str, listed: list[str], wheels: dict[str, Record],
-               extra: dict[str, list[Entry]] | None = None) -> dict[Path, bytes]:
-    """The root page and one page per project of one index, as bytes; ``extra``: more entries
-    per project (the variants JSON files)."""
-    by_project: dict[str, list[str]] = {}
-    for fn in listed:
-        by_project.setdefault(normalize(wheels[fn]["name"]), []).append(fn)
-    simple = lay.out_dir / index / "simple"
-    pages: dict[Path, bytes] = {}
-    projects = []
-    for norm in sorted(by_project):
-        fns = sorted(by_project[norm], key=lambda f: file_sort_key(wheels[f], f))
-        projects.append((norm, str(wheels[fns[-1]]["name"])))
-        page_dir = simple / norm
-        entries = [(fn, wheels[fn], lay.href(fn, wheels[fn], page_dir)) for fn in fns]
-        entries += (extra or {}).get(norm, [])
-        pages[page_dir / "index.html"] = project_html(norm, entries)
-        pages[page_dir / "index.json"] = project_json(norm, entries)
-    pages[simple / "index.html"] = root_html(index, projects)
-    pages[simple / "index.json"] = root_json(projects)
-    return pages
-
-
-def _publish(lay: Layout, all_pages: dict[Path, bytes], result: IndexResult) -> None:
-    """Project pages first, root pages last: a new project is listed once its page exists."""
-    for wave in (False, True):
-        batch = [p for p in all_pages if (p.parent.name == "simple") == wave]
-        for d in sorted({p.parent for p in batch}):
-            d.mkdir(parents=True, exist_ok=True)
-        done = parallel(lambda p: write_if_changed(p, all_pages[p], mkdir=False), batch, key=lambda p: p)
-        for page in batch:
-            if done[page]:
-                result.pages_written.append(lay.rel(page))
-            else:
-                result.unchanged += 1
-
-
-def _note_removal(outcome: str | None, rel: str, result: IndexResult) -> None:
-    """Record what ``remove_owned`` did: removed (None), or a warning."""
-    if outcome is None:
-        result.removed.append(rel)
-    elif outcome:
-        result.warnings.append(outcome)
+def options(targets: Sequence[str | GpuTarget] | str | None, family: bool, generic_ok: bool,
+            variants: bool) -> Options:
+    """The plan options of a run, with the named targets checked (a usage error before any write)."""
+    names = None
+    if targets is not None:
+        names = named_targets(targets)  # an empty list is a usage error, before anything is written
+        if not family:
+            index_plan(names, False, [])  # an unknown target too
+    return Options(names, family, generic_ok, variants)
 
 
 def build_index(
@@ -243,6 +125,7 @@ def build_index(
     generic_ok: bool = True,
     variants: bool = False,
     split: bool = False,
+    lists: bool = True,
 ) -> IndexResult:
     """Write a static PEP 503/691 index per target (or per family) for the wheels in ``wheel_dir``.
 
@@ -253,99 +136,73 @@ def build_index(
     ``OUT/variants/simple/`` with every variant wheel and its versions' variants JSON
     (``index_variants.py``); without it variant wheels are skipped. ``split``: a wheel with
     code for several targets is split per target on the way in and the split wheels are
-    indexed instead (``index_split.py``).
+    indexed instead (``index_split.py``). ``lists``: fill ``result.indexes`` with every listed
+    wheel (``result.counts`` always says how many).
     """
-    if targets is not None:
-        named_targets(targets)  # an empty list is a usage error, before anything is written
+    opts = options(targets, family, generic_ok, variants)
     lay = layout(Path(wheel_dir), Path(out_dir), base_url)
-    with locked(lay.out_dir):  # runs into one folder (CI jobs publishing at once) take turns
-        if not split:
-            return _build(lay, targets, family, generic_ok, variants)
-
-        skipped: dict[str, str] = {}
-        lay.sources, used = split_sources(lay.wheel_dir, lay.out_dir, skipped)
-        result = _build(lay, targets, family, generic_ok, variants)
-        result.skipped.update(skipped)
-        result.removed += prune(lay.out_dir, used)
-        return result
-
-
-def _index_one(lay: Layout, index: str, listed: list[str], wheels: dict[str, Record],
-               extra: dict[str, list[Entry]] | None = None, extra_files: Sequence[Path] = ()) -> tuple[
-        dict[Path, bytes], dict[str, Any]]:
-    """One index's pages, and its entry in the state: its pages, wheels and the files they link to."""
-    pages = _pages_for(lay, index, listed, wheels, extra)
-    hosted = {lay.rel(lay.sidecar_for(fn, wheels[fn])) for fn in listed} | {lay.rel(p) for p in extra_files}
-    if lay.copy:
-        hosted |= {lay.rel(lay.host_for(fn, wheels[fn]) or lay.files_dir) for fn in listed}
-    return pages, {"pages": sorted(lay.rel(p) for p in pages), "wheels": sorted(listed), "hosted": sorted(hosted)}
-
-
-def _variant_index(lay: Layout, wheels: dict[str, Record], result: IndexResult) -> tuple[
-        dict[Path, bytes], dict[str, Any]]:
-    """The variants index: its JSON files written (before any page links them), its pages."""
-    listed = variants_listed(wheels)  # the variant wheels, and the plain ones of their projects
-    files, extra, listed = json_files(lay, wheels, listed, result.skipped)  # one bad wheel fails itself
-    for path, data in files.items():
-        if write_if_changed(path, data):
-            result.files_written.append(lay.rel(path))
-    result.indexes[INDEX] = listed
-    return _index_one(lay, INDEX, listed, wheels, extra, sorted(files))
-
-
-def _build(lay: Layout, targets: Sequence[str | GpuTarget] | str | None, family: bool,
-           generic_ok: bool, variants: bool = False) -> IndexResult:
-    """``build_index`` with the output folder held: read, host, write pages, then clean up."""
     result = IndexResult(out_dir=lay.out_dir, metadata_upload=lay.files_dir if lay.base_url is not None else None)
-    state_path = lay.out_dir / STATE_NAME
-    state, damaged = load_state(state_path)
-    if damaged:
-        result.warnings.append(f"the state file {STATE_NAME} is damaged ({damaged}): rebuilt from the folder; "
-                               "nothing it listed was removed")
-    for rel in abandoned_stages(lay.out_dir):  # what a killed run left half-copied
-        _note_removal(remove_owned(lay.out_dir, rel), rel, result)
-    wheels, metadata = gather(lay, state["wheels"], result.skipped, variants)
-    result.read, result.reused = len(metadata), len(wheels) - len(metadata)
-    result.files_written += [lay.rel(host) for fn in metadata if (host := lay.host_for(fn, wheels[fn]))]
-    result.files_written += write_sidecars(lay, wheels, metadata, result.skipped)
-    if not wheels and not result.skipped:
-        result.warnings.append(f"{lay.wheel_dir} holds no wheels")
-    plain = {fn: rec for fn, rec in wheels.items() if "variant" not in rec}
-    if variants and targets is None and not any(rec.get("files") for rec in plain.values()):
-        plan = {}  # only variant wheels (or none with device code): no per-target index
-    else:
-        plan = index_plan(targets, family, list(plain.values()))
-    facts = {fn: _facts(lay.source(fn), rec) for fn, rec in plain.items()}
-    old_indexes: dict[str, Any] = state["indexes"]
-    new_indexes: dict[str, Any] = dict(old_indexes)
-    all_pages: dict[Path, bytes] = {}
-    stale: list[str] = []
-    for index, devices in plan.items():
-        listed = [fn for fn, wt in facts.items()
-                  if all(wt.verdict(d, generic_ok=generic_ok)[0] == "ok" for d in devices)]
-        result.indexes[index] = listed
-        pages, new_indexes[index] = _index_one(lay, index, listed, wheels)
-        all_pages.update(pages)
-        stale += [rel for rel in old_indexes.get(index, {}).get("pages", []) if rel not in new_indexes[index]["pages"]]
-    if variants:
-        pages, new_indexes[INDEX] = _variant_index(lay, wheels, result)
-        all_pages.update(pages)
-        stale += [rel for rel in old_indexes.get(INDEX, {}).get("pages", []) if rel not in new_indexes[INDEX]["pages"]]
-    _publish(lay, all_pages, result)
-    for rel in stale:
-        _note_removal(remove_owned(lay.out_dir, rel), rel, result)
-    # hosted copies and sidecars no page links to any more; an index kept from an older state
-    # that does not say what it links to keeps everything this run
-    hosted = {rel for idx in new_indexes.values() for rel in idx.get("hosted", [])}
-    if all("hosted" in idx for idx in new_indexes.values()):
-        for rel in state.get("hosted", []):
-            if rel not in hosted:
-                _note_removal(remove_owned(lay.out_dir, rel), rel, result)
-    else:
-        hosted |= set(state.get("hosted", []))
-    state = {"version": STATE_VERSION, "wheels": wheels, "indexes": new_indexes, "hosted": sorted(hosted)}
-    write_if_changed(state_path, (json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8"))
-    for fn, wt in facts.items():
-        if not any(fn in v for v in result.indexes.values()):
-            result.warnings.append(f"{fn} loads on none of the indexes written ({', '.join(wt.targets) or 'no code'})")
+    with session(lay, result, variants) as s:
+        if s.store.meta("mode") == "publish":
+
+            raise RocmBuildBackendError(
+                f"{lay.out_dir} holds wheels published with --add: a run from one folder would remove them",
+                hint=f"add these with: rocm-build-backend index --add {lay.wheel_dir}/*.whl -o {lay.out_dir}")
+        used: set[str] = set()
+        if split:
+
+            lay.sources, used = split_sources(lay.wheel_dir, lay.out_dir, result.skipped, known=_known(s))
+        _mirror(s, opts)
+        load_lists(s, lists)
+        if split:
+
+            result.removed += prune(lay.out_dir, used)
     return result
+
+
+def _known(s: Session) -> "Callable[[str, os.stat_result], bool]":
+    """Whether a wheel file was indexed as it is, unchanged since (``split`` need not look in it)."""
+
+    def known(fn: str, st: os.stat_result) -> bool:
+        row = s.store.row(fn)
+        return row is not None and row[0] == fingerprint(st)
+
+    return known
+
+
+def _mirror(s: Session, opts: Options) -> None:
+    """Make the index list exactly the wheels of the folder (or ``lay.sources``)."""
+    store, result = s.store, s.result
+    args = opts.key()
+    listing = list_folder(s.lay, json.dumps([DB_VERSION, s.href, opts.variants]))
+    if (not s.recovering and store.meta("args") == args and store.meta("href") == s.href
+            and store.bucket_digests() == listing.digests):
+        _unchanged(s, len(listing.entries))
+        return
+    d = diff(store, listing, opts.variants, force=s.href_changed)
+    result.skipped.update(store.skipped(set(listing.digests) - d.buckets))
+    result.skipped.update({fn: why for fn, (_b, why) in d.skipped.items()})
+    reads = read_all(s.lay, d.to_read)
+    gone = {fn: d.projects[fn] for fn in d.removed}
+    gone.update({fn: d.projects[fn] for fn, r in reads.items() if r.why is not None and fn in d.projects})
+    failed = dict(d.skipped)
+    failed.update({fn: (r.item.bucket, r.why) for fn, r in reads.items() if r.why is not None})
+    result.reused = len(listing.entries) - len(result.skipped) - sum(1 for r in reads.values() if not r.same)
+    digests = {b: ("" if b in listing.racy else listing.digests[b]) for b in d.buckets}
+
+    def record() -> None:
+        store.set_bucket_digests(digests)
+        store.set_skipped(d.buckets, failed)
+
+    apply(s, opts, reads, gone=gone, refresh=d.refresh, meta={"mode": "mirror", "args": args},
+          before_commit=record)
+
+
+def _unchanged(s: Session, n: int) -> None:
+    """Nothing changed since the last run: its counts, and the wheels it skipped, again."""
+    store, result = s.store, s.result
+    result.skipped.update(store.skipped())
+    result.reused = n - len(result.skipped)
+    result.counts = {str(k): int(v) for k, v in json.loads(store.meta("counts", "{}")).items()}
+    requested = {str(name) for name, req in json.loads(store.meta("plan", "[]")) if req}
+    result.nothing_to_serve = [name for name, count in result.counts.items() if name in requested and not count]

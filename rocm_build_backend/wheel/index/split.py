@@ -9,8 +9,10 @@ run reuses it when the wheel has not changed; it is written under a temporary na
 whole, with a marker file listing what it holds. A wheel whose file name holds characters
 outside ``[A-Za-z0-9_.+!-]`` is not split (skipped with the reason): its folder could not be
 told from a folder of someone else's. A split folder no wheel maps to any more is removed at the
-end of a run (after the pages), only the files its marker lists. Splitting goes through
-``thin``, so its inflating is bounded by the same budget.
+end of a run (after the pages), only the files its marker lists (a
+folder without a readable marker is not one this index made and is left alone). Splitting goes through
+``thin``, so its inflating is bounded by the same budget. A full or read-only output stops the
+run with one error (no other wheel could be split either), instead of skipping every wheel.
 
 It renders no page; ``index.py`` strings it into the run.
 """
@@ -21,11 +23,13 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from rocm_build_backend.binary.audit import audit_wheel
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.files import leftover_pattern, remove_leftovers, temp_folder
+from rocm_build_backend.files import OutputError, leftover_pattern, remove_leftovers, temp_folder
+from rocm_build_backend.wheel.index.files import WRITE_ERRORS, write_failed
 from rocm_build_backend.wheel.index.variants import variant_label
 from rocm_build_backend.wheel.thin.split import split_wheel, units_for
 
@@ -69,9 +73,12 @@ def _split_one(path: Path, final: Path) -> list[str]:
     return names
 
 
-def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str]) -> tuple[dict[str, Path], set[str]]:
+def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str],
+                  known: Callable[[str, os.stat_result], bool] | None = None) -> tuple[dict[str, Path], set[str]]:
     """File name -> path of every wheel to index, fat wheels replaced by their split wheels;
-    and the split folders in use (for ``prune``). A fat wheel that cannot be split is skipped."""
+    and the split folders in use (for ``prune``). A fat wheel that cannot be split is skipped.
+    ``known(name, stat)``: whether the index already holds that very file as it is (then it is
+    not opened to count its targets again)."""
     try:
         listing = sorted(p for p in wheel_dir.iterdir() if p.name.endswith(".whl") and p.is_file())
     except OSError as exc:
@@ -88,15 +95,19 @@ def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str]) -> tu
             folder = top / f"{path.name[:-len('.whl')]}-{st.st_size}-{st.st_mtime_ns}"
             names = _read_marker(folder)
             if names is None:
-                if _units(path) < 2:
+                if (known is not None and known(path.name, st)) or _units(path) < 2:
                     sources[path.name] = path
                     continue
                 top.mkdir(exist_ok=True)
                 names = _split_one(path, folder)
+        except OutputError:  # the output is full or read-only: no other wheel can be split either
+            raise
         except RocmBuildBackendError as exc:
             skipped[path.name] = f"cannot be split: {exc.message}"
             continue
         except OSError as exc:
+            if exc.errno in WRITE_ERRORS:
+                raise write_failed(exc, out_dir) from None
             skipped[path.name] = f"cannot be split: {exc.strerror or exc}"
             continue
         used.add(folder.name)

@@ -1,27 +1,31 @@
-"""The index's state file, ``OUT/.rocm-build-backend-index.json``: what earlier runs wrote.
+"""What the index may remove, how runs take turns, and the earlier JSON state file.
 
-It records, per wheel, the facts read from it (so an unchanged wheel is not read again), the
-pages of each index and the files hosted in OUT (and which index links to which); a later run
-removes what it no longer produces, and only that. ``remove_owned`` removes one such path
-relative to OUT; ``locked`` makes runs into one folder take turns.
+``remove_owned`` removes one path relative to OUT, and only a path this index could have
+written (a page, a hosted wheel under ``files/``, a ``.metadata`` or variants JSON file) inside
+the output folder; ``locked`` makes runs into one folder take turns.
 
-A state file is trusted only when every path it names is one this index could have written
-(a page, a hosted wheel, ``.metadata`` or variants JSON file) inside the output folder; otherwise it is damaged
-and set aside. It removes only inside the output folder; it decides nothing about pages or plans.
+The earlier state, ``OUT/.rocm-build-backend-index.json`` (one JSON file rewritten whole by
+every run), is read once by ``load_state`` and moved into the database by ``migrate``
+(``index_store.py``). It is trusted only when every path it names is one this index could have
+written inside the output folder; otherwise it is damaged and set aside. It removes only inside
+the output folder; it decides nothing about pages or plans.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rocm_build_backend.wheel.index.files import FILES_DIR, inside
+from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.gpu.targets import parse_target
+from rocm_build_backend.wheel.index.files import FILES_DIR, HASH_DIR, inside
+from rocm_build_backend.wheel.index.pages import normalize
+from rocm_build_backend.wheel.index.plan import families
+from rocm_build_backend.wheel.index.store import Store, bucket_of
 
 STATE_NAME = ".rocm-build-backend-index.json"
 STATE_VERSION = 1
@@ -158,13 +162,12 @@ def remove_owned(out_dir: Path, rel: str) -> str | None:
     """Remove ``out_dir/rel`` and the folders it leaves empty (up to ``out_dir``).
 
     ``rel`` must pass ``owned_path`` (checked again here, just before the removal). Returns
-    None when it was removed, ``""`` when there was nothing to remove, else a warning.
+    None when it was removed, ``""`` when there was nothing to remove, else a warning (a path
+    that is not one this index writes is left alone, with a warning).
     """
     path = owned_path(out_dir, rel, _PAGE_SUFFIXES) or hosted_path(out_dir, rel)
-    if path is None and _STAGE.match(rel.removeprefix(FILES_DIR + "/")) and rel.count("/") == 1:
-        path = owned_path(out_dir, rel, (".tmp",))
     if path is None:
-        return ""
+        return f"the state names {rel!r}, which is not a file this index writes: left alone"
     try:
         path.unlink()
     except FileNotFoundError:
@@ -205,36 +208,56 @@ def locked(out_dir: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-_STAGE = re.compile(r"^\..+\.whl\.(\d+)\.\d+\.tmp$")
-STAGE_AGE = 600  # seconds a staging copy must have been left alone before it counts as abandoned
+def _index_devices(name: str) -> list[str] | None:
+    """The devices an index of the earlier state was written for, from its name."""
 
-
-def _pid_alive(pid: int) -> bool:
+    known = families()
+    if name in known:
+        return list(known[name])
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError):
-        return True  # exists (someone else's), or cannot tell: keep the file
-    return True
+        return [str(parse_target(name.replace("_", ":")))]
+    except RocmBuildBackendError:
+        return None
 
 
-def abandoned_stages(out_dir: Path) -> list[str]:
-    """Staging copies in OUT/files that a killed run left: our own name pattern
-    (``.<wheel>.<pid>.<thread>.tmp``), a process that is gone, untouched for ``STAGE_AGE``."""
-    files = out_dir / FILES_DIR
-    try:
-        entries = list(os.scandir(files))
-    except OSError:
-        return []
-    now, out = time.time(), []
-    for entry in entries:
-        m = _STAGE.match(entry.name)
-        try:
-            if not m or not entry.is_file(follow_symlinks=False) or now - entry.stat().st_mtime < STAGE_AGE:
-                continue
-        except OSError:
+def _hosted_sha(rel: str, wheels: dict[str, Any]) -> tuple[str, str]:
+    """(file name, sha256) a hosted path of the earlier state stands for; sha256 "" when unknown."""
+    name = rel.rsplit("/", 1)[-1]
+    fn = name[: -len(".metadata")] if name.endswith(".metadata") else name
+    rec = wheels.get(fn)
+    folder = rel.rsplit("/", 2)[-2] if rel.count("/") >= 2 else ""
+    if isinstance(rec, dict) and (len(folder) != HASH_DIR or str(rec["sha256"]).startswith(folder)):
+        return fn, str(rec["sha256"])
+    return fn, ""
+
+
+def migrate(store: Store, state: dict[str, Any], variants: bool) -> None:
+    """Move an earlier JSON state into the database (inside the caller's transaction).
+
+    Wheel records keep their facts (a wheel whose size and time still match is not read
+    again); each index becomes one the database maintains, rebuilt in full by this run; every
+    hosted file is checked once more (removed when no page links it), and every page the old
+    state listed is removed unless this run writes it again.
+    """
+
+    wheels: dict[str, Any] = state["wheels"]
+    for fn, rec in wheels.items():
+        if rec.get("name") is None or ("variant" in rec and not variants):
             continue
-        if not _pid_alive(int(m.group(1))):
-            out.append(f"{FILES_DIR}/{entry.name}")
-    return sorted(out)
+        store.put_wheel(fn, normalize(rec["name"]), rec, f"legacy:{rec['size']}:{rec['mtime_ns']}", False,
+                        bucket_of(fn))
+    pages: list[str] = []
+    kept: set[str] = set()
+    other: set[str] = set()  # linked by an index this output no longer maintains: left as it is
+    for name, index in state["indexes"].items():
+        devices = [] if name == "variants" else _index_devices(name)
+        if devices is None or (name == "variants" and not variants):
+            other |= set(index.get("hosted", []))
+            continue
+        store.set_index(name, devices, True, False)
+        pages += index.get("pages", [])
+        kept |= set(index.get("hosted", []))
+    if all("hosted" in index for index in state["indexes"].values()):  # else: what is linked is not known
+        hosted = (kept | set(state.get("hosted", []))) - other
+        store.add_hosted((rel, *_hosted_sha(rel, wheels)) for rel in sorted(hosted))
+    store.conn.executemany("INSERT OR IGNORE INTO legacy_pages(path) VALUES(?)", ((p,) for p in pages))
