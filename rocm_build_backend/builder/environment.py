@@ -65,13 +65,13 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
 
 def _at_once(plan: BuildPlan, stack: ExitStack) -> int:
     """The extensions setuptools builds at once: the plan's, with the compile pool in place (on
-    ``stack``) when the plan has one; within the budget when it cannot be put in place."""
+    ``stack``) when the plan has one; one at a time when it cannot be put in place."""
     if not plan.compile_pool:
         return plan.build_ext_parallel
     if stack.enter_context(pooled(plan.compile_pool)) is None:
-        log(f"warning: no compile pool (this setuptools' compiler classes are not known): "
-            f"{min(plan.build_ext_parallel, plan.compile_pool)} extensions at once")
-        return min(plan.build_ext_parallel, plan.compile_pool)
+        # side by side without the pool, extensions that share a source would write one object file
+        log("warning: no compile pool (this setuptools' compiler classes are not known): one extension at a time")
+        return 1
     return plan.build_ext_parallel
 
 

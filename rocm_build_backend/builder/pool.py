@@ -200,12 +200,47 @@ class _Calls:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+class _Claims:
+    """The object files each compile call of the build writes, so that no two calls write one.
+
+    setuptools names an object after its source (``build_temp/csrc/fps.o``), so extensions that
+    share a source compile it to the same file: torch-cluster's ``_fps_cpu`` and ``_fps_cuda``
+    both compile ``csrc/fps.cpp`` (with and without ``WITH_CUDA``). One after another that is
+    harmless (each links right after its compiles); side by side one overwrites the object the
+    other is writing or about to link (on an H200: "relocation truncated to fit" in the link, or
+    worse, an extension linked with the other's object). A call whose objects another call of
+    this build already claimed gets a folder of its own, ``<output_dir>/rbb-<n>``; the first
+    keeps the usual one."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.claimed: set[str] = set()
+        self.separate = 0
+
+    def folder(self, compiler: Any, sources: Sequence[str], output_dir: str | None) -> str | None:
+        try:
+            objects = [os.path.abspath(o) for o in compiler.object_filenames(sources, output_dir=output_dir)]
+        except Exception:  # an unknown source kind: setuptools' own _setup_compile reports it
+            return output_dir
+        with self.lock:
+            if self.claimed.isdisjoint(objects):
+                self.claimed.update(objects)
+                return output_dir
+            self.separate += 1
+            folder = os.path.join(output_dir or "", f"rbb-{self.separate}")
+            self.claimed.update(os.path.abspath(o) for o in compiler.object_filenames(sources, output_dir=folder))
+            return folder
+
+
 def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls) -> Callable[..., list[str]]:
-    """A ``CCompiler.compile`` whose objects go through ``gate``, side by side on unix compilers."""
+    """A ``CCompiler.compile`` whose objects go through ``gate``, side by side on unix compilers,
+    each call's objects its own (``_Claims``)."""
+    claims = _Claims()
 
     def compile(self: Any, sources: Sequence[str], output_dir: str | None = None, macros: Any = None,
                 include_dirs: Any = None, debug: bool = False, extra_preargs: Any = None,
                 extra_postargs: Any = None, depends: Any = None) -> list[str]:
+        output_dir = claims.folder(self, sources, output_dir)
         macros, objects, extra_postargs, pp_opts, build = self._setup_compile(
             output_dir, macros, include_dirs, sources, depends, extra_postargs)
         cc_args = self._get_cc_args(pp_opts, debug, extra_preargs)
@@ -233,7 +268,7 @@ def _classes() -> tuple[list[type], list[type]]:
     the distutils that setuptools' build uses: ``distutils`` (setuptools' own copy under that name,
     or the standard library's), and ``setuptools._distutils`` where it was loaded apart."""
     try:  # an optional dependency, probed where it is used; setuptools puts its distutils in place
-        import setuptools  # noqa: F401
+        import setuptools  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
         import distutils.ccompiler
         import distutils.unixccompiler
     except ImportError:

@@ -47,8 +47,9 @@ start = time.time()
 rc = subprocess.call([{real!r}, *args])
 src = next((a for a in args if a.endswith((".c", ".cpp", ".cu"))), "")
 with open(os.environ["POOL_RECORD"], "a") as fh:
+    obj = args[args.index("-o") + 1] if "-o" in args[:-1] else ""
     fh.write(json.dumps({{"tool": {tool!r}, "kind": "compile" if "-c" in args else "link", "src": src,
-                         "start": start, "end": time.time(), "rc": rc}}) + "\\n")
+                         "obj": obj, "start": start, "end": time.time(), "rc": rc}}) + "\\n")
 sys.exit(rc)
 """
 MODULE = """\
@@ -241,3 +242,28 @@ def test_a_c_file_beside_an_nvcc_compile_keeps_the_c_compiler(tmp_path, build_en
     assert {compiles[n]["tool"] for n in ("host.c", "main.c", "plain.c")} == {"cc"}  # never nvcc
     beside = [n for n in ("host.c", "main.c", "plain.c") if _overlap(compiles[n], compiles["k.cu"])]
     assert beside, compiles  # a C file did compile while nvcc held compiler_so (device source first)
+
+
+def test_extensions_that_share_a_source_each_link_their_own_object(tmp_path, build_env):
+    """Two extensions compile one source with other macros (torch-cluster's ``_fps_cpu`` and
+    ``_fps_cuda`` both compile ``csrc/fps.cpp``), side by side: each writes its own object file
+    and links it, so each answers with its own macro's value."""
+    project = tmp_path / "share_ext"
+    (project / "share_ext").mkdir(parents=True)
+    (project / "share_ext" / "__init__.py").write_text("")
+    (project / "pyproject.toml").write_text(PYPROJECT.format(name="share-ext", package="share_ext"))
+    (project / "csrc").mkdir()
+    (project / "csrc" / "shared.c").write_text(_functions("pad", 150) + "int flavor(void) { return FLAVOR; }\n")
+    for name in ("_one", "_two"):
+        (project / "csrc" / f"{name}.c").write_text(MODULE.format(name=name, decls="int flavor(void);",
+                                                                  expr="flavor()"))
+    (project / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        "setup(ext_modules=[Extension(f'share_ext.{n}', [f'csrc/{n}.c', 'csrc/shared.c'],\n"
+        "                             define_macros=[('FLAVOR', str(v))]) for n, v in (('_one', 1), ('_two', 2))])\n")
+    tools = _launchers(tmp_path / "tools", build_env, cc=shutil.which("cc") or "cc")
+    build_env["CC"] = str(tools["cc"])
+    _build(project, tmp_path / "out", build_env)
+    assert _answers(only_wheel(tmp_path / "out"), tmp_path / "site", "share_ext", ["_one", "_two"]) == [1, 2]
+    shared = [r for r in _records(build_env) if r["kind"] == "compile" and r["src"].endswith("shared.c")]
+    assert len(shared) == 2 and shared[0]["obj"] != shared[1]["obj"], shared
