@@ -52,6 +52,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 from rocm_build_backend.builder.log import log
 
+try:  # POSIX only, as the pool itself (parallel.split pools on POSIX only)
+    import resource
+except ImportError:  # pragma: no cover
+    resource = None  # type: ignore[assignment]
+
 Cost = tuple[int, int]  # (a device source, the file's size): larger compiles first
 SETTLE = 0.3  # seconds the first admission waits for the compiles started with it
 _DEVICE = (".cu", ".hip")
@@ -78,6 +83,8 @@ class Gate:
         self.settle = settle
         self.admitted = 0  # holders so far
         self.peak = 0  # the most holders at once
+        self.first: float | None = None  # when the first holder came in
+        self.last: float | None = None  # when the last holder so far left
         self._busy = 0
         self._opens: float | None = None
         self._waiting: list[tuple[int, int, int]] = []  # a heap of (-device, -size, arrival)
@@ -113,12 +120,15 @@ class Gate:
             self._busy += 1
             self.admitted += 1
             self.peak = max(self.peak, self._busy)
+            if self.first is None:
+                self.first = time.monotonic()
             self._cond.notify_all()  # the next in line may fit too
         try:
             yield
         finally:
             with self._cond:
                 self._busy -= 1
+                self.last = time.monotonic()
                 self._cond.notify_all()
 
 
@@ -286,6 +296,14 @@ def _classes() -> tuple[list[type], list[type]]:
     return bases, unix
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's ended child processes (the compilers), user and system."""
+    if resource is None:  # pragma: no cover
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 @contextmanager
 def pooled(slots: int, *, settle: float = SETTLE) -> Iterator[Gate | None]:
     """``CCompiler.compile`` pooled within ``slots`` for the block, then put back; yields the gate,
@@ -295,6 +313,7 @@ def pooled(slots: int, *, settle: float = SETTLE) -> Iterator[Gate | None]:
         yield None
         return
     gate = Gate(slots, settle)
+    cpu_before = _children_cpu()
     calls = _Calls()
     replaced = _compile_function(gate, tuple(unix), calls)
     put: list[tuple[type, str, object, object]] = []  # (class, name, what was there, ours)
@@ -315,5 +334,11 @@ def pooled(slots: int, *, settle: float = SETTLE) -> Iterator[Gate | None]:
             else:
                 setattr(cls, name, old)
         if gate.admitted:
+            busy = ""
+            cpu = _children_cpu() - cpu_before
+            if gate.first is not None and gate.last is not None and gate.last > gate.first:
+                wall = gate.last - gate.first
+                busy = (f"; first compile to last {wall:.1f} s, {cpu:.1f} s of CPU in the build's child processes: "
+                        f"{cpu / wall / gate.slots:.0%} of {gate.slots} slots")
             log(f"compile pool: {gate.admitted} compiles from {calls.count} compile calls, "
-                f"at most {gate.peak} at once ({gate.slots} slots, largest first)")
+                f"at most {gate.peak} at once ({gate.slots} slots, largest first){busy}")

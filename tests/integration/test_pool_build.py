@@ -158,7 +158,7 @@ def test_the_extensions_compile_side_by_side_through_one_pool(tmp_path, build_en
     assert ("build_ext parallel = 3 (3 extensions: 3 at once, their compiles through one pool of 2 slots, "
             "largest first, 1 job each)") in log
     assert "compile pool: 2 slots shared by 3 extensions, largest first" in log
-    assert "compile pool: 6 compiles from 3 compile calls, at most 2 at once (2 slots, largest first)" in log
+    assert "compile pool: 6 compiles from 3 compile calls, at most 2 at once (2 slots, largest first); first compile to last " in log
 
     wheel = only_wheel(tmp_path / "out")
     assert _answers(wheel, tmp_path / "site", "pool_ext", ["_multi", "_one", "_two"]) == [400 + 300 + 3, 1, 2]
