@@ -279,8 +279,8 @@ def _classes() -> tuple[list[type], list[type]]:
     or the standard library's), and ``setuptools._distutils`` where it was loaded apart."""
     try:  # an optional dependency, probed where it is used; setuptools puts its distutils in place
         import setuptools  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
-        import distutils.ccompiler
-        import distutils.unixccompiler
+        import distutils.ccompiler  # noqa: F401 (both read from sys.modules below)
+        import distutils.unixccompiler  # noqa: F401
     except ImportError:
         return [], []
     bases: list[type] = []

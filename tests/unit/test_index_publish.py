@@ -106,7 +106,7 @@ def test_a_run_reads_only_the_rows_of_what_changed(tmp_path, monkeypatch):
     out = tmp_path / "out"
     I.build_index(wheels, out)
     loaded: list[int] = []
-    real_rows, real_records = Store.rows, Store.all_records
+    real_rows = Store.rows
 
     def rows(self, buckets=None):
         got = real_rows(self, buckets)
