@@ -4,7 +4,7 @@ Every temporary file the index writes is named ``.<name>.<pid>.<thread>.tmp`` be
 target (``files.tmp_name``): pages, ``.metadata`` files, the state's probe; staging copies live
 in ``OUT/files/.incoming/`` under the same pattern, a new index is built as a folder of that
 name in OUT before it is moved into place, and ``index --split`` works in
-``OUT/.split/.tmp-*`` folders. Each run (under OUT's lock, so no other run is writing) looks at
+``OUT/.split/.tmp-<pid>-*`` folders. Each run (under OUT's lock, so no other run is writing) looks at
 the few places that are cheap to list: OUT itself, ``OUT/files/.incoming`` and ``OUT/.split``.
 A run that finds its predecessor did not finish (the state's ``dirty`` mark) walks the whole
 output folder once.
@@ -22,47 +22,28 @@ import shutil
 import time
 from pathlib import Path
 
+from rocm_build_backend.files import leftover_pattern, pid_alive, remove_leftovers
 from rocm_build_backend.wheel.index.files import FILES_DIR, INCOMING
+from rocm_build_backend.wheel.index.split import SPLIT_DIR, SPLIT_WORK
 
 TMP = re.compile(r"^\..+\.(\d+)\.\d+\.tmp$")
-SPLIT_TMP = re.compile(r"^\.tmp-[A-Za-z0-9_]{6,}$")  # tempfile.mkdtemp(prefix=".tmp-")
+SPLIT_TMP = leftover_pattern(SPLIT_WORK, "")  # files.temp_folder's names for a split in progress
 STAGE_AGE = 600  # seconds after which a temporary file counts as left, whoever named it
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError):
-        return True  # exists (someone else's), or cannot tell: keep the file
-    return True
-
-
-def _left(entry: os.DirEntry[str], now: float) -> bool:
+def _left(entry: os.DirEntry[str], now: float, *, tree: bool = False) -> bool:
+    """Whether ``entry`` is a temporary file (``tree``: folder) of ours that a run left: its
+    process is gone, or it is older than ``STAGE_AGE``."""
     m = TMP.match(entry.name)
     if not m:
         return False
     try:
-        if not entry.is_file(follow_symlinks=False):
+        if not (entry.is_dir(follow_symlinks=False) if tree else entry.is_file(follow_symlinks=False)):
             return False
         old = now - entry.stat(follow_symlinks=False).st_mtime >= STAGE_AGE
     except OSError:
         return False
-    return old or not _pid_alive(int(m.group(1)))
-
-
-def _left_tree(entry: os.DirEntry[str], now: float) -> bool:
-    m = TMP.match(entry.name)
-    if not m:
-        return False
-    try:
-        if not entry.is_dir(follow_symlinks=False):
-            return False
-        old = now - entry.stat(follow_symlinks=False).st_mtime >= STAGE_AGE
-    except OSError:
-        return False
-    return old or not _pid_alive(int(m.group(1)))
+    return old or not pid_alive(int(m.group(1)))
 
 
 def _sweep_dir(out_dir: Path, folder: Path, removed: list[str], now: float) -> list[os.DirEntry[str]]:
@@ -80,7 +61,7 @@ def _sweep_dir(out_dir: Path, folder: Path, removed: list[str], now: float) -> l
                 removed.append(os.path.relpath(entry.path, out_dir).replace(os.sep, "/"))
             except OSError:
                 pass
-        elif folder == out_dir and _left_tree(entry, now):  # a new index's tree, never moved into place
+        elif folder == out_dir and _left(entry, now, tree=True):  # a new index's tree, never moved into place
             shutil.rmtree(entry.path, ignore_errors=True)
             if not os.path.lexists(entry.path):
                 removed.append(entry.name)
@@ -94,16 +75,9 @@ def _sweep_dir(out_dir: Path, folder: Path, removed: list[str], now: float) -> l
 
 
 def _sweep_split(out_dir: Path, removed: list[str]) -> None:
-    """``index --split``'s half-written folders (``OUT/.split/.tmp-*``)."""
-    top = out_dir / ".split"
-    try:
-        entries = [e for e in os.scandir(top) if SPLIT_TMP.match(e.name) and e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return
-    for entry in entries:
-        shutil.rmtree(entry.path, ignore_errors=True)
-        if not os.path.lexists(entry.path):
-            removed.append(f".split/{entry.name}")
+    """``index --split``'s half-written folders (``OUT/.split/.tmp-<pid>-*``) of runs that are gone
+    (under OUT's lock no other run is writing there)."""
+    removed += [f"{SPLIT_DIR}/{name}" for name in remove_leftovers(out_dir / SPLIT_DIR, SPLIT_TMP, age=0)]
 
 
 def sweep(out_dir: Path, *, everywhere: bool) -> list[str]:

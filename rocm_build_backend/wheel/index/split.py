@@ -37,7 +37,7 @@ SPLIT_DIR = ".split"
 MARKER = ".rocm-build-backend-split.json"
 _NAME = re.compile(r"[A-Za-z0-9_.+!-]+-[0-9]+-[0-9]+")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_.+!-]+\.whl")
-_WORK = ".tmp-"  # files.temp_folder's prefix for a split in progress
+SPLIT_WORK = ".tmp-"  # files.temp_folder's prefix for a split in progress
 
 
 def _units(path: Path) -> int:
@@ -62,7 +62,7 @@ def _read_marker(folder: Path) -> list[str] | None:
 
 def _split_one(path: Path, final: Path) -> list[str]:
     """Split ``path`` into ``final`` (written under a temporary name, moved in whole)."""
-    work = temp_folder(final.parent, _WORK)
+    work = temp_folder(final.parent, SPLIT_WORK)
     try:
         result = split_wheel(path, work)
         names = sorted(r.output.name for r in result.wheels)
@@ -119,7 +119,7 @@ def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str],
 def prune(out_dir: Path, used: set[str]) -> list[str]:
     """Remove the split folders no wheel maps to any more (only what their markers list)."""
     top = out_dir / SPLIT_DIR
-    removed = [f"{SPLIT_DIR}/{name}" for name in remove_leftovers(top, leftover_pattern(_WORK, ""))]
+    removed = [f"{SPLIT_DIR}/{name}" for name in remove_leftovers(top, leftover_pattern(SPLIT_WORK, ""))]
     try:
         folders = [p for p in top.iterdir() if p.is_dir() and not p.is_symlink()]
     except OSError:
