@@ -8,18 +8,7 @@ import sys
 
 import pytest
 
-from helpers import assert_valid_stamp, gpu_less_env, pure_project, PURE_PYPROJECT
-
-
-def _kfd(root, version):
-    nodes = root / "sys/class/kfd/kfd/topology/nodes"
-    for i, v in enumerate((0, version)):
-        (nodes / str(i)).mkdir(parents=True)
-        (nodes / str(i) / "properties").write_text(
-            f"cpu_cores_count {16 if v == 0 else 0}\nsimd_count {0 if v == 0 else 440}\nvendor_id 4098\n"
-            f"gfx_target_version {v}\ndrm_render_minor {128 + i}\n")
-        (nodes / str(i) / "gpu_id").write_text("0\n" if v == 0 else f"{1000 + i}\n")
-    return root
+from helpers import assert_valid_stamp, gpu_less_env, kfd_root, pure_project, PURE_PYPROJECT
 
 
 @pytest.mark.parametrize("channel, source", [
@@ -44,7 +33,7 @@ def test_every_stamp_follows_the_shipped_schema(tmp_path, channel, source):
     elif channel == "PYTORCH_ROCM_ARCH":
         env["PYTORCH_ROCM_ARCH"] = "gfx90a"
     elif channel == "detected":
-        env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(_kfd(tmp_path / "sysroot", 90010))
+        env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(kfd_root(tmp_path, 90010))
     out = tmp_path / "out"
     code = f"import rocm_build_backend as b; print(b.build_wheel({str(out)!r}, {settings!r}))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=proj, env=env, capture_output=True, text=True)

@@ -8,6 +8,7 @@ from rocm_build_backend.errors import ConfigError
 from rocm_build_backend.builder.plan import Host, make_plan
 from rocm_build_backend.builder.settings import load_settings
 from rocm_build_backend.gpu.targets import parse_targets
+from helpers import kfd_root
 
 GIB = 1 << 30
 T2 = parse_targets("gfx942;gfx90a")
@@ -279,17 +280,6 @@ def _schema():
     return json.loads(data.path("schemas/plan.schema.json").read_text(encoding="utf-8"))
 
 
-def _kfd_root(root, version):
-    nodes = root / "sys/class/kfd/kfd/topology/nodes"
-    for i, v in enumerate((0, version)):
-        (nodes / str(i)).mkdir(parents=True)
-        (nodes / str(i) / "properties").write_text(
-            f"cpu_cores_count {16 if v == 0 else 0}\nsimd_count {0 if v == 0 else 440}\nvendor_id 4098\n"
-            f"gfx_target_version {v}\ndrm_render_minor {128 + i}\n")
-        (nodes / str(i) / "gpu_id").write_text("0\n" if v == 0 else f"{1000 + i}\n")
-    return root
-
-
 def test_plan_json_outputs_follow_the_shipped_schema(tmp_path):
     """Real outputs of `plan --json`, in the shapes it has: each valid, schema_version first."""
     import json
@@ -304,7 +294,7 @@ def test_plan_json_outputs_follow_the_shipped_schema(tmp_path):
     legacy = tmp_path / "flash-attn"
     legacy.mkdir()
     (legacy / "pyproject.toml").write_text('[project]\nname = "flash-attn"\nversion = "2.0"\n')
-    sysroot = _kfd_root(tmp_path / "sysroot", 90010)
+    sysroot = kfd_root(tmp_path, 90010)
     runs = [
         (skb, "--targets", "gfx90a;gfx942", "-C", "targets=gfx90a", "-C", "build-dir=build/x",
          "-C", "rocm-build-backend.compiler-check=false"),
