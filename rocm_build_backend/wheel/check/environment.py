@@ -49,7 +49,6 @@ from rocm_build_backend.wheel.check.candidates import device_candidates as devic
 from rocm_build_backend.wheel.check.candidates import elf_may_hold_device_code as elf_may_hold_device_code
 from rocm_build_backend.wheel.check.candidates import may_hold_device_code as may_hold_device_code
 from rocm_build_backend.wheel.check.editable import editable_files
-from rocm_build_backend.wheel.check.interpreter import _venv_site as _venv_site  # noqa: F401 (tests)
 from rocm_build_backend.wheel.check.interpreter import site_dirs as site_dirs
 from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
 
