@@ -11,7 +11,6 @@ file); it extracts nothing to disk and reads a member whole only up to ``archive
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import os
@@ -34,7 +33,8 @@ from rocm_build_backend.wheel.archive import (
     read_member,
     wheel_name_parts,
 )
-from rocm_build_backend.wheel.zipcopy import can_copy_raw, copy_raw, copy_stream, new_info, record_hash
+from rocm_build_backend.wheel.record import hash_field, record_bytes
+from rocm_build_backend.wheel.zipcopy import can_copy_raw, copy_raw, copy_stream, new_info
 from rocm_build_backend.wheel.sbom import renamed_sbom
 
 TMP_SUFFIX = ".rocm-build-backend.tmp"
@@ -316,16 +316,14 @@ def _write_members(zin: "zipfile.ZipFile", raw: IO[bytes], fh: IO[bytes], job: _
                 zinfo.file_size = info.file_size
                 with zin.open(info) as r, zout.open(zinfo, "w") as w:
                     size = copy_stream(r, w, digest)
-            rows.append((name, record_hash(digest), str(size)))
+            rows.append((name, hash_field(digest), str(size)))
         record = job.record_info
         rows.append((job.renamed(record.filename), "", ""))
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows(rows)
         rinfo = zipfile.ZipInfo(job.renamed(record.filename), date_time=record.date_time)
         rinfo.compress_type = record.compress_type
         rinfo.create_system = record.create_system
         rinfo.external_attr = record.external_attr or (0o100644 << 16)
-        zout.writestr(rinfo, buf.getvalue().encode("utf-8"))
+        zout.writestr(rinfo, record_bytes(rows))
     return rows
 
 
