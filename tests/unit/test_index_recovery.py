@@ -81,7 +81,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_next_run_finishes_it(tm
     for i, target in enumerate(["gfx90a", "gfx942", "gfx90a", "gfx942", "gfx90a"]):
         make_wheel(wheels, f"p{i}", "1.0", device={f"p{i}/_k.so": [target]}, placeholder=rng.randbytes(40_000))
     out = small_fs / "out"
-    assert cli("index", wheels, out).returncode == 0
+    assert cli("index", wheels, "-o", out).returncode == 0
     backup = tmp_path / "backup"
     shutil.copytree(out, backup, symlinks=True)
     gone = "p1-1.0-py3-none-any.whl"
@@ -95,7 +95,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_next_run_finishes_it(tm
         shutil.copytree(backup, out, symlinks=True)
         filler = fill(small_fs, free)
         try:
-            proc = cli("index", wheels, out)
+            proc = cli("index", wheels, "-o", out)
             assert "Traceback" not in proc.stderr, proc.stderr
             if proc.returncode:
                 lines = proc.stderr.strip().splitlines()
@@ -106,12 +106,12 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_next_run_finishes_it(tm
             outcome = (proc.returncode, listed_anywhere(out, gone))
         finally:
             filler.unlink()
-        again = cli("index", wheels, out)  # room again: the next run finishes the work
+        again = cli("index", wheels, "-o", out)  # room again: the next run finishes the work
         assert again.returncode == 0, again.stdout + again.stderr
         assert not listed_anywhere(out, gone) and listed_anywhere(out, "p9-1.0-py3-none-any.whl")
         assert not any((out / rel).exists() for rel in hosted_gone)  # never installable again
         assert inconsistencies(out) == [] and leftovers(out) == []
-        final = cli("index", wheels, out)
+        final = cli("index", wheels, "-o", out)
         assert final.returncode == 0 and "0 pages written" in final.stdout
         return outcome
 
@@ -263,15 +263,15 @@ def test_a_named_target_with_nothing_to_serve_exits_1_and_the_top_page_lists_the
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
-    proc = cli("index", "--targets", "gfx90a,gfx942", wheels, out)
+    proc = cli("index", "--targets", "gfx90a,gfx942", wheels, "-o", out)
     assert proc.returncode == 1 and "gfx942: nothing to serve" in proc.stdout, proc.stdout + proc.stderr
     assert (out / "gfx942/simple/index.html").is_file()  # an empty index, served, but not a success
     top = anchors(out / "index.html")
     assert [(a["href"], t) for a, t in top.anchors] == [("gfx90a/simple/", "gfx90a"), ("gfx942/simple/", "gfx942")]
-    again = cli("index", "--targets", "gfx942", "--json", wheels, out)
+    again = cli("index", "--targets", "gfx942", "--json", wheels, "-o", out)
     doc = json.loads(again.stdout)
     assert again.returncode == 1 and doc["nothing_to_serve"] == ["gfx942"]
-    assert cli("index", "--targets", "gfx90a", wheels, out).returncode == 0
+    assert cli("index", "--targets", "gfx90a", wheels, "-o", out).returncode == 0
     # a page of the user's own at OUT/index.html is left alone
     theirs = tmp_path / "theirs"
     theirs.mkdir()

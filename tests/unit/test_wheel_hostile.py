@@ -146,7 +146,7 @@ def test_index_skips_unreadable_wheels_and_writes_the_others(tmp_path, member):
     for how in HOWS:
         bad_wheel(tmp_path / how, how, member).rename(wheels / f"bad{how}-1.0-py3-none-any.whl")
     out = tmp_path / "out"
-    proc = cli("index", "--targets", "gfx90a", wheels, out)
+    proc = cli("index", "--targets", "gfx90a", wheels, "-o", out)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "good-1.0-py3-none-any.whl" in (out / "gfx90a/simple/good/index.html").read_text()
     hosted = {p.name for p in (out / "files").rglob("*")}
@@ -162,7 +162,7 @@ def test_index_into_an_unwritable_place_is_a_clear_error(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
     for out in ("/proc/rocm-build-backend-index", "/proc/self/status/x"):
-        proc = cli("index", wheels, out)
+        proc = cli("index", wheels, "-o", out)
         assert "Traceback" not in proc.stderr, proc.stderr
         assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
 
@@ -236,7 +236,7 @@ def test_index_and_cache_text_escape_control_characters_in_file_names(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
     (wheels / "x\x1b[2J\nok-1.0-py3-none-any.whl").write_bytes(b"not a zip")
-    proc = cli("index", "--targets", "gfx90a", wheels, tmp_path / "out")
+    proc = cli("index", "--targets", "gfx90a", wheels, "-o", tmp_path / "out")
     assert "\x1b" not in proc.stdout and "\\x1b" in proc.stdout, proc.stdout
 
 
@@ -249,8 +249,8 @@ def test_an_empty_target_list_is_a_usage_error(tmp_path, value, capsys):
     whl = make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
     cache = tmp_path / "pip-cache"
     (cache / "wheels").mkdir(parents=True)
-    for args in (["index", "--targets", value, wheels, tmp_path / "out"],
-                 ["index", "--family", "--targets", value, wheels, tmp_path / "out"],
+    for args in (["index", "--targets", value, wheels, "-o", tmp_path / "out"],
+                 ["index", "--family", "--targets", value, wheels, "-o", tmp_path / "out"],
                  ["check", "--targets", value, whl],
                  ["cache", "list", "--targets", value, "--cache-dir", cache]):
         code, out, err = run_main(capsys, *args)
@@ -263,12 +263,12 @@ def test_index_family_accepts_family_names_on_the_command_line(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "mi300", "1.0", device={"mi300/_k.so": ["gfx942"]})
     out = tmp_path / "out"
-    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu,gfx1100", wheels, out)
+    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu,gfx1100", wheels, "-o", out)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # gfx110X-all was asked for and serves nothing
     assert "gfx110X-all: nothing to serve" in proc.stdout
     assert "mi300" in (out / "gfx94X-dcgpu/simple/index.html").read_text()
     assert (out / "gfx110X-all/simple/index.html").is_file()
-    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu", "--json", wheels, out)
+    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu", "--json", wheels, "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # every index the output holds is kept up to date, named again or not
     assert json.loads(proc.stdout)["indexes"] == {"gfx94X-dcgpu": ["mi300-1.0-py3-none-any.whl"], "gfx110X-all": []}
