@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.wheel.index import run as I
-from rocm_build_backend.wheel.index.files import read_wheel
 from helpers import ROOT, anchors, fat_wheel, inconsistencies, make_wheel
 
 
@@ -173,40 +172,6 @@ def test_kill_9_leftovers_are_removed_and_the_work_finished_by_the_next_run(tmp_
     assert {p.relative_to(out).as_posix() for p in left} <= set(result.removed)
     assert not listed_anywhere(out, gone.name) and not any(p.exists() for p in hosted_gone)
     assert listed_anywhere(out, "p9-1.0-py3-none-any.whl")
-    assert I.build_index(wheels, out).written == []
-
-
-def test_the_earlier_json_state_is_read_once_and_moved_into_the_database(tmp_path):
-    wheels = tmp_path / "wheels"
-    for i, target in enumerate(["gfx90a", "gfx942", "gfx90a", "gfx942"]):
-        make_wheel(wheels, f"p{i}", "1.0", device={f"p{i}/_k.so": [target]})
-    out = tmp_path / "out"
-    I.build_index(wheels, out)  # the same layout the earlier format wrote; then its state file instead
-    for name in os.listdir(out):
-        if name.startswith(I.DB_NAME):
-            os.unlink(out / name)
-    records = {p.name: read_wheel(p)[0] for p in sorted(wheels.glob("*.whl"))}
-    stale_page = out / "gfx90a/simple/gone/index.html"  # a project the earlier runs listed, now gone
-    stale_page.parent.mkdir()
-    stale_page.write_text("<html></html>")
-    stale_copy = out / "files/0123456789abcdef/gone-1.0-py3-none-any.whl"
-    stale_copy.parent.mkdir()
-    stale_copy.write_bytes(b"an old copy")
-    indexes = {}
-    for index in ("gfx90a", "gfx942"):
-        pages = sorted(p.relative_to(out).as_posix() for p in out.glob(f"{index}/simple/**/index.*"))
-        fns = [fn for fn, rec in records.items() if rec["files"][0][1] == [index]]
-        hosted = [f"files/{records[fn]['sha256'][:16]}/{fn}{x}" for fn in fns for x in ("", ".metadata")]
-        indexes[index] = {"pages": pages, "wheels": fns, "hosted": hosted}
-    indexes["gfx90a"]["hosted"].append(stale_copy.relative_to(out).as_posix())
-    (out / I.STATE_NAME).write_text(json.dumps({"version": 1, "wheels": records, "indexes": indexes, "hosted": sorted(
-        {h for idx in indexes.values() for h in idx["hosted"]})}))
-    result = I.build_index(wheels, out)
-    assert result.read == 0 and result.reused == 4 and result.warnings == []  # no wheel read again
-    assert not (out / I.STATE_NAME).exists() and (out / I.DB_NAME).is_file()
-    assert not stale_page.exists() and not stale_copy.exists()
-    assert {"gfx90a/simple/gone/index.html", stale_copy.relative_to(out).as_posix()} <= set(result.removed)
-    assert inconsistencies(out) == []
     assert I.build_index(wheels, out).written == []
 
 

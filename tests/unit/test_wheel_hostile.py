@@ -27,16 +27,6 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 # --------------------------------------------------------------------------- index: its state file
 
 
-def legacy_state(out: Path, hosted: list[str] = (), pages: list[str] = ()) -> None:
-    """The earlier JSON state file (version 1), as an older release wrote it, instead of the database."""
-    for name in os.listdir(out):
-        if name.startswith(I.DB_NAME):
-            os.unlink(out / name)
-    (out / I.STATE_NAME).write_text(json.dumps({
-        "version": 1, "wheels": {}, "hosted": list(hosted),
-        "indexes": {"gfx90a": {"pages": list(pages), "wheels": [], "hosted": []}}}))
-
-
 def db_rows(out: Path, sql: str, *rows: tuple) -> None:
     """Rows written into the index's database by someone else."""
     import sqlite3
@@ -47,8 +37,7 @@ def db_rows(out: Path, sql: str, *rows: tuple) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("where", ["hosted", "pages"])
-def test_index_never_deletes_a_path_its_state_file_names_outside_the_output(tmp_path, where):
+def test_index_never_deletes_a_path_its_database_names_outside_the_output(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
@@ -60,22 +49,8 @@ def test_index_never_deletes_a_path_its_state_file_names_outside_the_output(tmp_
     (outside / "kept.whl").write_text("not the index's either")
     (out / "escape").symlink_to(outside)
     names = [str(victim), "../victim.txt", "escape/kept.whl"]
-    # the earlier JSON state naming them: damaged, set aside, nothing it names removed
-    legacy_state(out, **{where: names})
-    result = I.build_index(wheels, out)
-    assert victim.read_text() == "not the index's"
-    assert (outside / "kept.whl").is_file()
-    assert result.removed == []
-    assert any("state file" in w for w in result.warnings)
-    assert not (out / I.STATE_NAME).exists()
-    # the state is rebuilt from the folder: the next run is clean and reuses the facts
-    again = I.build_index(wheels, out)
-    assert again.warnings == [] and again.reused == 1
-    # the database naming them, as files to check or pages to remove: each is left alone
-    if where == "hosted":
-        db_rows(out, "INSERT INTO hosted(path, fn, sha256, pending) VALUES(?, 'x.whl', '', 1)", *[(n,) for n in names])
-    else:
-        db_rows(out, "INSERT INTO legacy_pages(path) VALUES(?)", *[(n,) for n in names])
+    # the database naming them as files to check: each is left alone
+    db_rows(out, "INSERT INTO hosted(path, fn, sha256, pending) VALUES(?, 'x.whl', '', 1)", *[(n,) for n in names])
     make_wheel(wheels, "pkg", "2.0", device={"pkg/_k.so": ["gfx90a"]})  # a run with something to do
     third = I.build_index(wheels, out)
     assert victim.read_text() == "not the index's"
@@ -84,16 +59,13 @@ def test_index_never_deletes_a_path_its_state_file_names_outside_the_output(tmp_
     assert sum("not a file this index writes" in w for w in third.warnings) == 3, third.warnings
 
 
-def test_index_state_file_naming_a_file_it_does_not_make_is_damaged(tmp_path):
+def test_index_database_naming_a_file_it_does_not_make_leaves_it_alone(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
     I.build_index(wheels, out)
     mine = out / "README.txt"  # the user's own file, inside the output folder
     mine.write_text("index of our wheels")
-    legacy_state(out, hosted=["README.txt"])
-    I.build_index(wheels, out)
-    assert mine.read_text() == "index of our wheels"
     db_rows(out, "INSERT INTO hosted(path, fn, sha256, pending) VALUES(?, 'README.txt', '', 1)", ("README.txt",))
     make_wheel(wheels, "pkg", "2.0", device={"pkg/_k.so": ["gfx90a"]})
     I.build_index(wheels, out)
