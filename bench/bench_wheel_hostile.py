@@ -185,7 +185,7 @@ def new_shapes(work: Path, sizes: list[int]) -> None:
                      ("split", ["split", whl, "--outdir", folder / "split"])]
             if gen == "ccob-bomb":  # beside a wheel that splits: the bomb is skipped, the other indexed
                 G.fat_wheel(folder / "wheels")
-                verbs.append(("index --split", ["index", "--split", folder / "wheels", folder / "index"]))
+                verbs.append(("index --split", ["index", "--split", folder / "wheels", "-o", folder / "index"]))
             for verb, cmd in verbs:
                 row(gen, f"{mib}Mi", whl.stat().st_size, verb, run([str(c) for c in cmd]))
             shutil.rmtree(folder)
@@ -215,7 +215,7 @@ def new_shapes(work: Path, sizes: list[int]) -> None:
             G.variant_wheel(folder / "wheels", f"bad{i}", "1.0", "gfx942", bad, members={f"bad{i}/k.hsaco": code})
         disk = sum(p.stat().st_size for p in (folder / "wheels").iterdir())
         row("bad-variants", str(n), disk, "index --variants", run(["index", "--variants", str(folder / "wheels"),
-                                                                   str(folder / "out")]))
+                                                                   "-o", str(folder / "out")]))
         shutil.rmtree(folder)
     folder = work / "flood"
     flood = G.program(folder, "python3", G.FLOOD)

@@ -19,7 +19,7 @@ python3 -m rocm_build_backend audit "$out"/*.whl
 echo "== its stamp"
 python3 - "$out"/*.whl <<'PY'
 import json, sys
-from rocm_build_backend.stamp import read_stamp
+from rocm_build_backend.api import read_stamp
 print(json.dumps(read_stamp(sys.argv[1]), indent=2))
 PY
 rm -rf "$out"

@@ -27,7 +27,7 @@ from rocm_build_backend.binary import bundle, ccob, decompression, elf, fatbin, 
 from rocm_build_backend.binary.elf import BytesSource, Source
 from rocm_build_backend.binary.layout import CannotCompact, Data
 from rocm_build_backend.binary.references import Reference, references, retarget
-from rocm_build_backend.binary.rewrite_amd import _alignment, compact_bundle, read_entries
+from rocm_build_backend.binary.rewrite_amd import entries_alignment, compact_bundle, read_entries
 from rocm_build_backend.errors import FormatError
 
 HIP, NV = ".hip_fatbin", (".nv_fatbin", "__nv_relfatbin")
@@ -69,7 +69,7 @@ def _bundle_piece(src: Source, whole: memoryview, pos: int, end: int) -> _Piece:
     """An uncompressed bundle rebuilt with its code objects packed after its entry table (read
     from the file's bytes in memory: a code object may be larger than one source read)."""
     entries, _table_end, bundle_end = read_entries(src, pos, end)
-    new = compact_bundle(whole[pos:bundle_end], entries, _alignment(entries))
+    new = compact_bundle(whole[pos:bundle_end], entries, entries_alignment(entries))
     return _Piece(pos, new, len(new), bundle_end - pos)
 
 

@@ -216,12 +216,11 @@ def _cstr(table: bytes, off: int) -> str:
     return printable(raw.decode("latin-1"))
 
 
-def read_sections(src: Source, hdr: ElfHeader,
-                  wanted: Callable[[str, int], bool] | None = None) -> SectionTable:
-    """The section table. ``wanted(name, type)`` picks the sections to keep (all if None).
+def read_name_table(src: Source, hdr: ElfHeader) -> tuple[bytes, int]:
+    """The section-name table's bytes and the number of sections (extended numbering read from
+    section 0): one section header and the table are read, nothing else.
 
-    Raises FormatError when the table is missing or cut short (a truncated file keeps its
-    program headers but loses the section table, which sits at the end).
+    Raises FormatError when the table is missing, cut short or claims too much.
     """
     if hdr.shoff == 0:
         raise FormatError("the ELF file has no section table")
@@ -254,6 +253,19 @@ def read_sections(src: Source, hdr: ElfHeader,
             if ssize > MAX_STRTAB:
                 raise FormatError(f"the section name table claims {ssize} bytes")
             strtab = need(src, soff, ssize, "section name table")
+    return strtab, count
+
+
+def read_sections(src: Source, hdr: ElfHeader,
+                  wanted: Callable[[str, int], bool] | None = None) -> SectionTable:
+    """The section table. ``wanted(name, type)`` picks the sections to keep (all if None).
+
+    Raises FormatError when the table is missing or cut short (a truncated file keeps its
+    program headers but loses the section table, which sits at the end).
+    """
+    strtab, count = read_name_table(src, hdr)
+    es = hdr.shentsize
+    table_end = hdr.shoff + count * es
     sections: list[Section] = []
     data_end = 0
     batch = 4096

@@ -120,7 +120,7 @@ def _subtract(span: tuple[int, int], keep: list[tuple[int, int]]) -> list[tuple[
     return out
 
 
-def _alignment(entries: list[Entry]) -> int:
+def entries_alignment(entries: list[Entry]) -> int:
     align = 4096
     for e in entries:
         if e.size:
@@ -258,7 +258,7 @@ def plan_ccob(src: Source, offset: int, limit: int, sel: Selector, *, pad: bool 
     kept = _choose(entries, sel, plan)
     if not plan.dropped:
         return plan, offset + h.span, offset + h.span
-    bundle = compact_bundle(data, kept, _alignment(entries))
+    bundle = compact_bundle(data, kept, entries_alignment(entries))
     payload = compress(h.method, bundle)
     if len(payload) + h.hsize > h.span:
         raise CannotThin(f"the thinned compressed bundle at 0x{offset:x} would not fit in place")

@@ -112,7 +112,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.targets is not None:  # with --family, family names too: build_index parses them
         names = named_targets(args.targets)
         targets = names if args.family else parse_targets(names)
-    out, wheels, deprecated = index_paths(args)
+    out, wheels = index_paths(args)
     if args.add or args.remove:
         from rocm_build_backend.wheel.index.publish import publish
 
@@ -131,30 +131,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         print(render.index(result))
-    if deprecated:  # after the run: an error stays the first line of its output
-        print("warning: OUT_DIR as a positional argument is deprecated; use -o/--outdir", file=sys.stderr)
     return result.exit_code
 
 
-def index_paths(args: argparse.Namespace) -> tuple[str, list[str], bool]:
-    """``index``'s (output folder, wheel paths, whether the output came as the deprecated last
-    positional argument). WHEEL_DIR -o OUT; --add WHEEL... -o OUT; --remove NAME==VERSION -o OUT.
-    Without -o the last path is the output folder (the earlier spelling, with a warning)."""
+def index_paths(args: argparse.Namespace) -> tuple[str, list[str]]:
+    """``index``'s (output folder, wheel paths): WHEEL_DIR -o OUT; --add WHEEL... -o OUT;
+    --remove NAME==VERSION -o OUT."""
     paths = list(args.paths)
     want = "WHEEL... " if args.add else "" if args.remove else "WHEEL_DIR "
-    fixed = 1 if not (args.add or args.remove) else 0  # paths that are not the output folder
-    deprecated = False
-    out = args.outdir
-    if out is None and len(paths) > fixed and not (args.add and len(paths) < 2):
-        out, paths, deprecated = paths[-1], paths[:-1], True
-        if out.endswith(".whl"):
-            args.index_parser.error(f"give the output folder: {want}-o/--outdir DIR")  # usage, exit 2
-    elif out is not None and len(paths) > fixed and not args.add:
-        if paths[-1] != out:
-            raise RocmBuildBackendError(f"two output folders: {paths[-1]} and -o {out}",
-                                        hint="give the output folder once, as -o/--outdir")
-        paths = paths[:-1]  # the earlier spelling and -o naming the same folder
-    if out is None:
+    if args.outdir is None:
         args.index_parser.error(f"give the output folder: {want}-o/--outdir DIR")  # usage, exit 2
     if args.add and not paths:
         args.index_parser.error("--add needs the wheels (or folders of them) to add: --add WHEEL... -o DIR")
@@ -164,7 +149,7 @@ def index_paths(args: argparse.Namespace) -> tuple[str, list[str], bool]:
         raise RocmBuildBackendError(
             f"index takes one WHEEL_DIR, not {len(paths)} paths: {' '.join(paths[:3])}",
             hint="to add single wheels: rocm-build-backend index --add WHEEL... -o OUT_DIR")
-    return str(out), paths, deprecated
+    return str(args.outdir), paths
 
 
 def cmd_install(args: argparse.Namespace) -> int:
@@ -256,7 +241,7 @@ def register(add: AddVerb) -> None:
                 "       %(prog)s [options] --remove NAME==VERSION -o OUT_DIR")
     sp.add_argument("paths", nargs="*", metavar="PATH",
                     help="WHEEL_DIR: OUT_DIR lists exactly the wheels of WHEEL_DIR; with --add: the wheels (or "
-                         "folders of them) to add. A last OUT_DIR here is the deprecated spelling of -o")
+                         "folders of them) to add.")
     sp.add_argument("-o", "--outdir", metavar="DIR", help="where the index goes")
     sp.set_defaults(index_parser=sp)
     sp.add_argument("--add", action="store_true",

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from rocm_build_backend.errors import FormatError
+
 #: What a detection program may print (stdout and stderr together): real rocminfo output for
 #: eight GPUs is about 60 KB, so this is generous, and it bounds memory and parsing time.
 OUTPUT_LIMIT = 4 * 1024 * 1024
@@ -44,16 +46,31 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], timeout: float,
     try:
         out, err, timed_out, too_large = _collect(proc, time.monotonic() + timeout, limit)
         if timed_out or too_large:
-            _kill_group(proc)
+            kill_group(proc)
         code = _wait(proc, time.monotonic() + timeout)
         if code is None:
-            _kill_group(proc)
+            kill_group(proc)
             timed_out = True
     finally:
-        _reap(proc)
+        reap(proc)
     if timed_out or too_large:
         return Ran(out, err, None, timed_out=timed_out and not too_large, too_large=too_large)
     return Ran(out, err, code)
+
+
+def run_text(argv: Sequence[str], *, timeout: float, limit: int = OUTPUT_LIMIT,
+             env: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """``run_capped`` for callers that want (exit status, stdout then stderr as text) or an error.
+
+    Raises OSError when the program cannot start, TimeoutError past ``timeout`` seconds and
+    FormatError when it prints more than ``limit`` bytes; the process group is gone either way.
+    """
+    ran = run_capped(argv, env=os.environ if env is None else env, timeout=timeout, limit=limit)
+    if ran.too_large:
+        raise FormatError(f"{argv[0]} printed more than {limit} bytes")
+    if ran.timed_out or ran.returncode is None:
+        raise TimeoutError(f"{argv[0]} did not answer within {timeout:.0f} s")
+    return ran.returncode, (ran.stdout + ran.stderr).decode("utf-8", "replace")
 
 
 def _collect(proc: Any, deadline: float, limit: int) -> tuple[bytes, bytes, bool, bool]:
@@ -85,7 +102,7 @@ def _wait(proc: Any, deadline: float) -> int | None:
         return None
 
 
-def _kill_group(proc: Any) -> None:
+def kill_group(proc: Any) -> None:
     """SIGKILL the program's process group (the program is its leader and not yet reaped,
     so the group id cannot belong to anyone else)."""
     try:
@@ -97,10 +114,10 @@ def _kill_group(proc: Any) -> None:
         pass
 
 
-def _reap(proc: Any) -> None:
+def reap(proc: Any) -> None:
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()
     if proc.poll() is None:
-        _kill_group(proc)
+        kill_group(proc)
         proc.wait()

@@ -134,7 +134,7 @@ def parse_targets(value: str | Sequence[str], *, where: str = "") -> list[GpuTar
     return sort_targets(found)
 
 
-def _sort_key(t: GpuTarget) -> tuple[Any, ...]:
+def target_sort_key(t: GpuTarget) -> tuple[Any, ...]:
     """Vendors in registry order (AMD by major, minor, stepping with generic targets after
     their family; NVIDIA by compute capability), names no vendor can order last."""
     own = vendor_of(t.processor).sort_key(t.processor)
@@ -144,7 +144,7 @@ def _sort_key(t: GpuTarget) -> tuple[Any, ...]:
 
 
 def sort_targets(targets: Iterable[GpuTarget]) -> list[GpuTarget]:
-    return sorted(set(targets), key=_sort_key)
+    return sorted(set(targets), key=target_sort_key)
 
 
 def join_targets(targets: Iterable[GpuTarget], sep: str = ";") -> str:

@@ -27,7 +27,7 @@ from typing import Any, Iterable
 
 from rocm_build_backend.errors import UnknownTargetError
 from rocm_build_backend.gpu.compat import why_not
-from rocm_build_backend.gpu.targets import GpuTarget, _sort_key, parse_target
+from rocm_build_backend.gpu.targets import GpuTarget, target_sort_key, parse_target
 from rocm_build_backend.gpu.vendor import vendor_of
 
 OK, FAILS, UNKNOWN = "ok", "fails", "unknown"
@@ -171,7 +171,7 @@ class WheelTargets:
 @lru_cache(maxsize=4096)
 def _name_key(name: str) -> tuple[int, tuple[object, ...], str]:
     try:
-        return (0, _sort_key(parse_target(name)), name)
+        return (0, target_sort_key(parse_target(name)), name)
     except UnknownTargetError:
         return (1, (), name)
 

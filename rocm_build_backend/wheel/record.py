@@ -2,6 +2,7 @@
 ``split``): a wheel whose RECORD does not list a member, lists one it does not hold, or gives
 another hash or size is refused (``RecordMismatch``), never written out with a clean RECORD.
 
+The one model of RECORD: ``parse_rows`` reads it, ``hash_field`` and ``record_bytes`` write it.
 ``RecordCheck`` parses RECORD (bounded by the caller's read), hands out a digest per member
 that hashes with the algorithm RECORD names (and sha256 for the new RECORD, in one pass), and
 compares. Nothing here opens a file or a zip.
@@ -17,7 +18,27 @@ from typing import Any
 
 from rocm_build_backend.errors import WheelError
 
+#: RECORD of a wheel with ~500,000 members; the most any command reads of one.
+MAX_RECORD = 64 << 20
 _ALGORITHMS = frozenset(a for a in hashlib.algorithms_guaranteed if a not in ("md5", "sha1") and not a.startswith("shake"))
+
+
+def parse_rows(text: str) -> list[list[str]]:
+    """RECORD's rows (csv, as pip and installer write it); rows without a path are dropped.
+    Raises csv.Error for text that is not csv."""
+    return [row for row in csv.reader(io.StringIO(text)) if row and row[0]]
+
+
+def hash_field(digest: Any) -> str:
+    """A RECORD hash field: ``sha256=`` and the urlsafe base64 digest without padding."""
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
+
+
+def record_bytes(rows: list[tuple[str, str, str]]) -> bytes:
+    """RECORD's bytes for ``rows`` (path, hash field, size): csv with ``\n`` line ends."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue().encode("utf-8")
 
 
 class RecordMismatch(WheelError):
@@ -55,12 +76,10 @@ class RecordCheck:
         self.seen: set[str] = set()
         try:
             text = data.decode("utf-8")
-            rows = list(csv.reader(io.StringIO(text)))
+            rows = parse_rows(text)
         except (UnicodeDecodeError, csv.Error) as exc:
             raise self._error(f"its RECORD cannot be read ({exc})") from None
         for row in rows:
-            if not row or not row[0]:
-                continue
             self._add(row)
 
     def _error(self, why: str) -> RecordMismatch:

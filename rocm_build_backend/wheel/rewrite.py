@@ -11,11 +11,9 @@ file); it extracts nothing to disk and reads a member whole only up to ``archive
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import os
-import re
 import tempfile
 import zipfile
 from collections import Counter
@@ -26,6 +24,7 @@ from typing import IO
 from packaging.version import InvalidVersion, Version
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
+from rocm_build_backend.files import leftover_pattern, remove_leftovers
 from rocm_build_backend.wheel.archive import (
     MAX_MEMBERS,
     MAX_TEXT,
@@ -34,11 +33,12 @@ from rocm_build_backend.wheel.archive import (
     read_member,
     wheel_name_parts,
 )
-from rocm_build_backend.wheel.zipcopy import can_copy_raw, copy_raw, copy_stream, new_info, record_hash
+from rocm_build_backend.wheel.record import hash_field, record_bytes
+from rocm_build_backend.wheel.zipcopy import can_copy_raw, copy_raw, copy_stream, new_info
 from rocm_build_backend.wheel.sbom import renamed_sbom
 
 TMP_SUFFIX = ".rocm-build-backend.tmp"
-_TMP_RE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+" + re.escape(TMP_SUFFIX) + "$")
+_TMP_RE = leftover_pattern(".", TMP_SUFFIX)
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 
 Patch = Callable[[bytes], bytes]
@@ -64,32 +64,11 @@ def _check_member_name(name: str, what: str) -> None:
         raise WheelError(f"{what} {name!r} is not a valid path inside a wheel")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, owned by someone else
-    return True
-
-
 def clean_stale_temps(folder: Path) -> list[Path]:
-    """Remove temporary wheels left in ``folder`` by a rewrite that was killed; return them."""
-    removed: list[Path] = []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return removed
-    for entry in entries:
-        m = _TMP_RE.match(entry.name)
-        if m and entry.is_file(follow_symlinks=False) and not _pid_alive(int(m.group(1))):
-            try:
-                os.unlink(entry.path)
-                removed.append(Path(entry.path))
-            except OSError:
-                pass
-    return removed
+    """Remove temporary wheels left in ``folder`` by a rewrite that was killed; return them.
+    ``files.remove_leftovers``' rule, with no waiting: a rewrite's temporary lives only while its
+    process does."""
+    return [folder / name for name in remove_leftovers(folder, _TMP_RE, age=0)]
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -316,16 +295,14 @@ def _write_members(zin: "zipfile.ZipFile", raw: IO[bytes], fh: IO[bytes], job: _
                 zinfo.file_size = info.file_size
                 with zin.open(info) as r, zout.open(zinfo, "w") as w:
                     size = copy_stream(r, w, digest)
-            rows.append((name, record_hash(digest), str(size)))
+            rows.append((name, hash_field(digest), str(size)))
         record = job.record_info
         rows.append((job.renamed(record.filename), "", ""))
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows(rows)
         rinfo = zipfile.ZipInfo(job.renamed(record.filename), date_time=record.date_time)
         rinfo.compress_type = record.compress_type
         rinfo.create_system = record.create_system
         rinfo.external_attr = record.external_attr or (0o100644 << 16)
-        zout.writestr(rinfo, buf.getvalue().encode("utf-8"))
+        zout.writestr(rinfo, record_bytes(rows))
     return rows
 
 

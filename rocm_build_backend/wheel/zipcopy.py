@@ -18,7 +18,6 @@ It knows nothing of stamps, RECORD or names; it never reads a member whole into 
 
 from __future__ import annotations
 
-import base64
 import struct
 import zipfile
 import zlib
@@ -54,11 +53,6 @@ def copy_stream(src: IO[bytes], dst: IO[bytes], digest: Digest) -> int:
         digest.update(chunk)
         _emit(dst, chunk)
         size += len(chunk)
-
-
-def record_hash(digest: Digest) -> str:
-    """A RECORD hash field: ``sha256=`` and the urlsafe base64 digest without padding."""
-    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
 
 
 def new_info(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.data import path as data_path
-from rocm_build_backend.wheel.check import environment as E
+from rocm_build_backend.wheel.check.interpreter import venv_site
 from helpers import check_env_site, kfd_root, make_wheel, run, TESTS
 
 BIN = TESTS / "data" / "binaries"
@@ -43,7 +43,7 @@ def test_cli_on_a_real_environment(tmp_path):
 
     # the venv's folder read from its layout is the one its interpreter names
     asked = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"])
-    assert E._venv_site(str(python)) == [Path(asked.stdout.strip())]
+    assert venv_site(str(python)) == [Path(asked.stdout.strip())]
 
     proc = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", python, "--targets", "gfx942", "--json",
                 "--no-cache"])

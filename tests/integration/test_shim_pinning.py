@@ -129,7 +129,7 @@ def test_hash_pinned_build_constraints_take_only_the_shims_own_wheel(tmp_path, b
 @pytest.mark.parametrize("frontend", ["build", "pip"])
 def test_a_private_index_of_the_shim_is_all_an_isolated_build_needs(tmp_path, build_env, shim_wheels, frontend):
     out = tmp_path / "build-index"
-    proc = run([sys.executable, "-m", "rocm_build_backend", "index", shim_wheels, out, "--targets", "gfx90a", "--json"],
+    proc = run([sys.executable, "-m", "rocm_build_backend", "index", shim_wheels, "-o", out, "--targets", "gfx90a", "--json"],
                env={**build_env, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     page = json.loads((out / "gfx90a" / "simple" / "rocm-build-backend" / "index.json").read_text())

@@ -30,13 +30,6 @@ def test_importing_the_api_loads_nothing_else():
     assert out.strip() == "['rocm_build_backend', 'rocm_build_backend._version', 'rocm_build_backend.api']"
 
 
-def test_the_first_documented_stamp_path_still_works(tmp_path):
-    from rocm_build_backend.stamp import read_stamp
-    from rocm_build_backend.wheel.stamp import read_stamp as home
-
-    assert read_stamp is home
-
-
 def test_the_type_checker_imports_match_the_lazy_homes():
     """api.py's TYPE_CHECKING block names every public name from the module it loads from."""
     import ast

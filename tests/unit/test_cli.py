@@ -66,7 +66,7 @@ def test_audit_exit_codes_and_json(tmp_path):
     (["detect", "--rocminfo-output", "/no/such/file"], "cannot read"),
     (["plan", ".", "-C", "rocm-build-backend.targets"], "expected KEY=VALUE"),
     (["check", "--targets", "gfx924", "x.whl"], "no such wheel"),
-    (["index", "/no/such/dir", "/tmp/out-never"], "error:"),
+    (["index", "/no/such/dir", "-o", "/tmp/out-never"], "error:"),
 ])
 def test_bad_input_one_line_no_traceback(args, words):
     proc = cli(*args)

@@ -1,8 +1,8 @@
 """The command line's contracts across verbs: the exit code of every verb for each cause, as the
 README's table gives them (0 yes, 1 a definite no, 2 a usage or input error, 3 cannot tell); the
 ``--json`` documents of ``configure``, ``thin``, ``split`` and ``index`` against their schemas;
-and ``-o/--outdir`` as the one spelling of the output folder (``index``'s positional OUT_DIR
-still works, deprecated). Real inputs: device code from tests/data, wheels made around it.
+and ``-o/--outdir`` as the one spelling of the output folder. Real inputs: device code from
+tests/data, wheels made around it.
 ``build`` and ``install`` (which build and run pip) are in tests/integration/test_build_command.py.
 """
 
@@ -188,20 +188,18 @@ def test_thin_and_split_json_carry_the_exit_code(tmp_path, capsys):
 # -------------------------------------------------------------------------- the output folder
 
 
-def test_index_takes_o_and_the_deprecated_positional(tmp_path, capsys):
+def test_index_takes_its_output_folder_as_o_only(tmp_path, capsys):
     wheels = tmp_path / "wheels"
     wheel_with(wheels, "fat", {"fat/_k.so": SO_90A_942})
     code, out, err = run_main(capsys, "index", wheels, "-o", tmp_path / "new", "--json")
     assert code == 0 and err == ""
     new = validate_json("index", out)
     assert new["out_dir"] == str(tmp_path / "new") and set(new["indexes"]) == {"gfx90a", "gfx942"}
-    code, out, err = run_main(capsys, "index", wheels, tmp_path / "old", "--json")
-    assert code == 0 and err == "warning: OUT_DIR as a positional argument is deprecated; use -o/--outdir\n"
-    assert validate_json("index", out)["indexes"] == new["indexes"]
+    code, out, err = run_main(capsys, "index", wheels, tmp_path / "old", "--json")  # the old positional spelling
+    assert code == 2 and "give the output folder" in err and not (tmp_path / "old").exists()
     code, out, err = run_main(capsys, "index", wheels, tmp_path / "a", "-o", tmp_path / "b")
-    assert code == 2 and err.startswith("error: two output folders") and not (tmp_path / "a").exists()
-    code, _, err = run_main(capsys, "index", wheels, tmp_path / "same", "--outdir", tmp_path / "same")
-    assert code == 0 and (tmp_path / "same" / "gfx942" / "simple" / "index.html").is_file()
+    assert code == 2 and err.startswith("error: index takes one WHEEL_DIR, not 2 paths")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 @pytest.mark.parametrize("verb", ["build", "index", "thin", "split"])

@@ -56,7 +56,7 @@ def test_index_split_skips_a_bomb_with_the_reason_and_indexes_the_rest(tmp_path)
     wheels = tmp_path / "wheels"
     G.ccob_bomb_wheel(wheels, 200 * G.MIB)
     G.fat_wheel(wheels)
-    proc = cli("index", "--split", "--json", wheels, tmp_path / "out")
+    proc = cli("index", "--split", "--json", wheels, "-o", tmp_path / "out")
     assert "Traceback" not in proc.stderr, proc.stderr
     doc = json.loads(proc.stdout)
     assert "too large" in doc["skipped"]["bomb-1.0-py3-none-any.whl"], doc["skipped"]
@@ -212,7 +212,7 @@ def test_index_split_removes_the_work_folder_a_killed_run_left(tmp_path):
     live = out / ".split" / f".tmp-{os.getpid()}-a1b2c3"
     live.mkdir()
     aged(live)
-    proc = cli("index", "--split", wheels, out)
+    proc = cli("index", "--split", wheels, "-o", out)
     assert "Traceback" not in proc.stderr and proc.returncode == 0, proc.stderr
     assert not work.exists()
     assert live.exists()
@@ -223,11 +223,11 @@ def test_index_split_refuses_a_wheel_whose_split_folder_could_never_be_pruned(tm
     odd = G.fat_wheel(wheels, "pkg-1.0-py3-none-any~x.whl")
     G.write_wheel(wheels / "good-1.0-py3-none-any.whl", G.fat_members(), dist="good-1.0")
     out = tmp_path / "out"
-    proc = cli("index", "--split", "--json", wheels, out)
+    proc = cli("index", "--split", "--json", wheels, "-o", out)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert odd.name in json.loads(proc.stdout)["skipped"]
     odd.unlink()
-    cli("index", "--split", wheels, out)
+    cli("index", "--split", wheels, "-o", out)
     assert [p.name for p in (out / ".split").iterdir()] == [f"good-1.0-py3-none-any-{(wheels / 'good-1.0-py3-none-any.whl').stat().st_size}-"
                                                             f"{(wheels / 'good-1.0-py3-none-any.whl').stat().st_mtime_ns}"]
 

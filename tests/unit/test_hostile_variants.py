@@ -22,7 +22,7 @@ AMD_942 = {"amd": {"gfx_arch": ["gfx942"]}}
 
 def index(wheels: Path, out: Path) -> tuple[subprocess.CompletedProcess, dict]:
     proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", "index", "--variants", "--json", str(wheels),
-                           str(out)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           "-o", str(out)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc, json.loads(proc.stdout) if proc.stdout.strip() else {}

@@ -43,13 +43,13 @@ def test_add_and_remove_by_name(tmp_path):
     a1 = make_wheel(dist, "alpha", "1.0", device={"alpha/_k.so": ["gfx90a"]})
     b1 = make_wheel(dist, "beta", "1.0", device={"beta/_k.so": ["gfx942"]})
     out = tmp_path / "out"
-    proc = cli("index", "--add", a1, b1, out)
+    proc = cli("index", "--add", a1, b1, "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert listed(out, "gfx90a", "alpha") == [a1.name] and listed(out, "gfx942", "beta") == [b1.name]
     assert 'href="gfx90a/simple/"' in (out / "index.html").read_text()  # the output's page lists its indexes
     a2 = make_wheel(tmp_path / "dist2", "alpha", "2.0", device={"alpha/_k.so": ["gfx90a", "gfx942"]})
     before = snapshot(out)
-    proc = cli("index", "--add", "--json", a2, out)
+    proc = cli("index", "--add", "--json", a2, "-o", out)
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["wheels_added"] == [a2.name] and doc["wheels_read"] == 1
     assert listed(out, "gfx90a", "alpha") == [a1.name, a2.name] and listed(out, "gfx942", "alpha") == [a2.name]
@@ -62,12 +62,12 @@ def test_add_and_remove_by_name(tmp_path):
     # --remove: exactly that version; its hosted copy goes once no page links it
     hosted = out / "files" / doc["files_written"][0].split("/")[1] / a2.name
     assert hosted.is_file()
-    proc = cli("index", "--remove", "alpha==2.0", out)
+    proc = cli("index", "--remove", "alpha==2.0", "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert listed(out, "gfx90a", "alpha") == [a1.name] and listed(out, "gfx942", "alpha") == []
     assert not (out / "gfx942/simple/alpha").exists() and not hosted.exists()
     assert inconsistencies(out) == []
-    proc = cli("index", "--remove", "alpha==9.9", out)
+    proc = cli("index", "--remove", "alpha==9.9", "-o", out)
     assert proc.returncode == 1 and "holds no wheel of alpha 9.9" in proc.stdout
 
 
@@ -77,19 +77,19 @@ def test_add_and_remove_refuse_what_would_undo_them(tmp_path):
     out = tmp_path / "out"
     assert publish(out, add=[a1]).exit_code == 0
     for args, code, words in (
-        (["index", dist, out], 2, "published with --add"),  # a mirror run would drop the published wheels
-        (["index", "--add", "--targets", "gfx1100", a1, out], 2, "other --targets"),
-        (["index", "--remove", "alpha-1.0", out], 2, "NAME==VERSION"),
+        (["index", dist, "-o", out], 2, "published with --add"),  # a mirror run would drop the published wheels
+        (["index", "--add", "--targets", "gfx1100", a1, "-o", out], 2, "other --targets"),
+        (["index", "--remove", "alpha-1.0", "-o", out], 2, "NAME==VERSION"),
         (["index", "--add", out], 2, "-o/--outdir"),
-        (["index", "--add", "--split", a1, out], 2, "does not go with"),
-        (["index", "--add", tmp_path / "missing.whl", out], 1, "no such file"),
+        (["index", "--add", "--split", a1, "-o", out], 2, "does not go with"),
+        (["index", "--add", tmp_path / "missing.whl", "-o", out], 1, "no such file"),
     ):
         proc = cli(*args)
         assert proc.returncode == code, (args, proc.stdout, proc.stderr)
         assert words in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
     mirror = tmp_path / "mirror"
     I.build_index(dist, mirror)
-    proc = cli("index", "--add", a1, mirror)
+    proc = cli("index", "--add", a1, "-o", mirror)
     assert proc.returncode == 2 and "mirrors a folder" in proc.stderr
     with pytest.raises(ConfigError):
         publish(out)

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.wheel.index import run as I
-from rocm_build_backend.wheel.index.files import read_wheel
 from helpers import ROOT, anchors, fat_wheel, inconsistencies, make_wheel
 
 
@@ -81,7 +80,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_next_run_finishes_it(tm
     for i, target in enumerate(["gfx90a", "gfx942", "gfx90a", "gfx942", "gfx90a"]):
         make_wheel(wheels, f"p{i}", "1.0", device={f"p{i}/_k.so": [target]}, placeholder=rng.randbytes(40_000))
     out = small_fs / "out"
-    assert cli("index", wheels, out).returncode == 0
+    assert cli("index", wheels, "-o", out).returncode == 0
     backup = tmp_path / "backup"
     shutil.copytree(out, backup, symlinks=True)
     gone = "p1-1.0-py3-none-any.whl"
@@ -95,7 +94,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_next_run_finishes_it(tm
         shutil.copytree(backup, out, symlinks=True)
         filler = fill(small_fs, free)
         try:
-            proc = cli("index", wheels, out)
+            proc = cli("index", wheels, "-o", out)
             assert "Traceback" not in proc.stderr, proc.stderr
             if proc.returncode:
                 lines = proc.stderr.strip().splitlines()
@@ -106,12 +105,12 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_next_run_finishes_it(tm
             outcome = (proc.returncode, listed_anywhere(out, gone))
         finally:
             filler.unlink()
-        again = cli("index", wheels, out)  # room again: the next run finishes the work
+        again = cli("index", wheels, "-o", out)  # room again: the next run finishes the work
         assert again.returncode == 0, again.stdout + again.stderr
         assert not listed_anywhere(out, gone) and listed_anywhere(out, "p9-1.0-py3-none-any.whl")
         assert not any((out / rel).exists() for rel in hosted_gone)  # never installable again
         assert inconsistencies(out) == [] and leftovers(out) == []
-        final = cli("index", wheels, out)
+        final = cli("index", wheels, "-o", out)
         assert final.returncode == 0 and "0 pages written" in final.stdout
         return outcome
 
@@ -176,40 +175,6 @@ def test_kill_9_leftovers_are_removed_and_the_work_finished_by_the_next_run(tmp_
     assert I.build_index(wheels, out).written == []
 
 
-def test_the_earlier_json_state_is_read_once_and_moved_into_the_database(tmp_path):
-    wheels = tmp_path / "wheels"
-    for i, target in enumerate(["gfx90a", "gfx942", "gfx90a", "gfx942"]):
-        make_wheel(wheels, f"p{i}", "1.0", device={f"p{i}/_k.so": [target]})
-    out = tmp_path / "out"
-    I.build_index(wheels, out)  # the same layout the earlier format wrote; then its state file instead
-    for name in os.listdir(out):
-        if name.startswith(I.DB_NAME):
-            os.unlink(out / name)
-    records = {p.name: read_wheel(p)[0] for p in sorted(wheels.glob("*.whl"))}
-    stale_page = out / "gfx90a/simple/gone/index.html"  # a project the earlier runs listed, now gone
-    stale_page.parent.mkdir()
-    stale_page.write_text("<html></html>")
-    stale_copy = out / "files/0123456789abcdef/gone-1.0-py3-none-any.whl"
-    stale_copy.parent.mkdir()
-    stale_copy.write_bytes(b"an old copy")
-    indexes = {}
-    for index in ("gfx90a", "gfx942"):
-        pages = sorted(p.relative_to(out).as_posix() for p in out.glob(f"{index}/simple/**/index.*"))
-        fns = [fn for fn, rec in records.items() if rec["files"][0][1] == [index]]
-        hosted = [f"files/{records[fn]['sha256'][:16]}/{fn}{x}" for fn in fns for x in ("", ".metadata")]
-        indexes[index] = {"pages": pages, "wheels": fns, "hosted": hosted}
-    indexes["gfx90a"]["hosted"].append(stale_copy.relative_to(out).as_posix())
-    (out / I.STATE_NAME).write_text(json.dumps({"version": 1, "wheels": records, "indexes": indexes, "hosted": sorted(
-        {h for idx in indexes.values() for h in idx["hosted"]})}))
-    result = I.build_index(wheels, out)
-    assert result.read == 0 and result.reused == 4 and result.warnings == []  # no wheel read again
-    assert not (out / I.STATE_NAME).exists() and (out / I.DB_NAME).is_file()
-    assert not stale_page.exists() and not stale_copy.exists()
-    assert {"gfx90a/simple/gone/index.html", stale_copy.relative_to(out).as_posix()} <= set(result.removed)
-    assert inconsistencies(out) == []
-    assert I.build_index(wheels, out).written == []
-
-
 def rewrite_in_place(whl: Path, data: bytes) -> None:
     """New bytes of the same size into the same inode, its mtime put back (as ``cp -p``, rsync
     -t or a build tool with a fixed timestamp leave it)."""
@@ -263,15 +228,15 @@ def test_a_named_target_with_nothing_to_serve_exits_1_and_the_top_page_lists_the
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
-    proc = cli("index", "--targets", "gfx90a,gfx942", wheels, out)
+    proc = cli("index", "--targets", "gfx90a,gfx942", wheels, "-o", out)
     assert proc.returncode == 1 and "gfx942: nothing to serve" in proc.stdout, proc.stdout + proc.stderr
     assert (out / "gfx942/simple/index.html").is_file()  # an empty index, served, but not a success
     top = anchors(out / "index.html")
     assert [(a["href"], t) for a, t in top.anchors] == [("gfx90a/simple/", "gfx90a"), ("gfx942/simple/", "gfx942")]
-    again = cli("index", "--targets", "gfx942", "--json", wheels, out)
+    again = cli("index", "--targets", "gfx942", "--json", wheels, "-o", out)
     doc = json.loads(again.stdout)
     assert again.returncode == 1 and doc["nothing_to_serve"] == ["gfx942"]
-    assert cli("index", "--targets", "gfx90a", wheels, out).returncode == 0
+    assert cli("index", "--targets", "gfx90a", wheels, "-o", out).returncode == 0
     # a page of the user's own at OUT/index.html is left alone
     theirs = tmp_path / "theirs"
     theirs.mkdir()

@@ -62,14 +62,14 @@ def test_check_json(wheels):
 
 def test_index_json(wheels, tmp_path):
     out = tmp_path / "out"
-    proc = cli("index", "--json", wheels, out)
+    proc = cli("index", "--json", wheels, "-o", out)
     doc = validate("index", proc.stdout)
     assert proc.returncode == 1 and "broken-1.0-py3-none-any.whl" in doc["skipped"]
     assert set(doc["indexes"]) == {"gfx90a", "gfx942", "gfx1100"}
-    doc = validate("index", cli("index", "--json", "--family", "--targets", "gfx94X-dcgpu", wheels, out).stdout)
+    doc = validate("index", cli("index", "--json", "--family", "--targets", "gfx94X-dcgpu", wheels, "-o", out).stdout)
     assert list(doc["indexes"]) == ["gfx94X-dcgpu", "gfx90a", "gfx942", "gfx1100"]  # the others are kept up to date
     doc = validate("index", cli("index", "--json", "--base-url", "https://cdn.example/w", wheels,
-                                tmp_path / "cdn").stdout)
+                                "-o", tmp_path / "cdn").stdout)
     assert doc["metadata_upload"] == str(tmp_path / "cdn" / "files")
 
 

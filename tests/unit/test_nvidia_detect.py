@@ -11,7 +11,8 @@ import pytest
 from rocm_build_backend.errors import ConfigError, FormatError, NoGpuDetectedError
 from rocm_build_backend.gpu.nvidia.detect import detect_nvidia, visible
 from rocm_build_backend.gpu.nvidia.nvml import NvmlUnavailable, nvml_gpus
-from rocm_build_backend.gpu.nvidia.smi import NvidiaGpu, parse_list, parse_query_csv, run_capped
+from rocm_build_backend.gpu.nvidia.smi import NvidiaGpu, parse_list, parse_query_csv
+from rocm_build_backend.gpu.programs import run_text
 from helpers import FakeNvml, TESTS
 
 DATA = TESTS / "data" / "nvidia" / "h200"
@@ -166,12 +167,12 @@ def test_nvidia_smi_failing_is_reported():
         detect_nvidia({}, load=no_nvml, run=lambda argv: (9, msg))
 
 
-def test_run_capped():
-    assert run_capped([sys.executable, "-c", "print('hello')"]) == (0, "hello\n")
+def test_run_text():
+    assert run_text([sys.executable, "-c", "print('hello')"], timeout=20) == (0, "hello\n")
     with pytest.raises(FormatError, match="more than"):
-        run_capped([sys.executable, "-c", "print('x' * 5000)"], cap=1000)
+        run_text([sys.executable, "-c", "print('x' * 5000)"], timeout=20, limit=1000)
     with pytest.raises(TimeoutError):
-        run_capped([sys.executable, "-c", "import time; time.sleep(10)"], timeout=0.5)
+        run_text([sys.executable, "-c", "import time; time.sleep(10)"], timeout=0.5)
 
 
 def test_live_path_end_to_end_through_a_real_process(tmp_path):

@@ -108,7 +108,7 @@ def test_split_per_family_groups_amd_targets(tmp_path, capsys):
 def test_split_output_is_ready_for_index(tmp_path, capsys):
     src = fat_wheel(tmp_path / "in")
     assert run_main(capsys, "split", src, "--outdir", tmp_path / "wheels")[0] == 0
-    code, _out, err = run_main(capsys, "index", tmp_path / "wheels", tmp_path / "idx")
+    code, _out, err = run_main(capsys, "index", tmp_path / "wheels", "-o", tmp_path / "idx")
     assert code == 0, err
     page = (tmp_path / "idx" / "gfx942" / "simple" / "pkg" / "index.html").read_text()
     assert "1.0%2Bgfx942" in page or "1.0+gfx942" in page

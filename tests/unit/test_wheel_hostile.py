@@ -27,16 +27,6 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 # --------------------------------------------------------------------------- index: its state file
 
 
-def legacy_state(out: Path, hosted: list[str] = (), pages: list[str] = ()) -> None:
-    """The earlier JSON state file (version 1), as an older release wrote it, instead of the database."""
-    for name in os.listdir(out):
-        if name.startswith(I.DB_NAME):
-            os.unlink(out / name)
-    (out / I.STATE_NAME).write_text(json.dumps({
-        "version": 1, "wheels": {}, "hosted": list(hosted),
-        "indexes": {"gfx90a": {"pages": list(pages), "wheels": [], "hosted": []}}}))
-
-
 def db_rows(out: Path, sql: str, *rows: tuple) -> None:
     """Rows written into the index's database by someone else."""
     import sqlite3
@@ -47,8 +37,7 @@ def db_rows(out: Path, sql: str, *rows: tuple) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("where", ["hosted", "pages"])
-def test_index_never_deletes_a_path_its_state_file_names_outside_the_output(tmp_path, where):
+def test_index_never_deletes_a_path_its_database_names_outside_the_output(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
@@ -60,22 +49,8 @@ def test_index_never_deletes_a_path_its_state_file_names_outside_the_output(tmp_
     (outside / "kept.whl").write_text("not the index's either")
     (out / "escape").symlink_to(outside)
     names = [str(victim), "../victim.txt", "escape/kept.whl"]
-    # the earlier JSON state naming them: damaged, set aside, nothing it names removed
-    legacy_state(out, **{where: names})
-    result = I.build_index(wheels, out)
-    assert victim.read_text() == "not the index's"
-    assert (outside / "kept.whl").is_file()
-    assert result.removed == []
-    assert any("state file" in w for w in result.warnings)
-    assert not (out / I.STATE_NAME).exists()
-    # the state is rebuilt from the folder: the next run is clean and reuses the facts
-    again = I.build_index(wheels, out)
-    assert again.warnings == [] and again.reused == 1
-    # the database naming them, as files to check or pages to remove: each is left alone
-    if where == "hosted":
-        db_rows(out, "INSERT INTO hosted(path, fn, sha256, pending) VALUES(?, 'x.whl', '', 1)", *[(n,) for n in names])
-    else:
-        db_rows(out, "INSERT INTO legacy_pages(path) VALUES(?)", *[(n,) for n in names])
+    # the database naming them as files to check: each is left alone
+    db_rows(out, "INSERT INTO hosted(path, fn, sha256, pending) VALUES(?, 'x.whl', '', 1)", *[(n,) for n in names])
     make_wheel(wheels, "pkg", "2.0", device={"pkg/_k.so": ["gfx90a"]})  # a run with something to do
     third = I.build_index(wheels, out)
     assert victim.read_text() == "not the index's"
@@ -84,16 +59,13 @@ def test_index_never_deletes_a_path_its_state_file_names_outside_the_output(tmp_
     assert sum("not a file this index writes" in w for w in third.warnings) == 3, third.warnings
 
 
-def test_index_state_file_naming_a_file_it_does_not_make_is_damaged(tmp_path):
+def test_index_database_naming_a_file_it_does_not_make_leaves_it_alone(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
     I.build_index(wheels, out)
     mine = out / "README.txt"  # the user's own file, inside the output folder
     mine.write_text("index of our wheels")
-    legacy_state(out, hosted=["README.txt"])
-    I.build_index(wheels, out)
-    assert mine.read_text() == "index of our wheels"
     db_rows(out, "INSERT INTO hosted(path, fn, sha256, pending) VALUES(?, 'README.txt', '', 1)", ("README.txt",))
     make_wheel(wheels, "pkg", "2.0", device={"pkg/_k.so": ["gfx90a"]})
     I.build_index(wheels, out)
@@ -146,7 +118,7 @@ def test_index_skips_unreadable_wheels_and_writes_the_others(tmp_path, member):
     for how in HOWS:
         bad_wheel(tmp_path / how, how, member).rename(wheels / f"bad{how}-1.0-py3-none-any.whl")
     out = tmp_path / "out"
-    proc = cli("index", "--targets", "gfx90a", wheels, out)
+    proc = cli("index", "--targets", "gfx90a", wheels, "-o", out)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "good-1.0-py3-none-any.whl" in (out / "gfx90a/simple/good/index.html").read_text()
     hosted = {p.name for p in (out / "files").rglob("*")}
@@ -162,7 +134,7 @@ def test_index_into_an_unwritable_place_is_a_clear_error(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
     for out in ("/proc/rocm-build-backend-index", "/proc/self/status/x"):
-        proc = cli("index", wheels, out)
+        proc = cli("index", wheels, "-o", out)
         assert "Traceback" not in proc.stderr, proc.stderr
         assert proc.returncode == 2 and proc.stderr.startswith("error: "), proc.stderr
 
@@ -236,7 +208,7 @@ def test_index_and_cache_text_escape_control_characters_in_file_names(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
     (wheels / "x\x1b[2J\nok-1.0-py3-none-any.whl").write_bytes(b"not a zip")
-    proc = cli("index", "--targets", "gfx90a", wheels, tmp_path / "out")
+    proc = cli("index", "--targets", "gfx90a", wheels, "-o", tmp_path / "out")
     assert "\x1b" not in proc.stdout and "\\x1b" in proc.stdout, proc.stdout
 
 
@@ -249,8 +221,8 @@ def test_an_empty_target_list_is_a_usage_error(tmp_path, value, capsys):
     whl = make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
     cache = tmp_path / "pip-cache"
     (cache / "wheels").mkdir(parents=True)
-    for args in (["index", "--targets", value, wheels, tmp_path / "out"],
-                 ["index", "--family", "--targets", value, wheels, tmp_path / "out"],
+    for args in (["index", "--targets", value, wheels, "-o", tmp_path / "out"],
+                 ["index", "--family", "--targets", value, wheels, "-o", tmp_path / "out"],
                  ["check", "--targets", value, whl],
                  ["cache", "list", "--targets", value, "--cache-dir", cache]):
         code, out, err = run_main(capsys, *args)
@@ -263,12 +235,12 @@ def test_index_family_accepts_family_names_on_the_command_line(tmp_path):
     wheels = tmp_path / "wheels"
     make_wheel(wheels, "mi300", "1.0", device={"mi300/_k.so": ["gfx942"]})
     out = tmp_path / "out"
-    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu,gfx1100", wheels, out)
+    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu,gfx1100", wheels, "-o", out)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # gfx110X-all was asked for and serves nothing
     assert "gfx110X-all: nothing to serve" in proc.stdout
     assert "mi300" in (out / "gfx94X-dcgpu/simple/index.html").read_text()
     assert (out / "gfx110X-all/simple/index.html").is_file()
-    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu", "--json", wheels, out)
+    proc = cli("index", "--family", "--targets", "gfx94X-dcgpu", "--json", wheels, "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # every index the output holds is kept up to date, named again or not
     assert json.loads(proc.stdout)["indexes"] == {"gfx94X-dcgpu": ["mi300-1.0-py3-none-any.whl"], "gfx110X-all": []}

@@ -28,7 +28,7 @@ from rocm_build_backend.gpu.nvidia.knobs import torch_arch_list, with_ptx
 from rocm_build_backend.gpu.nvidia.pinned import render_nvidia_smi
 from rocm_build_backend.gpu.nvidia.plan import nvidia_build_env
 from rocm_build_backend.gpu.nvidia.switches import NvidiaSwitches
-from rocm_build_backend.gpu.nvidia.targets import _NAME, parse_cuda_target, parse_torch_arch_list
+from rocm_build_backend.gpu.nvidia.targets import CUDA_TARGET_NAME, parse_cuda_target, parse_torch_arch_list
 from rocm_build_backend.gpu.nvidia.toolchain import Nvcc, check_nvcc
 from rocm_build_backend.gpu.nvidia.variant import NvidiaProvider
 from rocm_build_backend.gpu.targets import GpuTarget
@@ -74,7 +74,7 @@ class _NvidiaBuild:
         return {"nvidia-smi": render_nvidia_smi(mine)} if mine else {}
 
     def device_of(self, code: GpuTarget) -> GpuTarget:
-        m = _NAME.fullmatch(code.processor)
+        m = CUDA_TARGET_NAME.fullmatch(code.processor)
         return GpuTarget(f"sm_{m.group(2)}") if m else code.bare
 
     def covers(self, codes: Sequence[GpuTarget], request: GpuTarget, *, generic_ok: bool) -> str | None:

@@ -25,14 +25,15 @@ from typing import Any, Callable, Mapping, Sequence
 from rocm_build_backend.errors import ConfigError, FormatError, NoGpuDetectedError
 from rocm_build_backend.gpu.nvidia.nvml import NvmlUnavailable, nvml_gpus
 from rocm_build_backend.gpu.nvidia.smi import (
+    CAP,
     QUERY,
     NvidiaGpu,
     parse_list,
     parse_query_csv,
-    run_capped,
     with_mig,
 )
 from rocm_build_backend.gpu.nvidia.targets import CudaTarget, sort_cuda
+from rocm_build_backend.gpu.programs import run_text
 
 _HINT_CVD = "CUDA_VISIBLE_DEVICES takes GPU indices or UUIDs as nvidia-smi -L prints them"
 
@@ -138,7 +139,7 @@ def _probe_live(notes: list[str], load: Callable[[str], Any] | None,
         return nvml_gpus(load), "NVML (libnvidia-ml.so.1)"
     except NvmlUnavailable as exc:
         notes.append(f"NVML: {exc}")
-    runner = run or run_capped
+    runner = run or (lambda argv: run_text(argv, timeout=20.0, limit=CAP))
     try:
         status, text = runner([smi, *QUERY])
     except (OSError, TimeoutError, FormatError) as exc:

@@ -21,7 +21,8 @@ from typing import Any, Sequence
 from rocm_build_backend.errors import ConfigError, FormatError, NoGpuDetectedError
 from rocm_build_backend.gpu.device import Device, ProbeResult, Probing, VendorDetection
 from rocm_build_backend.gpu.nvidia.detect import NvidiaDetection, detect_nvidia
-from rocm_build_backend.gpu.nvidia.smi import run_capped
+from rocm_build_backend.gpu.nvidia.smi import CAP
+from rocm_build_backend.gpu.programs import run_text
 from rocm_build_backend.gpu.targets import GpuTarget
 
 VENDOR = "nvidia"
@@ -36,7 +37,7 @@ def _runner(probing: Probing) -> Any:
     def run(argv: Sequence[str]) -> tuple[int, str]:
         left = max(0.5, min(20.0, probing.time_left()))
         if probing.run is None:
-            return run_capped(argv, timeout=left)
+            return run_text(argv, timeout=left, limit=CAP, env=probing.env)
         proc = probing.run(list(argv), capture_output=True, text=True, timeout=left, check=False,
                            env=dict(probing.env))
         return proc.returncode, (proc.stdout or "") + (proc.stderr or "")

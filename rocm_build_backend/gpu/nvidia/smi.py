@@ -9,17 +9,13 @@ Two outputs are read:
 - ``nvidia-smi -L``: ``GPU 0: NVIDIA H200 (UUID: GPU-...)`` and, below a GPU in MIG mode,
   ``  MIG 1g.18gb     Device  0: (UUID: MIG-...)``, which maps MIG devices to their GPU.
 
-``run_capped`` runs a program with a time limit and reads at most ``cap`` bytes of its output.
+Running it is ``gpu.programs.run_text``'s (time limit, output cap, process group).
 Bad text is a FormatError naming the line; nothing here guesses.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import selectors
-import subprocess
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -118,40 +114,3 @@ def with_mig(gpus: Sequence[NvidiaGpu], listing: dict[str, tuple[int, str]]) -> 
         out.append(NvidiaGpu(g.index, g.name, g.major, g.minor, g.uuid, migs or g.mig))
     return out
 
-
-def run_capped(argv: Sequence[str], *, timeout: float = 20.0, cap: int = CAP) -> tuple[int, str]:
-    """Run ``argv``; (exit status, stdout+stderr text, at most ``cap`` bytes).
-
-    Raises OSError when the program cannot start, TimeoutError past ``timeout`` seconds, and
-    FormatError when it prints more than ``cap`` bytes. The process is killed in both cases.
-    """
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    assert proc.stdout is not None
-    chunks: list[bytes] = []
-    size = 0
-    deadline = time.monotonic() + timeout
-    try:
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"{argv[0]} did not answer within {timeout:.0f} s")
-                if not sel.select(left):
-                    continue
-                data = os.read(proc.stdout.fileno(), 65536)
-                if not data:
-                    break
-                size += len(data)
-                if size > cap:
-                    raise FormatError(f"{argv[0]} printed more than {cap} bytes")
-                chunks.append(data)
-        status = proc.wait(max(0.1, deadline - time.monotonic()))
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        proc.stdout.close()
-    return status, b"".join(chunks).decode("utf-8", "replace")

@@ -26,7 +26,7 @@ from typing import Iterable, Sequence
 
 from rocm_build_backend.errors import ConfigError, UnknownTargetError
 
-_NAME = re.compile(r"(sm|compute)_([0-9]{2,3})([af]?)")
+CUDA_TARGET_NAME = re.compile(r"(sm|compute)_([0-9]{2,3})([af]?)")
 _TORCH_ITEM = re.compile(r"([0-9]{1,2})\.([0-9])([af]?)(\+PTX)?")
 _CMAKE_ITEM = re.compile(r"([0-9]{2,3})([af]?)(?:-(real|virtual))?")
 _HINT = "write sm_XY, sm_XYa, sm_XYf or compute_XY (for example sm_90 or compute_90)"
@@ -106,7 +106,7 @@ def _problem(number: int, suffix: str, text: str) -> str | None:
 
 
 def _parse_name(text: str) -> CudaTarget | str:
-    m = _NAME.fullmatch(text.strip().lower())
+    m = CUDA_TARGET_NAME.fullmatch(text.strip().lower())
     if not m:
         return f"'{text}' is not an NVIDIA target"
     number, suffix = int(m.group(2)), m.group(3)

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from rocm_build_backend.errors import ToolchainError
-from rocm_build_backend.gpu.nvidia.smi import run_capped
+from rocm_build_backend.gpu.nvidia.smi import CAP
 from rocm_build_backend.gpu.nvidia.targets import CudaTarget, parse_cuda_target
+from rocm_build_backend.gpu.programs import run_text
 
 _CACHE = "nvcc-v1.json"
 _RELEASE = re.compile(r"release (\d+)\.(\d+), (V[\d.]+)")
@@ -136,7 +137,7 @@ def probe_nvcc(path: str, env: Mapping[str, str],
             return Nvcc(**{**hit, "codes": tuple(hit["codes"]), "archs": tuple(hit["archs"])})
         except (TypeError, KeyError):
             pass
-    runner = run or (lambda argv: run_capped(argv, timeout=60))
+    runner = run or (lambda argv: run_text(argv, timeout=60, limit=CAP))
     try:
         found = _ask(path, runner)
     except (OSError, TimeoutError) as exc:

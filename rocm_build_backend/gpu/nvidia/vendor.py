@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from rocm_build_backend.gpu.nvidia import loader
-from rocm_build_backend.gpu.nvidia.targets import _NAME, CudaTarget, parse_cuda_target
+from rocm_build_backend.gpu.nvidia.targets import CUDA_TARGET_NAME, CudaTarget, parse_cuda_target
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.gpu.vendor import RecordedOutput
 
@@ -41,7 +41,7 @@ class _Nvidia:
     )
 
     def owns(self, processor: str) -> bool:
-        return _NAME.fullmatch(processor) is not None
+        return CUDA_TARGET_NAME.fullmatch(processor) is not None
 
     def parse(self, text: str) -> GpuTarget | str | None:
         processor, *features = text.split(":")
@@ -56,11 +56,11 @@ class _Nvidia:
             return None if "unknown NVIDIA compute capability" in message else message
 
     def table_key(self, processor: str) -> str:
-        m = _NAME.fullmatch(processor)
+        m = CUDA_TARGET_NAME.fullmatch(processor)
         return f"sm_{m.group(2)}" if m else processor
 
     def sort_key(self, processor: str) -> tuple[object, ...] | None:
-        m = _NAME.fullmatch(processor)
+        m = CUDA_TARGET_NAME.fullmatch(processor)
         if m is None:
             return None
         return (int(m.group(2)), m.group(1) == "compute", "_af".index(m.group(3) or "_"), 0)

@@ -9,9 +9,12 @@ table names a device section. It decides nothing about what loads.
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Protocol
+
+from rocm_build_backend.binary import magic
+from rocm_build_backend.binary.elf import EM_AMDGPU, EM_CUDA, ELF_MAGIC, FileSource, read_header, read_name_table
+from rocm_build_backend.errors import FormatError
 
 _MIN_SIZE = 64
 # never device code: what Python packages ship besides libraries
@@ -21,13 +24,11 @@ _SKIP_SUFFIXES = frozenset(
     ".jpg .jpeg .gif .ico .csv .xml .mo .po .pem .crt .sh .bat .ps1 .cmake .pc .proto .ipynb .tcl .rb "
     ".pl .java .rs .go .lua .jinja .j2 .tmpl .license .ttf .otf .woff .woff2 .pyx.in".split()
 )
-_MAGICS = (b"\x7fELF", b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB", b"\x10\xff\x10\xad", b"\x50\xed\x55\xba")
+_MAGICS = (ELF_MAGIC, magic.BUNDLE, magic.CCOB, magic.OFFLOAD, magic.FATBIN)
 # the section names the audit reads device code from (binary/audit.py _DEVICE_SECTIONS, and
 # the -fgpu-rdc bundle sections); an ELF library whose section names hold none has no device code
 _DEVICE_SECTION_NAMES = (b".hip_fatbin", b".nv_fatbin", b"__nv_relfatbin", b".llvm.offloading",
                          b"__CLANG_OFFLOAD_BUNDLE__")
-_EM_AMDGPU, _EM_CUDA = 224, 190
-_MAX_SHSTRTAB = 16 << 20
 
 
 _SKIP_TUPLE = tuple(sorted(_SKIP_SUFFIXES | {x.upper() for x in _SKIP_SUFFIXES}))
@@ -69,7 +70,7 @@ def device_candidates(dist: Installed, seen: set[tuple[int, int]] | None = None)
         try:
             with open(path, "rb") as fh:
                 head = fh.read(24)
-                if head[:4] == b"\x7fELF":
+                if head[:4] == ELF_MAGIC:
                     if elf_may_hold_device_code(fh, st.st_size):
                         out.append(path)
                 elif any(head.startswith(m) for m in _MAGICS):
@@ -79,35 +80,16 @@ def device_candidates(dist: Installed, seen: set[tuple[int, int]] | None = None)
     return out, opened
 
 
-def elf_may_hold_device_code(fh: Any, size: int) -> bool:
+def elf_may_hold_device_code(fh: IO[bytes], size: int) -> bool:
     """False only for a well-formed host ELF file none of whose section names is a device
-    section (read: the header, one section header, the section-name table). Anything odd is
-    True: the audit then reads the file and reports what it finds."""
-    fh.seek(0)
-    head = fh.read(64)
-    if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+    section (read by ``binary.elf``: the header, one section header, the section-name table).
+    Anything odd is True: the audit then reads the file and reports what it finds."""
+    src = FileSource(fh, 0, size)
+    try:
+        hdr = read_header(src)
+        if hdr.machine in (EM_AMDGPU, EM_CUDA):
+            return True
+        names, _count = read_name_table(src, hdr)
+    except FormatError:
         return True
-    e = "<" if head[5] == 1 else ">"
-    is64 = head[4] == 2
-    (machine,) = struct.unpack_from(e + "H", head, 18)
-    if machine in (_EM_AMDGPU, _EM_CUDA) or (is64 and len(head) < 64):
-        return True
-    if is64:
-        shoff, = struct.unpack_from(e + "Q", head, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", head, 0x3A)
-    else:
-        shoff, = struct.unpack_from(e + "I", head, 0x20)
-        shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", head, 0x2E)
-    if not shoff or shstrndx in (0, 0xFFFF) or shstrndx >= shnum or shentsize < (64 if is64 else 40):
-        return True
-    at = shoff + shstrndx * shentsize
-    if at + shentsize > size:
-        return True
-    fh.seek(at)
-    shdr = fh.read(shentsize)
-    offset, length = struct.unpack_from(e + ("QQ" if is64 else "II"), shdr, 0x18 if is64 else 0x10)
-    if offset + length > size or length > _MAX_SHSTRTAB:
-        return True
-    fh.seek(offset)
-    names = fh.read(length)
     return any(n in names for n in _DEVICE_SECTION_NAMES)

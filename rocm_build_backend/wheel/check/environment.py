@@ -33,7 +33,6 @@ not, 3 cannot tell (no GPU found, a file that cannot be read).
 from __future__ import annotations
 
 import csv
-import io
 import os
 import stat
 from dataclasses import dataclass, field
@@ -49,12 +48,11 @@ from rocm_build_backend.wheel.check.candidates import device_candidates as devic
 from rocm_build_backend.wheel.check.candidates import elf_may_hold_device_code as elf_may_hold_device_code
 from rocm_build_backend.wheel.check.candidates import may_hold_device_code as may_hold_device_code
 from rocm_build_backend.wheel.check.editable import editable_files
-from rocm_build_backend.wheel.check.interpreter import _venv_site as _venv_site  # noqa: F401 (tests)
 from rocm_build_backend.wheel.check.interpreter import site_dirs as site_dirs
 from rocm_build_backend.wheel.facts import DeviceFile, WheelTargets, modules_from_json
+from rocm_build_backend.wheel.record import MAX_RECORD, parse_rows
 
 SCHEMA_VERSION = 1
-_MAX_RECORD = 64 << 20
 _MAX_METADATA_HEAD = 1 << 20  # Name and Version are in the header, before the description
 
 
@@ -103,18 +101,18 @@ def _record_file(record: Path) -> bool:
         st = os.stat(record)
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_size <= _MAX_RECORD
+    return stat.S_ISREG(st.st_mode) and st.st_size <= MAX_RECORD
 
 
 def _record(dist_info: Path) -> tuple[str, ...] | None:
     """The paths RECORD lists inside the site folder; None when RECORD is missing, not a
-    regular file (a FIFO, ``/dev/zero``) or larger than ``_MAX_RECORD``."""
+    regular file (a FIFO, ``/dev/zero``) or larger than ``MAX_RECORD``."""
     try:
-        text = read_regular(dist_info / "RECORD", _MAX_RECORD).decode("utf-8", errors="replace")
+        text = read_regular(dist_info / "RECORD", MAX_RECORD).decode("utf-8", errors="replace")
     except OSError:
         return None
     try:
-        rows = [row[0] for row in csv.reader(io.StringIO(text)) if row and row[0]]
+        rows = [row[0] for row in parse_rows(text)]
     except csv.Error:
         return None
     return tuple(rel for rel in rows if _inside(rel))

@@ -42,7 +42,7 @@ def _venv_cfg(cfg: Path) -> str | None:
                                     hint="a venv's pyvenv.cfg is a small text file; repair or recreate the venv") from None
 
 
-def _venv_site(python: str) -> list[Path] | None:
+def venv_site(python: str) -> list[Path] | None:
     """A PEP 405 virtual environment's one site-packages folder, read from its layout without
     running it (``<venv>/pyvenv.cfg`` beside ``bin/``, ``lib/python3.X/site-packages``); None
     when ``python`` is not in such a venv or the venv also sees the system's packages."""
@@ -58,7 +58,7 @@ def _venv_site(python: str) -> list[Path] | None:
     return found if len(found) == 1 else None
 
 
-def _command(python: str) -> str:
+def interpreter_command(python: str) -> str:
     """The interpreter as an absolute path: a bare command name is looked up on PATH (never in
     the working folder), a path made absolute (symlinks kept: a venv's python is one)."""
 
@@ -126,8 +126,8 @@ def _ask(python: str) -> dict[str, Any]:
 def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
     """(the interpreter, its site-packages folders that exist). ``None``: this interpreter."""
     if python is not None:
-        python = _command(python)
-        fast = _venv_site(python)
+        python = interpreter_command(python)
+        fast = venv_site(python)
         if fast is not None:
             return python, fast
     if python is None:

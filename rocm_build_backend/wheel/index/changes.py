@@ -28,7 +28,6 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
@@ -37,11 +36,11 @@ from rocm_build_backend.wheel.index.files import Layout, Record, write_failed
 from rocm_build_backend.wheel.index.leftovers import sweep
 from rocm_build_backend.wheel.index.plan import index_plan
 from rocm_build_backend.wheel.index.result import IndexResult
-from rocm_build_backend.wheel.index.state import STATE_NAME, load_state, locked, migrate
+from rocm_build_backend.wheel.index.state import locked
 from rocm_build_backend.wheel.index.store import Store, disk_error, open_store
 from rocm_build_backend.wheel.index.update import IndexDef, facts_of, remove_unlinked, update_pages
 from rocm_build_backend.wheel.index.variants import INDEX as VARIANTS
-from rocm_build_backend.wheel.index.wheels import Item, Read, drop_stages, host, hosted_files
+from rocm_build_backend.wheel.index.wheels import Read, drop_stages, host, hosted_files
 
 
 @dataclass
@@ -100,15 +99,13 @@ def session(lay: Layout, result: IndexResult, variants: bool) -> Iterator[Sessio
     out = lay.out_dir
     with locked(out):
         try:
-            store, damaged, created = open_store(out)
+            store, damaged, _created = open_store(out)
         except (OSError, sqlite3.Error) as exc:
             raise write_failed(exc if isinstance(exc, OSError) else OSError(28, str(exc)), out) from None
         try:
             if damaged:
                 result.warnings.append(f"the state file is damaged ({damaged}): rebuilt from the folder; "
                                        "nothing it listed was removed")
-            if created and not damaged:
-                _migrate(store, out, result, variants)
             recovering = store.meta("dirty") == "1"
             for rel in sweep(out, everywhere=recovering):
                 result.removed.append(rel)
@@ -122,24 +119,6 @@ def session(lay: Layout, result: IndexResult, variants: bool) -> Iterator[Sessio
             raise write_failed(exc, out) from None
         finally:
             store.close()
-
-
-def _migrate(store: Store, out: Path, result: IndexResult, variants: bool) -> None:
-    """Read the earlier JSON state once, move it into the new database, remove it."""
-    legacy = out / STATE_NAME
-    if not legacy.exists():
-        return
-    state, damaged = load_state(legacy)
-    store.begin()
-    if damaged:
-        result.warnings.append(f"the state file {STATE_NAME} is damaged ({damaged}): rebuilt from the folder; "
-                               "nothing it listed was removed")
-    else:
-        migrate(store, state, variants)
-        store.set_meta("mode", "mirror")
-    store.set_meta("dirty", "1")  # the first run after it checks the whole folder
-    store.commit()
-    legacy.unlink()
 
 
 def plan(s: Session, opts: Options, new: list[Record]) -> list[IndexDef]:
@@ -179,13 +158,13 @@ def plan(s: Session, opts: Options, new: list[Record]) -> list[IndexDef]:
 
 
 def apply(s: Session, opts: Options, reads: dict[str, Read], *, gone: dict[str, str],
-          refresh: list[Item], meta: dict[str, str] | None = None,
+          meta: dict[str, str] | None = None,
           before_commit: Callable[[], None] | None = None) -> list[IndexDef]:
     """Commit one run's changes (the three steps above); the indexes maintained.
 
-    ``reads``: fn -> what reading it gave; ``gone``: fn -> project of wheels to remove;
-    ``refresh``: wheels whose bytes are the same, under a new fingerprint; ``meta``: more
-    values to record when the run finishes, and ``before_commit`` more rows.
+    ``reads``: fn -> what reading it gave (a wheel read again whose bytes are the same gets its
+    new fingerprint); ``gone``: fn -> project of wheels to remove; ``meta``: more values to
+    record when the run finishes, and ``before_commit`` more rows.
     """
     store, lay, result = s.store, s.lay, s.result
     new = [r for r in reads.values() if r.rec is not None]
@@ -207,7 +186,7 @@ def apply(s: Session, opts: Options, reads: dict[str, Read], *, gone: dict[str, 
         for fn in gone:
             store.delete_wheel(fn)
             store.check_hosted_of(fn)
-        for item in refresh + [r.item for r in reads.values() if r.same]:
+        for item in [r.item for r in reads.values() if r.same]:
             store.set_fingerprint(item.fn, item.fp, item.racy)
         for r in new:
             if r.item.indexed or r.item.fn in gone:  # replaces a wheel: its old files may go

@@ -149,7 +149,7 @@ def publish(
             if r.same:  # already there with these bytes
                 del reads[fn]
         result.reused = len(items) - len(reads)
-        apply(s, opts, reads, gone=gone, refresh=[], meta={"mode": "publish", "options": opts.key()})
+        apply(s, opts, reads, gone=gone, meta={"mode": "publish", "options": opts.key()})
         load_lists(s, lists)
     return result
 

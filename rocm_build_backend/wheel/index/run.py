@@ -87,7 +87,6 @@ from rocm_build_backend.wheel.index.pages import API_VERSION, normalize  # noqa:
 from rocm_build_backend.wheel.index.plan import families, family_of, index_plan, named_targets  # noqa: F401
 from rocm_build_backend.wheel.index.result import SCHEMA_VERSION, IndexResult  # noqa: F401 (re-exported)
 from rocm_build_backend.wheel.index.split import prune, split_sources
-from rocm_build_backend.wheel.index.state import STATE_NAME
 from rocm_build_backend.wheel.index.store import DB_NAME, DB_VERSION
 from rocm_build_backend.wheel.index.wheels import diff, fingerprint, list_folder, read_all
 
@@ -96,7 +95,6 @@ __all__ = [
     "DB_NAME",
     "families",
     "FILES_DIR",
-    "STATE_NAME",
     "IndexResult",
     "build_index",
     "family_of",
@@ -194,7 +192,7 @@ def _mirror(s: Session, opts: Options) -> None:
         store.set_bucket_digests(digests)
         store.set_skipped(d.buckets, failed)
 
-    apply(s, opts, reads, gone=gone, refresh=d.refresh, meta={"mode": "mirror", "args": args},
+    apply(s, opts, reads, gone=gone, meta={"mode": "mirror", "args": args},
           before_commit=record)
 
 

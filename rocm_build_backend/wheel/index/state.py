@@ -1,41 +1,19 @@
-"""What the index may remove, how runs take turns, and the earlier JSON state file.
+"""What the index may remove, and how runs take turns.
 
 ``remove_owned`` removes one path relative to OUT, and only a path this index could have
 written (a page, a hosted wheel under ``files/``, a ``.metadata`` or variants JSON file) inside
-the output folder; ``locked`` makes runs into one folder take turns.
-
-The earlier state, ``OUT/.rocm-build-backend-index.json`` (one JSON file rewritten whole by
-every run), is read once by ``load_state`` and moved into the database by ``migrate``
-(``index_store.py``). It is trusted only when every path it names is one this index could have
-written inside the output folder; otherwise it is damaged and set aside. It removes only inside
+the output folder; ``locked`` makes runs into one folder take turns. It removes only inside
 the output folder; it decides nothing about pages or plans.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.gpu.targets import parse_target
-from rocm_build_backend.wheel.index.files import FILES_DIR, HASH_DIR, inside
-from rocm_build_backend.wheel.index.pages import normalize
-from rocm_build_backend.wheel.index.plan import families
-from rocm_build_backend.wheel.index.store import Store, bucket_of
-
-STATE_NAME = ".rocm-build-backend-index.json"
-STATE_VERSION = 1
-MAX_STATE = 256 << 20  # a state file for some hundred thousand wheels
-
-
-def empty_state() -> dict[str, Any]:
-    """A state that says this index has written nothing yet."""
-    return {"version": STATE_VERSION, "wheels": {}, "indexes": {}, "hosted": []}
-
+from rocm_build_backend.wheel.index.files import FILES_DIR, inside
 
 def owned_path(out_dir: Path, rel: object, suffixes: tuple[str, ...]) -> Path | None:
     """``out_dir/rel`` when ``rel`` is a path this index could have written; None otherwise.
@@ -69,93 +47,6 @@ def hosted_path(out_dir: Path, rel: object) -> Path | None:
     if isinstance(rel, str) and rel.endswith(".whl") and not rel.startswith(FILES_DIR + "/"):
         return None
     return owned_path(out_dir, rel, _HOSTED_SUFFIXES)
-
-
-def _str_list(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _record_problem(fn: object, rec: object) -> str | None:
-    """What makes one wheel's record unusable; None when its fields have the types we read."""
-    if not isinstance(fn, str) or not isinstance(rec, dict):
-        return f"the record of {fn!r} is not an object"
-    for key, kind in (("sha256", str), ("metadata_sha256", str), ("size", int), ("mtime_ns", int)):
-        if not isinstance(rec.get(key), kind):
-            return f"the record of {fn} has no {key}"
-    for key in ("name", "version", "requires_python"):
-        if rec.get(key) is not None and not isinstance(rec[key], str):
-            return f"the record of {fn} has a {key} that is not a string"
-    files = rec.get("files", [])
-    if not isinstance(files, list) or not all(
-        isinstance(f, list) and len(f) in (4, 6) and isinstance(f[0], str) and all(_str_list(x) for x in f[1:4])
-        and all(x is None or isinstance(x, list) for x in f[4:])
-        for f in files
-    ):
-        return f"the record of {fn} has a malformed files list"
-    if not _str_list(rec.get("problems", [])):
-        return f"the record of {fn} has a malformed problems list"
-    if "variant" in rec and not (isinstance(rec["variant"], dict) and isinstance(rec["variant"].get("variants"), dict)):
-        return f"the record of {fn} has a malformed variant"
-    return None
-
-
-def state_problem(state: dict[str, Any], out_dir: Path) -> str | None:
-    """Why a loaded state cannot be trusted (a path outside OUT, a wrong type); None when fine."""
-    if not isinstance(state.get("wheels"), dict) or not isinstance(state.get("indexes"), dict):
-        return "its wheels or indexes are not objects"
-    for fn, rec in state["wheels"].items():
-        why = _record_problem(fn, rec)
-        if why:
-            return why
-    for name, index in state["indexes"].items():
-        if not isinstance(index, dict) or not _str_list(index.get("pages", [])) or not _str_list(
-                index.get("wheels", [])):
-            return f"the index {name!r} has no list of pages and wheels"
-        for rel in index.get("pages", []):
-            if owned_path(out_dir, rel, _PAGE_SUFFIXES) is None:
-                return f"it lists {rel!r}, which is not a page inside the output folder"
-        if "hosted" in index and not _str_list(index["hosted"]):
-            return f"the index {name!r} has no list of hosted files"
-        for rel in index.get("hosted", []):
-            if hosted_path(out_dir, rel) is None:
-                return f"it lists {rel!r}, which is not a hosted wheel or .metadata file inside the output folder"
-    if not _str_list(state.get("hosted")):
-        return "its hosted files are not a list of paths"
-    for rel in state["hosted"]:
-        if hosted_path(out_dir, rel) is None:
-            return f"it lists {rel!r}, which is not a hosted wheel or .metadata file inside the output folder"
-    return None
-
-
-def load_state(path: Path) -> tuple[dict[str, Any], str | None]:
-    """The state file's contents, and why it was set aside when it is damaged.
-
-    A missing file is an empty state; a damaged one (not JSON, another version, a path outside
-    the output folder, a value of the wrong type) is an empty state and a reason: the run then
-    rebuilds the state from the folder and removes nothing the old file listed.
-    """
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_STATE + 1)
-    except FileNotFoundError:
-        return empty_state(), None
-    except OSError as exc:
-        return empty_state(), f"it cannot be read ({exc.strerror or exc})"
-    if len(raw) > MAX_STATE:
-        return empty_state(), f"it is larger than {MAX_STATE} bytes"
-    try:
-        state = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return empty_state(), "it is not valid JSON"
-    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-        return empty_state(), f"it is not a version {STATE_VERSION} state"
-    state.setdefault("wheels", {})
-    state.setdefault("indexes", {})
-    state.setdefault("hosted", [])
-    why = state_problem(state, path.parent)
-    if why:
-        return empty_state(), why
-    return state, None
 
 
 def remove_owned(out_dir: Path, rel: str) -> str | None:
@@ -206,58 +97,3 @@ def locked(out_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
-
-
-def _index_devices(name: str) -> list[str] | None:
-    """The devices an index of the earlier state was written for, from its name."""
-
-    known = families()
-    if name in known:
-        return list(known[name])
-    try:
-        return [str(parse_target(name.replace("_", ":")))]
-    except RocmBuildBackendError:
-        return None
-
-
-def _hosted_sha(rel: str, wheels: dict[str, Any]) -> tuple[str, str]:
-    """(file name, sha256) a hosted path of the earlier state stands for; sha256 "" when unknown."""
-    name = rel.rsplit("/", 1)[-1]
-    fn = name[: -len(".metadata")] if name.endswith(".metadata") else name
-    rec = wheels.get(fn)
-    folder = rel.rsplit("/", 2)[-2] if rel.count("/") >= 2 else ""
-    if isinstance(rec, dict) and (len(folder) != HASH_DIR or str(rec["sha256"]).startswith(folder)):
-        return fn, str(rec["sha256"])
-    return fn, ""
-
-
-def migrate(store: Store, state: dict[str, Any], variants: bool) -> None:
-    """Move an earlier JSON state into the database (inside the caller's transaction).
-
-    Wheel records keep their facts (a wheel whose size and time still match is not read
-    again); each index becomes one the database maintains, rebuilt in full by this run; every
-    hosted file is checked once more (removed when no page links it), and every page the old
-    state listed is removed unless this run writes it again.
-    """
-
-    wheels: dict[str, Any] = state["wheels"]
-    for fn, rec in wheels.items():
-        if rec.get("name") is None or ("variant" in rec and not variants):
-            continue
-        store.put_wheel(fn, normalize(rec["name"]), rec, f"legacy:{rec['size']}:{rec['mtime_ns']}", False,
-                        bucket_of(fn))
-    pages: list[str] = []
-    kept: set[str] = set()
-    other: set[str] = set()  # linked by an index this output no longer maintains: left as it is
-    for name, index in state["indexes"].items():
-        devices = [] if name == "variants" else _index_devices(name)
-        if devices is None or (name == "variants" and not variants):
-            other |= set(index.get("hosted", []))
-            continue
-        store.set_index(name, devices, True, False)
-        pages += index.get("pages", [])
-        kept |= set(index.get("hosted", []))
-    if all("hosted" in index for index in state["indexes"].values()):  # else: what is linked is not known
-        hosted = (kept | set(state.get("hosted", []))) - other
-        store.add_hosted((rel, *_hosted_sha(rel, wheels)) for rel in sorted(hosted))
-    store.conn.executemany("INSERT OR IGNORE INTO legacy_pages(path) VALUES(?)", ((p,) for p in pages))

@@ -17,8 +17,8 @@ project page links), ``projects`` (each root page's rows), ``hosted`` (every fil
 OUT for a wheel: copies, ``.metadata``, variants JSON; ``pending`` until a run has checked that
 a page links it), ``todo`` (projects whose pages a run began to change) and ``meta``.
 
-A damaged database is set aside (renamed ``.damaged``) and rebuilt; the earlier JSON state is
-read once and migrated (``state.load_state``). Nothing here writes a page or removes a file.
+A damaged database is set aside (renamed ``.damaged``) and rebuilt. Nothing here writes a page
+or removes a file.
 """
 
 from __future__ import annotations
@@ -60,7 +60,6 @@ CREATE TABLE IF NOT EXISTS hosted(path TEXT PRIMARY KEY, fn TEXT NOT NULL, sha25
 CREATE INDEX IF NOT EXISTS hosted_fn ON hosted(fn);
 CREATE INDEX IF NOT EXISTS hosted_pending ON hosted(pending);
 CREATE TABLE IF NOT EXISTS todo(project TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS legacy_pages(path TEXT PRIMARY KEY);
 """
 
 # (fingerprint, sha256, project, racy) of one wheel row
@@ -303,7 +302,7 @@ class Store:
         else:
             self.conn.execute("DELETE FROM hosted WHERE path=?", (path,))
 
-    # ---------------------------------------------------------------------- todo, legacy pages
+    # ---------------------------------------------------------------------------------- todo
 
     def add_todo(self, projects: Iterable[str]) -> None:
         self.conn.executemany("INSERT OR IGNORE INTO todo(project) VALUES(?)", ((p,) for p in projects))
@@ -313,15 +312,6 @@ class Store:
 
     def clear_todo(self) -> None:
         self.conn.execute("DELETE FROM todo")
-
-    def has_legacy_pages(self) -> bool:
-        return self.conn.execute("SELECT 1 FROM legacy_pages LIMIT 1").fetchone() is not None
-
-    def legacy_pages(self) -> list[str]:
-        return [str(p) for (p,) in self.conn.execute("SELECT path FROM legacy_pages ORDER BY path")]
-
-    def clear_legacy_pages(self) -> None:
-        self.conn.execute("DELETE FROM legacy_pages")
 
 
 def _record(text: object) -> Record:

@@ -308,19 +308,10 @@ def _ours(path: Path) -> bool:
 
 def remove_unlinked(lay: Layout, store: Store, doomed: list[str], result: IndexResult,
                     note: Callable[[str | None, str], None]) -> None:
-    """Remove the pages no index produces (and legacy pages this run did not write again), then
-    every pending hosted file no page links; the rows follow (inside the caller's transaction)."""
+    """Remove the pages no index produces, then every pending hosted file no page links; the
+    rows follow (inside the caller's transaction)."""
     for rel in doomed:
         note(remove_owned(lay.out_dir, rel), rel)
-    current = {(d, p) for d in store.index_defs() for p in store.project_names(d)} if store.has_legacy_pages() else set()
-    for rel in store.legacy_pages():
-        parts = rel.split("/")
-        if len(parts) == 4 and (parts[0], parts[2]) in current:
-            continue
-        if len(parts) == 3 and parts[0] in store.index_defs():
-            continue
-        note(remove_owned(lay.out_dir, rel), rel)
-    store.clear_legacy_pages()
     store.settle_linked()
     for rel, _fn, _sha in store.pending_hosted():  # what is left: no page links it
         note(remove_owned(lay.out_dir, rel), rel)

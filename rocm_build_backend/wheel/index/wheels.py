@@ -151,7 +151,6 @@ def list_folder(lay: Layout, salt: str) -> Listing:
 class Diff:
     buckets: set[int]  # buckets whose listing changed (their rows were compared)
     to_read: list[Item] = field(default_factory=list)
-    refresh: list[Item] = field(default_factory=list)  # same bytes, new fingerprint (no read)
     removed: list[str] = field(default_factory=list)
     projects: dict[str, str] = field(default_factory=dict)  # fn -> project of the database's rows
     skipped: dict[str, tuple[int, str]] = field(default_factory=dict)  # fn -> (bucket, why), by name
@@ -186,8 +185,6 @@ def diff(store: Store, listing: Listing, variants: bool, force: bool) -> Diff:
             out.to_read.append(item)
         elif row[0] == fp and not row[3]:
             continue
-        elif row[0].startswith("legacy:") and row[0] == "legacy:" + ":".join(fp.split(":")[:2]):
-            out.refresh.append(item)  # the earlier state's size and mtime match: trusted, as it was
         else:
             item.known_sha = row[1]
             out.to_read.append(item)

@@ -85,7 +85,7 @@ def shim_lines(text: str) -> list[str]:
     return out
 
 
-def _last_error(proc: "subprocess.CompletedProcess[str]") -> str:
+def last_error(proc: "subprocess.CompletedProcess[str]") -> str:
     """The line of a tool's output that says what went wrong (its last error line, else its last line)."""
     lines = [ln.strip() for ln in ((proc.stdout or "") + "\n" + (proc.stderr or "")).splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.lower().startswith(("error", "×", "cause:"))]

@@ -43,7 +43,7 @@ from rocm_build_backend.wheel.check.wheels import check_wheels
 from rocm_build_backend.wheel.install.args import SplitArgs, split_args
 from rocm_build_backend.wheel.install.dry import DRY_REBUILD, ONLY_BINARY, DryRunCannotTell, no_wheel, refuse_sources
 from rocm_build_backend.wheel.install.installed import verify_installed
-from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
+from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, last_error, shim_lines
 from rocm_build_backend.wheel.install.runner import bounded_run, probe_python
 from rocm_build_backend.wheel.install.uv import install_with_uv
 
@@ -117,7 +117,7 @@ def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str,
                                "without building one (from its sdist, or an earlier build in its cache)",
                                hint="run without --dry-run to build and check it")
     if proc.returncode != 0:
-        raise RocmBuildBackendError(f"pip could not collect the wheels (exit {proc.returncode}): {_last_error(proc)}",
+        raise RocmBuildBackendError(f"pip could not collect the wheels (exit {proc.returncode}): {last_error(proc)}",
                                     hint="the same arguments must work with pip wheel")
     cache = _pip_cache(split, env)
     rows = []
@@ -156,7 +156,7 @@ def rebuild(row: Row, split: SplitArgs, out_dir: Path, *, python: str, env: Mapp
         no_sdist = "no matching distribution" in output.lower() or "could not find a version" in output.lower()
         row.build_lines = [] if no_sdist else shim_lines(output)
         failed = ("its rebuild failed, the build said:" if row.build_lines
-                  else f"its rebuild failed: {_last_error(proc)}")
+                  else f"its rebuild failed: {last_error(proc)}")
         why = "it has no sdist to build from" if no_sdist else failed
         row.refused = True
         row.reason = f"{row.reason or 'its device code does not load here'}; {why}"
@@ -235,7 +235,7 @@ def _pip_install(rows: Sequence[Row], options: Sequence[str], *, python: str, en
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     if proc.returncode != 0:
         raise RocmBuildBackendError(f"pip install of the checked wheels failed (exit {proc.returncode}): "
-                                    f"{_last_error(proc)}", hint="run the same pip install to see its whole output")
+                                    f"{last_error(proc)}", hint="run the same pip install to see its whole output")
 
 
 def _force(options: Sequence[str]) -> list[str]:

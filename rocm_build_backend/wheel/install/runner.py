@@ -19,8 +19,8 @@ import subprocess
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.gpu.programs import _kill_group, _reap, run_capped
-from rocm_build_backend.wheel.check.interpreter import _command
+from rocm_build_backend.gpu.programs import kill_group, reap, run_capped
+from rocm_build_backend.wheel.check.interpreter import interpreter_command
 
 PROBE_TIMEOUT = 15.0
 PROBE_LIMIT = 64 << 10
@@ -34,7 +34,7 @@ _CHUNK = 64 << 10
 def probe_python(python: str) -> str:
     """``python`` as an absolute path, once it answered like a Python interpreter."""
 
-    exe = _command(python)
+    exe = interpreter_command(python)
     hint = "give the path of a Python interpreter that has pip"
     try:
         ran = run_capped([exe, "-I", "-S", "-c", "import sys; print('python', *sys.version_info[:2])"],
@@ -97,11 +97,11 @@ def bounded_run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, **
                     total += len(chunk)
                     streams[key.fd].feed(chunk)
                     if total > OUTPUT_LIMIT:
-                        _kill_group(proc)
+                        kill_group(proc)
                         raise RocmBuildBackendError(f"{argv[0]} printed more than {OUTPUT_LIMIT >> 20} MiB; it was stopped",
                                                     hint="run the same command yourself to see what it prints")
         code = proc.wait()
     finally:
-        _reap(proc)  # stopped here (an error, Ctrl-C, SIGTERM): its whole process group goes too
+        reap(proc)  # stopped here (an error, Ctrl-C, SIGTERM): its whole process group goes too
     out, err = streams[fd_out], streams[fd_err]
     return subprocess.CompletedProcess(list(argv), code, out.text(), err.text())

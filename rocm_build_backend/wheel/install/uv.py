@@ -16,7 +16,7 @@ from rocm_build_backend.wheel.check.environment import check_environment, distri
 from rocm_build_backend.wheel.install.args import SplitArgs
 from rocm_build_backend.wheel.install.dry import DRY_REBUILD, ONLY_BINARY
 from rocm_build_backend.wheel.install.installed import verify_installed
-from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, _last_error, shim_lines
+from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, last_error, shim_lines
 
 
 def _uv_exe(env: Mapping[str, str]) -> str:
@@ -29,7 +29,7 @@ def _uv_exe(env: Mapping[str, str]) -> str:
 def _uv(argv: list[str], env: Mapping[str, str], run: Runner, what: str) -> "subprocess.CompletedProcess[str]":
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     if proc.returncode != 0 and what:
-        raise RocmBuildBackendError(f"uv could not {what} (exit {proc.returncode}): {_last_error(proc)}",
+        raise RocmBuildBackendError(f"uv could not {what} (exit {proc.returncode}): {last_error(proc)}",
                                     hint="the same arguments must work with uv pip install")
     return proc
 
@@ -89,7 +89,7 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
             no_sdist = "no solution" in text.lower() or "not found" in text.lower()
             row.build_lines = [] if no_sdist else shim_lines(text)
             failed = ("its rebuild failed, the build said:" if row.build_lines
-                      else f"its rebuild failed: {_last_error(proc)}")
+                      else f"its rebuild failed: {last_error(proc)}")
             why = "it has no sdist to build from" if no_sdist else failed
             row.reason = f"{row.reason}; {why}"
             continue

@@ -10,10 +10,7 @@ and nothing is written outside the open output file handed in by ``thin.thin_whe
 
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
-import io
 import json
 import os
 import zipfile
@@ -31,7 +28,7 @@ from rocm_build_backend.binary.rewrite_plan import CannotThin, Selector
 from rocm_build_backend.errors import FormatError
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.wheel.archive import MAX_METADATA, MAX_TEXT, read_member, read_named
-from rocm_build_backend.wheel.record import RecordCheck
+from rocm_build_backend.wheel.record import MAX_RECORD, RecordCheck, hash_field, record_bytes
 from rocm_build_backend.wheel.sbom import is_sbom, renamed_sbom
 from rocm_build_backend.wheel.stamp import make_stamp, set_metadata_version, stamp_bytes
 from rocm_build_backend.wheel.thin import stream as thin_zip
@@ -43,11 +40,6 @@ from rocm_build_backend.wheel.thin.result import (
 )
 
 MAX_STAMP = 1 << 20
-MAX_RECORD = 64 << 20  # RECORD of a wheel with ~500,000 members
-
-
-def _record_hash(digest: Any) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
 
 
 def _renamer(dist_info: str, new_version: str | None) -> Callable[[str], str]:
@@ -75,7 +67,7 @@ class _Writer:
         self.audit: dict[str, dict[str, list[str]]] = {}
 
     def add_row(self, name: str, digest: Any, size: int) -> None:
-        self.rows.append((name, _record_hash(digest), str(size)))
+        self.rows.append((name, hash_field(digest), str(size)))
         self.result.installed_after += size
 
     def plain(self, info: zipfile.ZipInfo, name: str) -> None:
@@ -204,11 +196,9 @@ def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, ta
         sinfo.compress_type = zipfile.ZIP_DEFLATED
         w.data(sinfo, sinfo.filename, stamp)
         rows = w.rows + [(renamed(record), "", "")]
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows(rows)
-        record_bytes = buf.getvalue().encode("utf-8")
-        result.installed_after += len(record_bytes)
-        zout.writestr(thin_zip.new_info(rinfo, renamed(record)), record_bytes)
+        written = record_bytes(rows)
+        result.installed_after += len(written)
+        zout.writestr(thin_zip.new_info(rinfo, renamed(record)), written)
 
 
 def _record_check(zf: zipfile.ZipFile, record: str, wheel: str) -> RecordCheck:
