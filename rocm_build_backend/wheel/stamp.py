@@ -108,8 +108,11 @@ def make_stamp(
         complete = _ordered_targets(entry.get("complete", found))
         files[member] = {"targets": found, "complete": [t for t in complete if t in found]}
         problems = [str(p) for p in entry.get("problems", ())]
+        if len(problems) > MAX_FILE_PROBLEMS:
+            more = len(problems) - MAX_FILE_PROBLEMS + 1
+            problems = problems[: MAX_FILE_PROBLEMS - 1] + [f"too many problems: {more} more not listed"]
         if problems:
-            files[member]["problems"] = _capped(problems)
+            files[member]["problems"] = problems
     union: list[str] = _ordered_targets(t for f in files.values() for t in f["targets"])
     if files:
         common = set.intersection(*(set(f["complete"]) for f in files.values()))
@@ -134,13 +137,6 @@ def make_stamp(
     if enforced is not None:
         out["enforced"] = _enforced(enforced)
     return out
-
-
-def _capped(problems: list[str]) -> list[str]:
-    if len(problems) <= MAX_FILE_PROBLEMS:
-        return problems
-    more = len(problems) - MAX_FILE_PROBLEMS + 1
-    return problems[: MAX_FILE_PROBLEMS - 1] + [f"too many problems: {more} more not listed"]
 
 
 def audit_entries(files: Iterable[Any]) -> dict[str, dict[str, list[str]]]:

@@ -26,12 +26,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import stat
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from rocm_build_backend.files import OutputError, check_output_name, kind_of
+from rocm_build_backend.files import check_output_name, regular_or_none, still_same
 from rocm_build_backend.wheel.index.files import Record
 
 DB_NAME = ".rocm-build-backend-index.sqlite3"
@@ -334,47 +333,15 @@ def _record(text: object) -> Record:
 
 
 _SIDE_FILES = ("-wal", "-journal", "-shm")  # what SQLite opens beside the database, by name
-_HINT = "remove it (the index rebuilds its state from the folder), or give another output folder"
-
-
-def _own_file(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the database at ``path`` when it is a regular file, None when there
-    is none; OutputError for anything else in its place or its side files' (a symlink, a FIFO,
-    a device, a folder), which is neither opened nor written through (``O_NOFOLLOW``)."""
-    for suffix in _SIDE_FILES:
-        check_output_name(Path(f"{path}{suffix}"))
-    if not check_output_name(path):
-        return None
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:  # replaced by a symlink since (ELOOP), or gone
-        raise OutputError(f"the index's state {path} cannot be opened: {exc.strerror or exc}", hint=_HINT) from None
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise OutputError(f"{path} exists and is {kind_of(st.st_mode)}; it is not replaced", hint=_HINT)
-    return st.st_dev, st.st_ino
-
-
-def _same_file(path: Path, expect: tuple[int, int] | None) -> None:
-    """After SQLite opened ``path`` and before it reads or writes: still the checked file
-    (or, where there was none, a regular file SQLite created), not one swapped in since."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return  # SQLite creates it on the first write, through the same path checks again
-    if not stat.S_ISREG(st.st_mode) or (expect is not None and (st.st_dev, st.st_ino) != expect):
-        raise OutputError(f"{path} was replaced while the index opened it; it is not used", hint=_HINT)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    expect = _own_file(path)
+    for suffix in _SIDE_FILES:  # none of them a link to (or a FIFO in place of) another file
+        check_output_name(Path(f"{path}{suffix}"))
+    expect = regular_or_none(path)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
-        _same_file(path, expect)
+        still_same(path, expect)  # not swapped since the check, before SQLite reads or writes
         conn.execute("PRAGMA locking_mode=EXCLUSIVE")  # runs take turns through OUT's lock anyway
         conn.execute("PRAGMA journal_mode=WAL")  # commits append; no shared memory with EXCLUSIVE
         conn.execute("PRAGMA synchronous=NORMAL")
