@@ -5,7 +5,8 @@
   limit. Every file the commands read that is not a wheel member goes through it (environment
   metadata, ``pyvenv.cfg``, ``pyproject.toml``, requirement files, sysfs via ``gpu/files.py``).
 - Writing: ``output_folder`` checks (and creates) an output folder; ``check_output_name`` refuses
-  a name that exists and is not a regular file; results are written to a temporary name in the
+  a name that exists and is not a regular file (``regular_or_none`` and ``still_same`` also for a
+  file opened by a library that takes a path, such as SQLite); results are written to a temporary name in the
   same folder (``temp_file``/``temp_folder``: the name carries the PID) and moved into place;
   ``replace_if_unchanged`` replaces a file only while it still holds what was read.
 - Leftovers: ``remove_leftovers`` removes, from one folder, what a killed run of ours left:
@@ -139,6 +140,40 @@ def check_output_name(path: Path) -> bool:
         raise OutputError(f"{path} exists and is {kind_of(st.st_mode)}; it is not replaced",
                           hint="remove it, or give another output folder")
     return True
+
+
+def regular_or_none(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path`` when it is a regular file, None when nothing is there; an
+    OutputError for anything else (a symlink, a FIFO, a device, a folder), which is opened
+    with ``O_NOFOLLOW`` and ``O_NONBLOCK`` only, never followed, read or waited on."""
+    if not check_output_name(path):
+        return None
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:  # replaced by a symlink since (ELOOP), or gone
+        raise OutputError(f"{path} cannot be opened: {exc.strerror or exc}",
+                          hint="remove it, or give another output folder") from None
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError(f"{path} exists and is {kind_of(st.st_mode)}; it is not replaced",
+                          hint="remove it, or give another output folder")
+    return st.st_dev, st.st_ino
+
+
+def still_same(path: Path, expect: tuple[int, int] | None) -> None:
+    """``path`` is still the regular file ``regular_or_none`` saw (or, where there was none,
+    nothing or a regular file); OutputError when something was swapped in since."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or (expect is not None and (st.st_dev, st.st_ino) != expect):
+        raise OutputError(f"{path} was replaced while it was being opened; it is not used",
+                          hint="remove it, or give another output folder")
 
 
 def temp_file(folder: Path, name: str, suffix: str) -> tuple[int, str]:

@@ -55,7 +55,7 @@ def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = Fa
     magic, version, hsize, fat_size = struct.unpack("<4sHHQ", head)
     if magic != FATBIN_MAGIC:
         raise FormatError("not a fatbin")
-    if hsize < 16 or hsize > 4096:
+    if hsize < 16 or offset + hsize > limit:  # a u16: bounded by the data, not by a constant
         raise FormatError(f"fatbin at 0x{offset:x} has a header size of {hsize}")
     c = Container("fatbin", where, offset)
     if version != 1:
@@ -110,8 +110,12 @@ def _read_entries(src: Source, c: Container, pos: int, end: int, limit: int, cut
         )
         if kind == 0 and ehsize == 0 and psize == 0 and not any(eh):
             break  # zero padding at the end of the container
-        if ehsize < 64 or ehsize > 4096:
-            c.problems.append(f"fatbin entry at 0x{pos:x} has a header size of {ehsize}")
+        if ehsize < 64 or pos + ehsize > end:
+            # bounded by the container only: nvlink's header lists every linked object's name
+            # when the link carries line info (``-lineinfo``, ``-G``): over 4 KiB for ~70 objects
+            what = "truncated: " if ehsize >= 64 and cut else ""
+            c.problems.append(f"{what}fatbin entry at 0x{pos:x} has a header size of {ehsize}"
+                              + (f", past the container's end at 0x{end:x}" if ehsize >= 64 else ""))
             break
         if arch == 0 or arch > 10000:
             c.problems.append(f"fatbin entry at 0x{pos:x} names architecture {arch}")

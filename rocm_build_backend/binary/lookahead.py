@@ -147,13 +147,13 @@ class Lookahead:
                 self._cubins += len(data)
         if kind == 0 and len(data) >= 16:  # a container header: its first entry, its end
             _m, _v, hsize, fat_size = struct.unpack_from("<4sHHQ", data)
-            if 16 <= hsize <= 4096 and fat_size < (1 << 40):
+            if 16 <= hsize and fat_size < (1 << 40):
                 cend = at + hsize + fat_size
                 heapq.heappush(self._todo, (at + hsize, ENTRY, 1, cend))
                 heapq.heappush(self._todo, (cend, HEAD, 2, 0))
         elif kind in (1, 4) and len(data) >= ENTRY:  # an entry: the next one, a small cubin
             ekind, _ver, ehsize, psize, csize = struct.unpack_from("<HHIQI", data)
-            if ehsize < 64 or ehsize > 4096 or psize >= (1 << 40):
+            if ehsize < 64 or at + ehsize > cend or psize >= (1 << 40):
                 return
             stored = csize or psize
             cubin = kind == 1 and ekind == 2 and 0 < stored <= SMALL_CUBIN

@@ -1,9 +1,11 @@
 """Known causes of a failed build, read from its output: what happened, and what to do instead.
 
 Holds a table of patterns seen in real build output (CMake, hipcc, gcc and clang drivers,
-setuptools, PyTorch's ``cpp_extension``) and ``diagnose(text)``. Reads nothing but the text it
-is given and, for a CUDA-only torch, the installed torch's version from its metadata. Prints
-nothing; a cause it does not know is None, never a guess.
+setuptools, PyTorch's ``cpp_extension``) and ``diagnose(text)``; ``skipped_for_missing(text)``
+finds a build that said it left its GPU code out because a build requirement (torch) could
+not be imported. Reads nothing but the text it is given and, for a CUDA-only torch, the
+installed torch's version from its metadata. Prints nothing; a cause it does not know is
+None, never a guess.
 """
 
 from __future__ import annotations
@@ -81,6 +83,64 @@ def _nvidia(text: str, torch: Callable[[], str | None]) -> Cause | None:
 
 
 _CHECKS = (_killed, _hip_lang, _torch_cuda, _nvidia)  # the first that matches wins
+
+# A build that leaves its GPU code out because a requirement is missing says so in one line:
+# "Skip building ext ops due to the absence of torch." (mmcv, mmdet, mmdeploy, mmrotate ...),
+# "PyTorch not found, skipping ..." (CMake), "torch not importable ...; building without
+# extensions". Both parts must be on one line; each part is a plain alternation (linear time).
+_SKIPS = re.compile(r"\b(?:skip(?:s|ped|ping)?|without|disabl\w*|omit\w*|not build\w*|won't build|"
+                    r"will not build|fall(?:s|ing)? back)\b", re.I)
+_MISSING = re.compile(
+    r"(?:absence of|No module named|cannot import|could not import|unable to import|failed to import)"
+    r"\s+'?\"?(?P<a>[A-Za-z_][\w.-]{0,60})"
+    r"|\b(?P<b>[A-Za-z_][\w.-]{0,60})\s+(?:is\s+|was\s+)?(?:not\s+(?:installed|importable)|not\s+found|unavailable|missing)",
+    re.I)
+_NOT_REQUIREMENTS = {"gpu", "gpus", "device", "devices", "cuda", "rocm", "hip", "nvcc", "hipcc", "compiler",
+                     "file", "files", "ninja", "it", "this", "that", "which", "module", "extension", "extensions"}
+_TORCH = {"torch", "pytorch"}
+MAX_LINE = 1000  # longer lines are not looked at (a skip message is one short line)
+
+
+_MISSING_WORDS = ("absence", "module", "import", "not ", "unavailable", "missing")
+
+
+def _missing_name(line: str) -> str | None:
+    low = line.lower()
+    if not any(w in low for w in _MISSING_WORDS):
+        return None
+    for m in _MISSING.finditer(line):
+        name = (m.group("a") or m.group("b") or "").strip(".-'\"")
+        top = name.split(".")[0].lower()
+        if top in _TORCH:
+            return "torch"
+        if top and top not in _NOT_REQUIREMENTS and (m.group("a") or "not found" not in m.group(0).lower()):
+            return name.split(".")[0]
+    return None
+
+
+def skipped_for_missing(text: str) -> Cause | None:
+    """The build's own line saying it skipped its GPU (extension) code because a build
+    requirement could not be imported, as the cause of a wheel without device code; None
+    when no line says so. torch is named first when several requirements are."""
+    found: tuple[str, str] | None = None
+    for line in text[-MAX_TEXT:].splitlines():
+        if len(line) > MAX_LINE or not _SKIPS.search(line):
+            continue
+        name = _missing_name(line)
+        if name is not None and (found is None or (name == "torch" and found[0] != "torch")):
+            found = (name, line.strip())
+    if found is None:
+        return None
+    name, line = found
+    what = f"the project left its GPU code out because {name} could not be imported during the build (it printed: {line[:200]!r})"
+    if name == "torch":
+        todo = ("install torch (the build for your GPU) in the build environment: pip install torch, then build "
+                "with --no-build-isolation (pip, uv) so the build sees it; or list torch in the project's "
+                "[build-system] requires")
+    else:
+        todo = (f"install {name} in the build environment, then build with --no-build-isolation (pip, uv) so "
+                f"the build sees it; or list {name} in the project's [build-system] requires")
+    return Cause(what, todo)
 
 
 def explain(exc: BaseException) -> Cause | None:

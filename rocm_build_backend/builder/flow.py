@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from rocm_build_backend.builder.delegate import build_sdist, get_requires, has_hook
-from rocm_build_backend.builder.diagnose import explain
+from rocm_build_backend.builder.diagnose import explain, skipped_for_missing
 from rocm_build_backend.builder.enforce import Enforced, read_record, uncounted
 from rocm_build_backend.builder.environment import applied
 from rocm_build_backend.builder.freshness import check_fresh as _check
@@ -32,13 +32,13 @@ from rocm_build_backend.builder.freshness import existing_trees
 from rocm_build_backend.builder.freshness import mark_fresh as _mark
 from rocm_build_backend.builder.frontend import NAMES, cache_note, frontend_copy
 from rocm_build_backend.builder.interrupt import terminated_as_exit
-from rocm_build_backend.builder.log import log, reported
+from rocm_build_backend.builder.log import log, reported, teed
 from rocm_build_backend.builder.planfile import check_plan_file, write_plan_file
 from rocm_build_backend.builder.prepare import Prepared, prepare, show
 from rocm_build_backend.builder.source import ConfigSettings, Project, backend_build_dirs, load_project, wrapped_backend
 from rocm_build_backend.builder.variant import variant_wheel
 from rocm_build_backend.builder.verify import audit_and_stamp
-from rocm_build_backend.errors import NoGpuDetectedError, StaleBuildTreeError
+from rocm_build_backend.errors import NoGpuDetectedError, StaleBuildTreeError, TargetMismatchError
 from rocm_build_backend.wheel.stamp import local_version, rewrite_metadata_dir
 
 __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata",
@@ -97,6 +97,17 @@ def _explain(exc: BaseException) -> None:
             log(line)
 
 
+def _said_why(exc: TargetMismatchError, printed: str) -> TargetMismatchError:
+    """A wheel without device code from a build that said it skipped its GPU code for want of
+    a requirement (torch): that is the cause and the hint, not the project's switches."""
+    if " holds no " not in exc.message:
+        return exc
+    cause = skipped_for_missing(printed)
+    if cause is None:
+        return exc
+    return TargetMismatchError(f"{exc.message}: {cause.what}", hint=cause.todo)
+
+
 def _enforced(prepared: Prepared, record: Path | None) -> Enforced | None:
     """The pinned compilers' record, in the build log; None when enforcement was off."""
     if record is None:
@@ -124,7 +135,7 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
         start = time.time()
         enforced = None
         try:
-            with terminated_as_exit(), applied(prepared.plan) as world:
+            with terminated_as_exit(), applied(prepared.plan) as world, teed() as printed:
                 try:
                     name = getattr(backend, hook)(directory, prepared.plan.config_settings, metadata_directory)
                 finally:  # what the pinned compilers did, also when the build failed
@@ -134,8 +145,11 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
             raise
         finally:  # a failed or stopped compile leaves objects made for these targets: say so for the retry
             mark_fresh(prepared, not_ours)
-        out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start,
-                              enforced=enforced)
+        try:
+            out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start,
+                                  enforced=enforced)
+        except TargetMismatchError as exc:
+            raise _said_why(exc, printed.text()) from None
         if project.settings.variant and hook == "build_wheel":
             out = variant_wheel(out, directory)
         log(f"built {out.name}")

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pyproject_hooks import BuildBackendHookCaller
 
-from rocm_build_backend.builder.diagnose import diagnose
+from rocm_build_backend.builder.diagnose import diagnose, skipped_for_missing
 from rocm_build_backend.builder.freshness import StaleTree, find_stale, stale_wheels
 from rocm_build_backend.builder.log import LOG_PREFIX
 from rocm_build_backend.builder.prepare import Prepared, prepare
@@ -178,6 +178,9 @@ def failed(name: str, returncode: int, output: str) -> BuildFailedError:
     code = returncode if returncode in (DEFINITE_NO, USAGE, CANNOT_TELL) else DEFINITE_NO
     own = _own_error(output)
     if own is not None:
+        skipped = skipped_for_missing(output) if " holds no " in own[0] and "could not be imported" not in own[0] else None
+        if skipped is not None:  # said by a CMake step, which the hook's own tee does not see
+            own = (f"{own[0]}: {skipped.what}", skipped.todo)
         return BuildFailedError(f"building {name} stopped: {own[0]}", hint=own[1], exit_code=code)
     cause = diagnose(output)
     if cause is not None:

@@ -30,7 +30,7 @@ from rocm_build_backend.builder.switches.actions import needed
 from rocm_build_backend.errors import TargetMismatchError
 from rocm_build_backend.gpu.vendor import build_side
 from rocm_build_backend.wheel.guard import guard_files
-from rocm_build_backend.wheel.stamp import local_version, make_stamp, rewrite_wheel
+from rocm_build_backend.wheel.stamp import audit_entries, local_version, make_stamp, rewrite_wheel
 
 if TYPE_CHECKING:
     from rocm_build_backend.binary.audit import AuditReport
@@ -124,8 +124,7 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
     toolchain = prepared.compiler.to_json() if prepared.compiler else {}
     data = make_stamp(
         requested=[str(t) for t in plan.targets], source=plan.source,
-        audit_files={f.path: {"targets": list(f.targets), "complete": list(f.complete)}
-                     for f in report.files if f.targets},
+        audit_files=audit_entries(report.files),
         host_gpus=host, toolchain=toolchain, version=_version.__version__,
         enforced=({"how": list(plan.enforce or []), **enforced.to_stamp()} if enforced is not None else None),
     )

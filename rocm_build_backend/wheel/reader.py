@@ -105,11 +105,13 @@ def stamp_files(stamp: object) -> tuple[list[DeviceFile] | None, list[str]]:
             isinstance(t, str) for t in targets + complete
         ):
             return None, problems + [f"the stamp's entry for {path!r} has no list of target names"]
+        unread = facts.get("problems", [])  # the audit could not read it (verify = "warn")
         out.append(
             DeviceFile(
                 str(path),
                 tuple(sorted_names(_norm_target(t) for t in targets)),
                 tuple(sorted_names(_norm_target(t) for t in complete)),
+                tuple(str(p) for p in unread) if isinstance(unread, list) else (),
             )
         )
     return out, problems

@@ -37,6 +37,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "GENERATOR",
     "Stamp",
+    "audit_entries",
     "make_stamp",
     "stamp_problems",
     "stamp_bytes",
@@ -52,6 +53,7 @@ __all__ = [
 
 STAMP_NAME = "rocm_build.json"
 SCHEMA_VERSION = 1
+MAX_FILE_PROBLEMS = 20  # problems a stamp keeps per file; the rest are counted
 GENERATOR = "rocm-build-backend"
 
 _TOOLCHAIN_KEYS = ("compiler", "version", "hip_version", "rocm_version")
@@ -91,8 +93,10 @@ def make_stamp(
 
     ``requested``: the targets the build asked for (GpuTarget or str); ``source`` where they
     came from (``settings``, ``PYTORCH_ROCM_ARCH``, ``detected:<probe>``); ``audit_files``:
-    wheel member -> ``{"targets": [...], "complete": [...]}`` for each file with device code
-    (other keys are dropped; ``complete`` defaults to ``targets``); ``host_gpus``: the build
+    wheel member -> ``{"targets": [...], "complete": [...]}`` for each file with device code,
+    plus ``"problems": [...]`` for a file the audit could not read completely (kept, at most
+    ``MAX_FILE_PROBLEMS``; other keys are dropped; ``complete`` defaults to ``targets``);
+    ``host_gpus``: the build
     host's full target IDs; ``toolchain``: ``compiler`` (a name; a path is cut to its last
     part), ``version``, ``hip_version``, ``rocm_version`` (missing -> None; other keys are
     dropped); ``version``: rocm-build-backend's own version.
@@ -103,6 +107,12 @@ def make_stamp(
         found = _ordered_targets(entry.get("targets", ()))
         complete = _ordered_targets(entry.get("complete", found))
         files[member] = {"targets": found, "complete": [t for t in complete if t in found]}
+        problems = [str(p) for p in entry.get("problems", ())]
+        if len(problems) > MAX_FILE_PROBLEMS:
+            more = len(problems) - MAX_FILE_PROBLEMS + 1
+            problems = problems[: MAX_FILE_PROBLEMS - 1] + [f"too many problems: {more} more not listed"]
+        if problems:
+            files[member]["problems"] = problems
     union: list[str] = _ordered_targets(t for f in files.values() for t in f["targets"])
     if files:
         common = set.intersection(*(set(f["complete"]) for f in files.values()))
@@ -126,6 +136,22 @@ def make_stamp(
     }
     if enforced is not None:
         out["enforced"] = _enforced(enforced)
+    return out
+
+
+def audit_entries(files: Iterable[Any]) -> dict[str, dict[str, list[str]]]:
+    """``make_stamp``'s ``audit_files`` from an audit's file reports: every file with device
+    code, and every file the audit could not read completely, with what it could not read
+    (so a wheel built with ``verify = "warn"`` does not read as one without device code)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for f in files:
+        problems = [str(p) for p in f.problems]
+        problems += [f"{c.where}: cannot check its targets ({c.note})" for c in f.containers if not c.read]
+        if f.targets or problems:
+            entry = {"targets": list(f.targets), "complete": list(f.complete)}
+            if problems:
+                entry["problems"] = problems
+            out[f.path] = entry
     return out
 
 
@@ -186,6 +212,9 @@ def stamp_problems(data: object) -> list[str]:
         for member, entry in files.items():
             if not (isinstance(entry, dict) and str_list(entry.get("targets")) and str_list(entry.get("complete"))):
                 problems.append(f"'audit.files' entry {member!r} needs 'targets' and 'complete' lists")
+                break
+            if "problems" in entry and not str_list(entry["problems"]):
+                problems.append(f"'audit.files' entry {member!r} has 'problems' that are not a list of strings")
                 break
     if not str_list(data["host"].get("gpus")):
         problems.append("'host.gpus' is not a list of strings")

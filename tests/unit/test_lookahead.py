@@ -73,3 +73,21 @@ def test_too_many_magics_are_not_remembered(monkeypatch):
     src.read(len(data) - 8, 8)
     assert src.magic_offsets(0, len(data)) is None
     assert MAX_MAGICS > 1000
+
+
+def test_an_entry_header_over_4_kib_is_followed_to_its_cubin():
+    """nvlink's entry header with the names of 71 linked objects (5,296 bytes): the first
+    pass keeps the small device-linked cubin after it, as after any header."""
+    from helpers import TESTS
+    from rocm_build_backend.binary import elf
+
+    data = (TESTS / "data" / "binaries" / "cuda_rdc_lineinfo_71_objects_sm90.so").read_bytes()
+    whole = elf.BytesSource(data)
+    (sec,) = elf.read_sections(whole, elf.read_header(whole), lambda n, t: n == ".nv_fatbin").sections
+    entry = sec.offset + 16
+    ehsize = int.from_bytes(data[entry + 4 : entry + 8], "little")
+    assert ehsize > 4096
+    src = _member(data)
+    src.read(len(data) - 64, 64)  # the first pass
+    assert src._ahead.get(entry, 64) == data[entry : entry + 64]
+    assert src._ahead.get(entry + ehsize, 64) == data[entry + ehsize : entry + ehsize + 64]

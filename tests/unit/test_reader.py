@@ -390,3 +390,40 @@ def test_empty_fatbin_of_a_ptx_only_link_is_not_damage():
     assert [c.targets for c in r.containers] == [[], ["compute_80"], ["compute_80"]]
     assert [c.kernels for c in r.containers] == [False, True, True]
     assert r.complete == ["compute_80"]
+
+
+def _section(path, name):
+    src = _elf.BytesSource(path.read_bytes())
+    hdr = _elf.read_header(src)
+    (sec,) = _elf.read_sections(src, hdr, lambda n, t: n == name).sections
+    return src, sec
+
+
+def test_nvlink_entry_header_over_4_kib_is_read():
+    """A CMake CUDA library with separable compilation and 71 objects, device-linked with
+    line info: the entry header lists every object's name (5,296 bytes). It holds sm_90 only."""
+    name = "cuda_rdc_lineinfo_71_objects_sm90.so"
+    src, sec = _section(DATA / name, ".nv_fatbin")
+    (ehsize,) = struct.unpack("<I", src.read(sec.offset + 16 + 4, 4))
+    assert ehsize == FIXTURES[name]["entry_header_size"] > 4096
+    names = src.read(sec.offset + 16 + 64, ehsize - 64)
+    assert names.count(b".cu.o") == 71
+    r = audit_file(DATA / name)
+    assert r.readable and r.problems == []
+    assert r.targets == ["sm_90"] and r.complete == ["sm_90"]
+    linked = [c for c in r.containers if c.where == ".nv_fatbin"]
+    assert len(linked) == 1 and linked[0].kernels and linked[0].read
+
+
+def test_entry_header_past_its_container_is_a_problem_not_a_read():
+    """The header size is bounded by the container: one past it is named, nothing read from
+    beyond, and the walk ends (no allocation from the size field)."""
+    cubin = (DATA / "cubin_abi8_sm80_cuda13.0.cubin").read_bytes()
+    payload = cubin + bytes(-len(cubin) % 8)
+    for ehsize in (64 + len(payload) + 8, 1 << 31):
+        entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x101, ehsize, 0, 0, 0, 8, 1, 80, 0, 0, 0x11, 0, 0) + payload
+        fat = _fatbin.FATBIN_MAGIC + struct.pack("<HHQ", 1, 16, len(entry)) + entry
+        r = audit_bytes(fat + bytes(4096), "bad.fatbin")
+        assert not r.readable
+        assert any(f"header size of {ehsize}, past the container's end at 0x{16 + len(entry):x}" in p
+                   for p in r.problems), r.problems

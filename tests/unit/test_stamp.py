@@ -41,6 +41,30 @@ def test_make_stamp_matches_the_schema_and_the_doc():
     assert stamp_problems(example) == []
 
 
+def test_a_file_the_audit_could_not_read_is_stamped_with_its_problems():
+    """verify = "warn": a library the audit could not read is listed with what it could not
+    read (at most 20 problems), valid under the schema, and read back as such."""
+    from rocm_build_backend.wheel.reader import stamp_files
+
+    jsonschema = pytest.importorskip("jsonschema")
+    many = [f"problem {i}" for i in range(30)]
+    stamp = sample_stamp(audit_files={
+        "pkg/a.so": {"targets": ["gfx90a"], "complete": ["gfx90a"]},
+        "pkg/b.so": {"targets": [], "complete": [], "problems": many},
+    })
+    jsonschema.validate(stamp, json.loads(SCHEMA.read_text()))
+    b = stamp["audit"]["files"]["pkg/b.so"]
+    assert b["problems"][:19] == many[:19] and b["problems"][19] == "too many problems: 11 more not listed"
+    assert "problems" not in stamp["audit"]["files"]["pkg/a.so"]
+    assert stamp["audit"]["complete"] == []
+    files, problems = stamp_files(stamp)
+    assert problems == [] and files is not None
+    assert [f.problems[:1] for f in files] == [(), ("problem 0",)]
+    bad = json.loads(json.dumps(stamp))
+    bad["audit"]["files"]["pkg/b.so"]["problems"] = "not a list"
+    assert stamp_problems(bad) == ["'audit.files' entry 'pkg/b.so' has 'problems' that are not a list of strings"]
+
+
 def test_make_stamp_audit_union_and_complete():
     stamp = sample_stamp(audit_files={
         "b/two.so": {"targets": ["gfx942", "gfx90a"], "complete": ["gfx942"], "containers": 3},

@@ -8,12 +8,16 @@ the output folder; it decides nothing about pages or plans.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rocm_build_backend.files import OutputError, check_output_name, kind_of
 from rocm_build_backend.wheel.index.files import FILES_DIR, inside
+
 
 def owned_path(out_dir: Path, rel: object, suffixes: tuple[str, ...]) -> Path | None:
     """``out_dir/rel`` when ``rel`` is a path this index could have written; None otherwise.
@@ -78,6 +82,27 @@ def remove_owned(out_dir: Path, rel: str) -> str | None:
 LOCK_NAME = ".rocm-build-backend-index.lock"
 
 
+def _open_lock(path: Path) -> int:
+    """The lock file, opened (created) as a regular file only: a symlink, FIFO, device or
+    folder in its place is one OutputError and is left as it is (never followed, never
+    waited on)."""
+    hint = "remove it, or give another output folder"
+    check_output_name(path)
+    flags = (os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_NOCTTY", 0))
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(f"{path} exists and is a symlink; it is not replaced", hint=hint) from None
+        raise  # read-only or full: the caller's one error for a failed write
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise OutputError(f"{path} exists and is {kind_of(st.st_mode)}; it is not replaced", hint=hint)
+    return fd
+
+
 @contextmanager
 def locked(out_dir: Path) -> Iterator[None]:
     """Hold OUT's lock file for the length of a run: runs into one folder take turns.
@@ -91,7 +116,7 @@ def locked(out_dir: Path) -> Iterator[None]:
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    fd = os.open(out_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    fd = _open_lock(out_dir / LOCK_NAME)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

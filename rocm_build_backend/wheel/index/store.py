@@ -30,6 +30,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from rocm_build_backend.files import check_output_name, regular_or_none, still_same
 from rocm_build_backend.wheel.index.files import Record
 
 DB_NAME = ".rocm-build-backend-index.sqlite3"
@@ -321,9 +322,16 @@ def _record(text: object) -> Record:
     return rec
 
 
+_SIDE_FILES = ("-wal", "-journal", "-shm")  # what SQLite opens beside the database, by name
+
+
 def _connect(path: Path) -> sqlite3.Connection:
+    for suffix in _SIDE_FILES:  # none of them a link to (or a FIFO in place of) another file
+        check_output_name(Path(f"{path}{suffix}"))
+    expect = regular_or_none(path)
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
+        still_same(path, expect)  # not swapped since the check, before SQLite reads or writes
         conn.execute("PRAGMA locking_mode=EXCLUSIVE")  # runs take turns through OUT's lock anyway
         conn.execute("PRAGMA journal_mode=WAL")  # commits append; no shared memory with EXCLUSIVE
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -344,7 +352,8 @@ def open_store(out_dir: Path) -> tuple[Store, str | None, bool]:
 
     A file that is not a database of this version is renamed ``<name>.damaged`` (replacing an
     earlier one) and a new database is created; the reason comes back for a warning. Disk
-    errors (no space) are raised as ``OSError``.
+    errors (no space) are raised as ``OSError``. A symlink, FIFO, device or folder where the
+    database or its side files go is one ``OutputError``, left as it is.
     """
     path = out_dir / DB_NAME
     created = not path.exists()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 import zipfile
 import zlib
@@ -47,6 +48,11 @@ from rocm_build_backend.wheel.index.store import BUCKETS, Store, bucket_of
 from rocm_build_backend.wheel.index.variants import read_variant_json, variant_label
 
 RACY_NS = 2_000_000_000  # coarser than any timestamp granularity in use (FAT: 2 s)
+# a valid project name (PEP 508; the core metadata's Name): ASCII letters and digits, with
+# ".", "_" and "-" inside. packaging's file name parser accepts any Unicode letter.
+_VALID_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", re.ASCII)
+NAME_RULE = ("a valid project name has ASCII letters and digits only, with '.', '_' or '-' inside "
+             "(PEP 508): no index page can be written for it")
 
 
 @dataclass
@@ -105,6 +111,8 @@ def parse_name(fn: str, variants: bool) -> tuple[Item | None, str | None]:
         name, version, _build, _tags = parse_wheel_filename(base)
     except InvalidWheelFilename as exc:
         return None, f"not a valid wheel file name ({exc})"
+    if not _VALID_NAME.fullmatch(base.split("-", 1)[0]):
+        return None, f"its project name {base.split('-', 1)[0]!r} is not valid: {NAME_RULE}"
     return Item(fn, Path(fn), str(name), version, label is not None), None
 
 
@@ -194,6 +202,8 @@ def diff(store: Store, listing: Listing, variants: bool, force: bool) -> Diff:
 
 def _mismatch(rec: Record, fname_name: str, fname_version: Any) -> str | None:
     """Why a wheel's record cannot be listed (METADATA disagrees with its name, unreadable code)."""
+    if isinstance(rec.get("name"), str) and not _VALID_NAME.fullmatch(rec["name"]):
+        return f"its METADATA names the project {rec['name']!r}, which is not valid: {NAME_RULE}"
     if rec.get("name") is None or normalize(rec["name"]) != normalize(fname_name):
         return f"its METADATA names {rec.get('name')!r}, the file name {fname_name!s}"
     if version_key(rec.get("version") or "")[1] != fname_version:

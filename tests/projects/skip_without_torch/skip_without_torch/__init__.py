@@ -1,0 +1,1 @@
+"""Ops that need torch at build time."""
