@@ -25,7 +25,8 @@ import re
 from typing import Iterator
 
 from rocm_build_backend.builder.switches.findings import Finding
-from rocm_build_backend.builder.switches.names import role, vendor_switches
+from rocm_build_backend.builder.switches.names import role, switch_like, vendor_switches
+from rocm_build_backend.builder.switches.pygates import direct_reads, gating_reads
 
 _ON = ("1", "TRUE", "ON", "YES", "Y")
 _DOWNLOADS = frozenset({"urlretrieve", "urlopen", "download_url", "wget", "download"})
@@ -242,18 +243,28 @@ def scan_python(text: str, file: str) -> list[Finding]:
     found: list[Finding] = []
     seen: set[tuple[str, int]] = set()
     functions = _env_functions(tree)
+    gates = gating_reads(tree, parents)
+    direct = direct_reads(tree, parents) if gates else set()
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         reads = _env_names(node, parents, functions)
         for name, default in reads:
             kind = role(name)
+            choices = _compared(node, parents)
+            gating, serves = gates.get(id(node), ("", ()))
+            if (kind is None and gating and id(node) in direct and (choices or default is not None)
+                    and switch_like(name)):
+                kind = "gpu-on"  # named like no switch, but it decides the CUDAExtension (MMCV_WITH_OPS)
             if kind is None or (name, line) in seen:
                 continue
             seen.add((name, line))
-            choices = _compared(node, parents)
             value = _turns_on(choices, default, kind) if kind in ("gpu-on", "prebuilt", "gpu-off") else None
-            found.append(Finding(file, line, "env", name, kind, value, default, tuple(choices),
-                                 vendor=_branch(node, parents), text=_line(lines, line)))
+            branch = _branch(node, parents)
+            on = gating and kind == "gpu-on"
+            found.append(Finding(file, line, "env", name, kind, value, default, tuple(choices), vendor=branch,
+                                 text=_line(lines, line),
+                                 gates=((branch,) if branch else serves) if on else (),
+                                 evidence=gating if on else ""))
         if not reads and isinstance(node, ast.Call):
             func = _dotted(node.func)
             last = func.rsplit(".", 1)[-1]
