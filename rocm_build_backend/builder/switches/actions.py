@@ -84,6 +84,8 @@ def _env(f: Finding, ctx: dict[str, Any]) -> Switch:
 def _unset(f: Finding, ctx: dict[str, Any]) -> Switch:
     name = f.name
     default = f" (its default: {f.default})" if f.default not in (None, "") else ""
+    if f.role == "gpu-on" and f.left_off:
+        return Switch(f, "info", f"not set{default}: left off: {f.left_off}")
     if f.role == "gpu-on":
         if f.value is not None and f.default is not None and (
                 f.default == f.value or (f.default.upper() in _ON and f.value.upper() in _ON)):

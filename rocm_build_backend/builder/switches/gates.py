@@ -23,6 +23,7 @@ top one whose ``CMakeLists.txt`` calls ``project()``. Fallback target lists (a
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +125,7 @@ def _target(command: str, raw: str, here: Path, walk: Walk) -> Path | None:
     path_text = _expand(raw, here, walk)
     if path_text is None:
         return None
-    path = Path(path_text) if Path(path_text).is_absolute() else here / path_text
+    path = Path(os.path.normpath(path_text if Path(path_text).is_absolute() else here / path_text))
     if command == "add_subdirectory":
         return path / "CMakeLists.txt"
     if path_text.endswith(".cmake"):

@@ -30,8 +30,20 @@ def _is_cuda(node: ast.AST) -> bool:
         node.value.endswith(".cu") or bool(_DEFINE.match(node.value)))
 
 
-def _has_cuda(nodes: Iterable[ast.AST]) -> bool:
-    return any(_is_cuda(n) for top in nodes for n in ast.walk(top))
+def cuda_inside(tree: ast.AST, parents: dict[ast.AST, ast.AST]) -> set[int]:
+    """id() of every node whose subtree builds CUDA code, in one pass (each ancestor once)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if _is_cuda(node):
+            here: ast.AST | None = node
+            while here is not None and id(here) not in inside:
+                inside.add(id(here))
+                here = parents.get(here)
+    return inside
+
+
+def _has_cuda(nodes: Iterable[ast.AST], inside: set[int]) -> bool:
+    return any(id(n) in inside for n in nodes)
 
 
 def _names(node: ast.AST | None) -> set[str]:
@@ -54,7 +66,7 @@ def _targets(node: ast.AST) -> tuple[set[str], ast.AST | None]:
     return set(), None
 
 
-def _early_returns(tree: ast.AST) -> list[ast.If]:
+def _early_returns(tree: ast.AST, inside: set[int]) -> list[ast.If]:
     """``if`` statements that return (or continue) at once, followed in their body by a CUDAExtension."""
     out = []
     for block in ast.walk(tree):
@@ -64,21 +76,21 @@ def _early_returns(tree: ast.AST) -> list[ast.If]:
                 continue
             for i, st in enumerate(stmts):
                 if (isinstance(st, ast.If) and st.body and isinstance(st.body[-1], (ast.Return, ast.Continue))
-                        and _has_cuda(stmts[i + 1:])):
+                        and _has_cuda(stmts[i + 1:], inside)):
                     out.append(st)
     return out
 
 
-def _deciders(tree: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[ast.AST]:
+def _deciders(tree: ast.AST, parents: dict[ast.AST, ast.AST], inside: set[int]) -> list[ast.AST]:
     """The expressions whose value decides whether a CUDAExtension is built."""
     exprs: list[ast.AST] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.If, ast.IfExp, ast.While)):
             branches = node.body if isinstance(node.body, list) else [node.body]
             other = node.orelse if isinstance(node.orelse, list) else [node.orelse]
-            if _has_cuda(branches) or _has_cuda(other):
+            if _has_cuda(branches, inside) or _has_cuda(other, inside):
                 exprs.append(node.test)
-    exprs += [st.test for st in _early_returns(tree)]
+    exprs += [st.test for st in _early_returns(tree, inside)]
     names = set().union(*(_names(e) for e in exprs)) if exprs else set()
     assigns = [n for n in ast.walk(tree) if _targets(n)[1] is not None]
     for _ in range(_ROUNDS):
@@ -129,7 +141,7 @@ def gating_reads(tree: ast.AST, parents: dict[ast.AST, ast.AST]) -> dict[int, tu
     if first is None:
         return {}
     found: dict[int, tuple[str, tuple[str, ...]]] = {}
-    for expr in _deciders(tree, parents):
+    for expr in _deciders(tree, parents, cuda_inside(tree, parents)):
         for n in ast.walk(expr):
             found[id(n)] = first
     return found
@@ -165,18 +177,19 @@ def direct_reads(tree: ast.AST, parents: dict[ast.AST, ast.AST]) -> set[int]:
     none must before it counts as one: in the test of an ``if`` whose body builds it (not under a
     ``not``), in a test that returns early when compared with an "off" word, or assigned to a name
     such a test uses. Sign-aware where the backward flow of ``gating_reads`` is not."""
+    inside = cuda_inside(tree, parents)
     out: set[int] = set()
     used: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.If, ast.IfExp)):
             body = node.body if isinstance(node.body, list) else [node.body]
-            if _has_cuda(body):
+            if _has_cuda(body, inside):
                 for n in ast.walk(node.test):
                     if not _negated(n, node.test, parents):
                         out.add(id(n))
                         if isinstance(n, ast.Name):
                             used.add(n.id)
-    for st in _early_returns(tree):
+    for st in _early_returns(tree, inside):
         for n in ast.walk(st.test):
             if _off_compared(n, st.test, parents) != _negated(n, st.test, parents):
                 out.add(id(n))

@@ -31,6 +31,7 @@ from rocm_build_backend.builder.switches.pygates import direct_reads, gating_rea
 _ON = ("1", "TRUE", "ON", "YES", "Y")
 _DOWNLOADS = frozenset({"urlretrieve", "urlopen", "download_url", "wget", "download"})
 _TEXT = 160
+_ONLY = re.compile(r"(^|_)ONLY(_|$)")
 
 
 def _dotted(node: ast.AST) -> str:
@@ -260,11 +261,14 @@ def scan_python(text: str, file: str) -> list[Finding]:
             seen.add((name, line))
             value = _turns_on(choices, default, kind) if kind in ("gpu-on", "prebuilt", "gpu-off") else None
             branch = _branch(node, parents)
-            on = gating and kind == "gpu-on"
+            on = bool(gating) and kind == "gpu-on"
+            only = on and bool(_ONLY.search(name.upper()))  # FORCE_ONLY_CUDA: the CPU build goes away
+            on = on and not only
             found.append(Finding(file, line, "env", name, kind, value, default, tuple(choices), vendor=branch,
                                  text=_line(lines, line),
                                  gates=((branch,) if branch else serves) if on else (),
-                                 evidence=gating if on else ""))
+                                 evidence=gating if on else "",
+                                 left_off="it builds the GPU code only, dropping the CPU build" if only else ""))
         if not reads and isinstance(node, ast.Call):
             func = _dotted(node.func)
             last = func.rsplit(".", 1)[-1]
