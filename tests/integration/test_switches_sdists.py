@@ -119,18 +119,27 @@ NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 
 
 @pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="needs nvcc")
-def test_a_build_without_device_code_names_the_switch(tmp_path, build_env):
+def test_the_switch_that_turns_the_gpu_build_on_is_applied(tmp_path, build_env):
+    """A real build whose CUDA code is built only with FORCE_CUDA=1 (no GPU here, as on a CI runner):
+    the build applies it (log and stamp say so, with file and line) and the wheel holds sm_90; with
+    switches = "name", or the user's FORCE_CUDA=0, nothing is applied and the hint names the switch."""
+    from rocm_build_backend.wheel.stamp import read_stamp
     project = tmp_path / "nvcc_force_cuda"
     shutil.copytree(PROJECTS / "nvcc_force_cuda", project)
     build_env["PATH"] = str(Path(NVCC).parent) + os.pathsep + build_env["PATH"]
+    build_env["PYTHONPATH"] = str(ROOT)
     argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
             project, "-C", "rocm-build-backend.targets=sm_90"]
     proc = run(argv, env=build_env)
-    assert proc.returncode != 0
-    errors = error_lines(proc)
-    assert any("holds no GPU device code" in e for e in errors), errors
-    assert any("hint:" in e and "setup.py L10 FORCE_CUDA: give FORCE_CUDA=1" in e for e in errors), errors
-    build_env["FORCE_CUDA"] = "1"
-    proc = run(argv, env=build_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "switch setup.py L10 FORCE_CUDA (gpu-on): set in the environment: FORCE_CUDA=1" in proc.stderr + proc.stdout
+    assert "switch setup.py L10 FORCE_CUDA (gpu-on): applied FORCE_CUDA=1" in proc.stderr + proc.stdout
+    wheel = next((tmp_path / "out").glob("*.whl"))
+    stamp = read_stamp(wheel)
+    assert stamp is not None and stamp["audit"]["targets"] == ["sm_90"]
+    assert stamp["switches"] == [{"file": "setup.py", "line": 10, "name": "FORCE_CUDA", "given": "FORCE_CUDA=1"}]
+    for extra, env in (("rocm-build-backend.switches=name", {}), ("rocm-build-backend.verify=error", {"FORCE_CUDA": "0"})):
+        proc = run([*argv, "-C", extra], env={**build_env, **env})
+        assert proc.returncode != 0
+        errors = error_lines(proc)
+        assert any("holds no GPU device code" in e for e in errors), errors
+        assert any("hint:" in e and "setup.py L10 FORCE_CUDA" in e for e in errors), errors

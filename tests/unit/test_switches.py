@@ -336,8 +336,9 @@ def test_torch_style_switches_are_judged_by_the_extension_they_decide():
         got = {s.finding.name: s for s in _resolve(list(found.values()), apply=True, vendor=vendor, targets=targets)}
         assert sorted(s.applied for s in got.values() if s.applied) == ["FORCE_CUDA=1", "X_WITH_OPS=1"]
         assert got["FORCE_ONLY_CPU"].applied is None
-    kept = _resolve(list(found.values()), apply=True, env_user={"FORCE_CUDA": "0"})
-    assert next(s for s in kept if s.finding.name == "FORCE_CUDA").action == "kept"
+    mine = _resolve(list(found.values()), apply=True, env_user={"FORCE_CUDA": "0"})  # the user's value wins
+    user = next(s for s in mine if s.finding.name == "FORCE_CUDA")
+    assert user.action == "warn" and user.applied is None and user.todo == "FORCE_CUDA=1"
 
 
 def test_the_plan_gives_the_build_what_it_applies(tmp_path):

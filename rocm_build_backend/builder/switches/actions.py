@@ -77,6 +77,9 @@ def _env(f: Finding, ctx: dict[str, Any]) -> Switch:
         if f.role == "gpu-off" and (value.upper() in _ON or value == f.value):
             return Switch(f, "warn", f"{name}={value} in the environment skips the project's GPU code: unset it",
                           f"unset {name}")
+        if f.role == "gpu-on" and f.value is not None and value.upper() not in _ON and value != f.value:
+            return Switch(f, "warn", f"{name}={value} in the environment keeps the project's GPU code out: "
+                                     f"{name}={f.value} builds it (a value you give wins)", f"{name}={f.value}")
         return Switch(f, "kept", f"set in the environment: {name}={value}")
     return _unset(f, ctx)
 
@@ -241,7 +244,7 @@ def _same_variable(switches: list[Switch]) -> list[Switch]:
     for s in switches:
         first = applied.get(s.finding.name)
         if first is not None and first is not s and s.finding.kind == "env" and s.action == "todo":
-            s = Switch(s.finding, "set", f"set: {first.applied} is applied ({first.finding.where})")
+            s = Switch(s.finding, "set", f"{first.applied} is applied ({first.finding.where})")
         out.append(s)
     return out
 

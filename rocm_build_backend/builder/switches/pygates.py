@@ -117,27 +117,28 @@ def _deciders(tree: ast.AST, parents: dict[ast.AST, ast.AST], inside: set[int]) 
     return exprs
 
 
-def _first(tree: ast.AST) -> tuple[str, tuple[str, ...]] | None:
+def _first(tree: ast.AST, file: str) -> tuple[str, tuple[str, ...]] | None:
     """What the file builds for a GPU, in words, and the vendors it serves: a CUDAExtension (both:
     a ROCm torch hipifies it), else ``.cu`` sources (both, through torch), else a CMake definition."""
     hits = [n for n in ast.walk(tree) if _is_cuda(n)]
     for n in hits:
         if not isinstance(n, ast.Constant):
-            return f"a torch CUDAExtension (setup.py L{n.lineno}; a ROCm torch hipifies it)", ("amd", "nvidia")
-    for n in hits:
-        if isinstance(n, ast.Constant) and str(n.value).endswith(".cu"):
-            return f"CUDA sources ({str(n.value)[-60:]}, setup.py L{n.lineno})", ("amd", "nvidia")
-    for n in hits:
-        if isinstance(n, ast.Constant):
-            amd = bool(re.search(r"HIP|ROCM", str(n.value), re.I))
-            return f"{n.value} for CMake (setup.py L{n.lineno})", ("amd",) if amd else ("nvidia",)
+            return f"a torch CUDAExtension ({file} L{getattr(n, 'lineno', 0)}; a ROCm torch hipifies it)", ("amd", "nvidia")
+    texts = [(str(n.value), n.lineno) for n in hits if isinstance(n, ast.Constant)]
+    for text, line in texts:
+        if text.endswith(".cu"):
+            return f"CUDA sources ({text[-60:]}, {file} L{line})", ("amd", "nvidia")
+    for text, line in texts:
+        amd = bool(re.search(r"HIP|ROCM", text, re.I))
+        return f"{text} for CMake ({file} L{line})", ("amd",) if amd else ("nvidia",)
     return None
 
 
-def gating_reads(tree: ast.AST, parents: dict[ast.AST, ast.AST]) -> dict[int, tuple[str, tuple[str, ...]]]:
+def gating_reads(tree: ast.AST, parents: dict[ast.AST, ast.AST],
+                 file: str = "setup.py") -> dict[int, tuple[str, tuple[str, ...]]]:
     """id(node) -> (what it decides, in words; the vendors whose build that is), for every node
     inside a deciding expression (an environment read among them gates the GPU build)."""
-    first = _first(tree)
+    first = _first(tree, file)
     if first is None:
         return {}
     found: dict[int, tuple[str, tuple[str, ...]]] = {}

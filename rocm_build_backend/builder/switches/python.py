@@ -244,7 +244,7 @@ def scan_python(text: str, file: str) -> list[Finding]:
     found: list[Finding] = []
     seen: set[tuple[str, int]] = set()
     functions = _env_functions(tree)
-    gates = gating_reads(tree, parents)
+    gates = gating_reads(tree, parents, file)
     direct = direct_reads(tree, parents) if gates else set()
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
