@@ -355,6 +355,9 @@ def test_the_plan_gives_the_build_what_it_applies(tmp_path):
     off = make_plan(parse_targets("sm_90"), "settings", Settings(backend="scikit_build_core.build", switches="name"),
                     {}, backend_kind="scikit-build-core", findings=found)
     assert "cmake.define.USE_CUDA" not in off.config_settings
+    no_gpu = make_plan(parse_targets("sm_90"), "settings", Settings(backend="scikit_build_core.build", verify="off"),
+                       {}, backend_kind="scikit-build-core", findings=found)
+    assert "cmake.define.USE_CUDA" not in no_gpu.config_settings  # verify = "off": the project says it has no GPU code
     torch_plan = make_plan(parse_targets("sm_90"), "settings", Settings(), {"CMAKE_ARGS": "-DX=1"},
                            backend_kind="setuptools", findings=scan_python(TORCH_STYLE, "setup.py"))
     assert torch_plan.env["FORCE_CUDA"] == "1" and torch_plan.env["X_WITH_OPS"] == "1"
