@@ -376,9 +376,11 @@ texts = {
     "blank_lines": "set(CMAKE_CUDA_ARCHITECTURES" + " \\n" * 2000,
     "newlines": "\\n" * 80_000,
     "quotes": '"\\\\' * 50_000,
-    "repeated": "set(CMAKE_CUDA_ARCHITECTURES 80 90)\\n" * (1 << 20 // 36),
+    "repeated": "set(CMAKE_CUDA_ARCHITECTURES 80 90)\\n" * ((1 << 20) // 36),
     "varied": "".join(f"set(CMAKE_CUDA_ARCHITECTURES {10 + i % 900} {i})\\n" for i in range(3_000)),
     "options": "".join(f'option(O{i} "x" OFF)\\n' for i in range(2_000)),
+    "nested": 'option(A "a" OFF)\\n' + "if(A)\\n" * 50_000 + "enable_language(CUDA)\\n",
+    "long_if": 'option(A "a" OFF)\\nif(' + "A " * 100_000 + ")\\n" + "set(X 1)\\n" * 20_000,
 }
 out = {name: len(bounded(scan_text(text, "CMakeLists.txt"))) for name, text in texts.items()}
 out["more"] = bounded(scan_text(texts["varied"], "CMakeLists.txt"))[-1].value
@@ -395,7 +397,8 @@ def test_bad_cmake_inputs_are_read_in_linear_time_and_capped():
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got == {"blanks": 0, "blank_lines": 0, "newlines": 0, "quotes": 0, "repeated": 1, "varied": 201,
-                   "options": 201, "more": str(3_000 - 200)}
+                   "options": 201, "nested": 1, "long_if": 1,
+                   "more": str(3_000 - 200)}
 
 
 def test_build_files_that_are_no_regular_files_in_the_tree_are_not_read(tmp_path):

@@ -147,9 +147,10 @@ def _scan(root: Path, top: Path, budget: Budget) -> list[Finding]:
 def scan_text(text: str, file: str) -> list[Finding]:
     """The switches of one CMake file, alone (what it includes is not read)."""
     root = Path("/nonexistent-root")
-    walk = Walk(root=root, read=lambda path: commands(text) if path == root / file else None)
+    cmds = commands(text)
+    walk = Walk(root=root, read=lambda path: cmds if path == root / file else None)
     walk_file(root / file, walk, [], top=True)
-    found = _file_findings(file, commands(text), text.splitlines(), walk)
+    found = _file_findings(file, cmds, text.splitlines(), walk)
     found += _option_findings(walk, {file: text.splitlines()})
     return sorted(found, key=lambda f: f.line)
 

@@ -45,6 +45,7 @@ _OTHER_WORD = re.compile(r"(^|[^A-Za-z])(-fsycl|OpenCL::|Vulkan::|SYCL::|Metal\b
 _NV_WORD = re.compile(r"(^|[^A-Za-z])CUDA::|\.cu$|\.cuh$")
 _AMD_WORD = re.compile(r"(^|[^A-Za-z])(hip::|roc::)|\.hip$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MAX_DEPTH, MAX_REFS, MAX_ARGS = 32, 8, 64  # if-nesting levels, names and words of one condition tracked
 ARCH_VARS = frozenset({"CMAKE_CUDA_ARCHITECTURES", "CMAKE_HIP_ARCHITECTURES", "GPU_TARGETS", "AMDGPU_TARGETS"})
 
 
@@ -193,21 +194,22 @@ def _note(walk: Walk, gate: list[tuple[str, int]], cmd: Command, rel: str) -> No
 
 
 def _gate(stack: list[list[tuple[str, int]]], inherited: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    return inherited + [ref for frame in stack for ref in frame]
+    return inherited + [ref for frame in stack[:MAX_DEPTH] for ref in frame]  # deeper levels track nothing
 
 
 def _branch(cmd: Command, stack: list[list[tuple[str, int]]], tests: list[list[tuple[str, int]]],
             walk: Walk) -> None:
-    """Update the condition stack for if/elseif/else/endif."""
+    """Update the condition stack for if/elseif/else/endif. Bounded: at most ``MAX_DEPTH`` levels
+    and ``MAX_REFS`` names a level are tracked (a file of nested ``if`` stays linear to read)."""
     if cmd.name == "if":
-        refs = _refs(cmd.args, walk)
+        refs = _refs(cmd.args[:MAX_ARGS], walk)[:MAX_REFS] if len(stack) < MAX_DEPTH else []
         stack.append(refs)
         tests.append(refs)
     elif cmd.name in ("elseif", "else") and stack:
         before = [(n, -s) for n, s in tests[-1]]
-        refs = _refs(cmd.args, walk) if cmd.name == "elseif" else []
-        stack[-1] = before + refs
-        tests[-1] = tests[-1] + refs
+        refs = _refs(cmd.args[:MAX_ARGS], walk)[:MAX_REFS] if cmd.name == "elseif" and len(stack) <= MAX_DEPTH else []
+        stack[-1] = (before + refs)[:2 * MAX_REFS]
+        tests[-1] = (tests[-1] + refs)[:MAX_REFS]
     elif cmd.name == "endif" and stack:
         stack.pop()
         tests.pop()
@@ -256,11 +258,13 @@ def walk_file(path: Path, walk: Walk, inherited: list[tuple[str, int]], *, top: 
         walk.subprojects.append(here.relative_to(walk.root).as_posix())
     stack: list[list[tuple[str, int]]] = []
     tests: list[list[tuple[str, int]]] = []
+    gate = list(inherited)
     for cmd in cmds:
         if cmd.name in ("if", "elseif", "else", "endif"):
             _branch(cmd, stack, tests, walk)
+            if len(stack) <= MAX_DEPTH:  # deeper levels track nothing: the gate is unchanged
+                gate = _gate(stack, inherited)
             continue
-        gate = _gate(stack, inherited)
         if cmd.name == "option":
             _option(cmd, rel, walk)
         elif cmd.name == "set":
