@@ -25,7 +25,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from rocm_build_backend.builder.switches.cmakelang import Command, commands
-from rocm_build_backend.builder.switches.findings import Budget, Finding
+from rocm_build_backend.builder.switches.findings import Budget, Finding, first_lines
 from rocm_build_backend.builder.switches.gates import ARCH_VARS, Walk, walk_file
 from rocm_build_backend.builder.switches.names import option_role, role, vendor, vendor_switches
 from rocm_build_backend.gpu.vendor import vendor_of
@@ -192,9 +192,10 @@ def scan_pyproject(text: str, file: str) -> list[Finding]:
         return []
     tool: dict[str, Any] = data["tool"] if isinstance(data.get("tool"), dict) else {}
     lines = text.splitlines()
+    first = first_lines(lines, lower=False)
     found: list[Finding] = []
     for name, value in _defines(tool.get("scikit-build")).items():
-        n = next((i for i, t in enumerate(lines, 1) if re.match(rf"\s*{re.escape(name)}\s*=", t)), 0)
+        n = first.get(name, 0)
         show = lines[n - 1].strip()[:_TEXT] if n else ""
         if isinstance(value, dict) and isinstance(value.get("env"), str):
             env = value["env"]

@@ -62,6 +62,18 @@ class Switch:
         return f"switch {f.where} {f.name} ({f.role}): {self.detail}"
 
 
+def first_lines(lines: list[str], *, lower: bool) -> dict[str, int]:
+    """key -> the first line (from 1) of ``key = ...`` (``key: ...``) in a TOML or INI text, in one pass."""
+    out: dict[str, int] = {}
+    for n, line in enumerate(lines, 1):
+        for sep in ("=", ":"):
+            key, found, _ = line.partition(sep)
+            key = key.strip().strip('"')
+            if found and key:
+                out.setdefault(key.lower() if lower else key, n)
+    return out
+
+
 def bounded(findings: list[Finding], cap: int = MAX_FINDINGS) -> list[Finding]:
     """``findings`` without repeats (the same switch, value and text in the same file), at most
     ``cap`` of them; when more were found, a last ``more`` finding counts the rest."""

@@ -24,7 +24,7 @@ import configparser
 import re
 from typing import Iterator
 
-from rocm_build_backend.builder.switches.findings import Finding
+from rocm_build_backend.builder.switches.findings import Finding, first_lines
 from rocm_build_backend.builder.switches.names import role, switch_like, vendor_switches
 from rocm_build_backend.builder.switches.pygates import direct_reads, gating_reads
 
@@ -290,12 +290,13 @@ def scan_setup_cfg(text: str, file: str) -> list[Finding]:
     except configparser.Error:
         return []
     lines = text.splitlines()
+    first = first_lines(lines, lower=True)
     found = []
     for section in parser.sections():
         for key in parser[section]:
             kind = role(key)
             if kind in ("gpu-on", "gpu-off", "targets"):
-                line = next((i for i, t in enumerate(lines, 1) if t.strip().lower().startswith(key.lower())), 0)
+                line = first.get(key.lower(), 0)
                 found.append(Finding(file, line, "setup-cfg", f"[{section}] {key}", kind,
                                      default=parser[section][key], text=_line(lines, line)))
     return found
