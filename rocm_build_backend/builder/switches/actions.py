@@ -151,11 +151,11 @@ def _option(f: Finding, ctx: dict[str, Any]) -> Switch:
     if given is not None:
         return Switch(f, "set" if given.upper() in _ON else "kept", f"given {f.name}={given}")
     todo = _cmake_todo(f, ctx)
+    if f.left_off:
+        return Switch(f, "info", f"left off: {f.left_off}")
     if f.role != "gpu-on":
         return Switch(f, "info", "left off: OFF by default; turning it on adds no CUDA or HIP language, toolkit or "
                                  "sources")
-    if f.left_off:
-        return Switch(f, "info", f"left off: {f.left_off}")
     if not f.gates:
         return Switch(f, "todo", f"OFF by default: give {todo} to build the GPU code (not applied: no CUDA or HIP "
                                  "language, toolkit or sources were seen behind it)", todo)
