@@ -42,6 +42,7 @@ from typing import Any, Mapping, NamedTuple
 
 from rocm_build_backend.builder.profiles import normalize
 from rocm_build_backend.data import path as data_path
+from rocm_build_backend.files import read_regular
 
 _CONSTRUCTORS = frozenset({"Extension", "CUDAExtension", "CppExtension", "Pybind11Extension", "HIPExtension",
                            "SyclExtension"})
@@ -83,10 +84,11 @@ def read_extensions(source_dir: Path, env: Mapping[str, str]) -> Extensions:
     (an empty answer when unreadable)."""
     theirs = _cfg_parallel(source_dir / "setup.cfg")
     user = user_parallel(env)
-    try:
-        with open(source_dir / "setup.py", "rb") as fh:
-            tree = ast.parse(fh.read(_MAX_SETUP))
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+    try:  # a regular file inside the project only: never a FIFO (it would block), never a link out
+        setup = source_dir / "setup.py"
+        setup.resolve().relative_to(source_dir.resolve())
+        tree = ast.parse(read_regular(setup, _MAX_SETUP, head=True))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError, RuntimeError):
         return Extensions(theirs=theirs, user=user)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.AsyncFor)
@@ -128,7 +130,7 @@ def _cfg_parallel(path: Path, text: str | None = None) -> int | None:
         if text is None:
             if not path.is_file():
                 return None
-            text = path.read_text(encoding="utf-8", errors="replace")[:_MAX_SETUP]
+            text = read_regular(path, _MAX_SETUP, head=True).decode("utf-8", "replace")
         parser.read_string(text)
         value = parser.get("build_ext", "parallel", fallback=None)
     except (OSError, configparser.Error):

@@ -27,7 +27,7 @@ from rocm_build_backend.builder.profiles import (
 )
 from rocm_build_backend.builder.settings import PREFIX, Settings
 from rocm_build_backend.builder.switches import Finding, Switch
-from rocm_build_backend.builder.switches.actions import resolve
+from rocm_build_backend.builder.switches.actions import apply_switches, resolve
 from rocm_build_backend.errors import ConfigError
 from rocm_build_backend.gpu.build import BuildInputs, Knobs, join_words, same_targets
 from rocm_build_backend.gpu.targets import GpuTarget, join_targets
@@ -215,12 +215,16 @@ def _enforce(draft: Knobs, settings: Settings, vendor: str) -> list[str] | None:
 
 
 def _switches(draft: Knobs, findings: Sequence[Finding], env: Mapping[str, str], *, vendor: str,
-              backend_kind: str, enforced: bool, profile: str | None) -> list[Switch]:
-    """What the build does about each of the project's own switches (``builder.switches``)."""
+              backend_kind: str, enforced: bool, profile: str | None, apply: bool) -> list[Switch]:
+    """What the build does about each of the project's own switches (``builder.switches``); with
+    ``apply``, the switches that turn the vendor's GPU build on are given to the build."""
     if not findings:
         return []
-    return resolve(findings, vendor=vendor, targets=[str(t) for t in draft.code], env_out=draft.env, env_user=env,
-                   forwarded=draft.config_settings, backend_kind=backend_kind, enforce=enforced, profile=profile)
+    switches = resolve(findings, vendor=vendor, targets=[str(t) for t in draft.code], env_out=draft.env,
+                       env_user=env, forwarded=draft.config_settings, backend_kind=backend_kind, enforce=enforced,
+                       profile=profile, apply=apply)
+    apply_switches(switches, draft.env, draft.config_settings)
+    return switches
 
 
 def build_inputs(settings: Settings, env: Mapping[str, str], backend_kind: str,
@@ -274,7 +278,8 @@ def make_plan(
     profile_name = _profile(draft, vendor, settings, env, backend_kind, dist_name) if targets else None
     enforced = _enforce(draft, settings, vendor)
     switches = _switches(draft, findings, env, vendor=vendor, backend_kind=backend_kind,
-                         enforced=enforced is not None, profile=profile_name)
+                         enforced=enforced is not None, profile=profile_name,
+                         apply=settings.switches == "apply" and settings.verify != "off" and bool(targets))
     if draft.problems:
         hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
                 else "drop the -C cmake.define setting, or set the same targets")

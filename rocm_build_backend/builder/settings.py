@@ -153,6 +153,7 @@ class Settings:
     compiler: str = field(default="auto", metadata={"parse": _text, "doc": "the HIP compiler to check targets with: `auto`, a name on PATH, or a path"})
     compiler_check: bool = field(default=True, metadata={"parse": _bool, "doc": "check before the build that the compiler accepts every target (skipped with `verify = \"off\"`)"})
     verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets; `\"off\"` also says the project has no GPU code: it then builds without a GPU or targets"})
+    switches: str = field(default="apply", metadata={"parse": _choice("apply", "name"), "doc": "the project's own switch that turns its GPU build on (an off-by-default CMake option gating CUDA or HIP, a `FORCE_CUDA`-style variable gating a torch `CUDAExtension`): `\"apply\"` turns it on when the targets are GPU targets and `verify` is not `\"off\"` (`docs/switches.md`); `\"name\"` only names it in the plan"})
     stale: str = field(default="error", metadata={"parse": _choice("error", "clean"), "doc": "what to do with build trees made for other targets"})
     local_version: bool = field(default=False, metadata={"parse": _bool, "doc": "add the targets to the version as a local label: `1.0+gfx942`"})
     guard: bool = field(default=False, metadata={"parse": _bool, "doc": "add an import guard that refuses to load on a GPU the wheel has no code for"})

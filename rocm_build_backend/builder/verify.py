@@ -127,6 +127,8 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
         audit_files=audit_entries(report.files),
         host_gpus=host, toolchain=toolchain, version=_version.__version__,
         enforced=({"how": list(plan.enforce or []), **enforced.to_stamp()} if enforced is not None else None),
+        switches=[{"file": s.finding.file, "line": s.finding.line, "name": s.finding.name, "given": s.applied}
+                  for s in plan.switches if s.applied],
     )
     new_version = None
     if settings.local_version:

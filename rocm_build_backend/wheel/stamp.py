@@ -88,6 +88,7 @@ def make_stamp(
     toolchain: Mapping[str, object],
     version: str,
     enforced: Mapping[str, Any] | None = None,
+    switches: Iterable[Mapping[str, Any]] = (),
 ) -> Stamp:
     """The stamp record for one wheel (pure: a function of its arguments only).
 
@@ -99,7 +100,8 @@ def make_stamp(
     ``host_gpus``: the build
     host's full target IDs; ``toolchain``: ``compiler`` (a name; a path is cut to its last
     part), ``version``, ``hip_version``, ``rocm_version`` (missing -> None; other keys are
-    dropped); ``version``: rocm-build-backend's own version.
+    dropped); ``version``: rocm-build-backend's own version; ``switches``: the project's own
+    switches the build turned on (``file``, ``line``, ``name``, ``given``).
     """
     files: dict[str, dict[str, list[str]]] = {}
     for member in sorted(audit_files):
@@ -136,6 +138,10 @@ def make_stamp(
     }
     if enforced is not None:
         out["enforced"] = _enforced(enforced)
+    applied = [{"file": str(s["file"]), "line": int(s["line"]), "name": str(s["name"]), "given": str(s["given"])}
+               for s in switches]
+    if applied:
+        out["switches"] = applied
     return out
 
 

@@ -119,18 +119,55 @@ NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 
 
 @pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="needs nvcc")
-def test_a_build_without_device_code_names_the_switch(tmp_path, build_env):
+def test_the_switch_that_turns_the_gpu_build_on_is_applied(tmp_path, build_env):
+    """A real build whose CUDA code is built only with FORCE_CUDA=1 (no GPU here, as on a CI runner):
+    the build applies it (log and stamp say so, with file and line) and the wheel holds sm_90; with
+    switches = "name", or the user's FORCE_CUDA=0, nothing is applied and the hint names the switch."""
+    from rocm_build_backend.wheel.stamp import read_stamp
     project = tmp_path / "nvcc_force_cuda"
     shutil.copytree(PROJECTS / "nvcc_force_cuda", project)
     build_env["PATH"] = str(Path(NVCC).parent) + os.pathsep + build_env["PATH"]
+    build_env["PYTHONPATH"] = str(ROOT)
     argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
             project, "-C", "rocm-build-backend.targets=sm_90"]
     proc = run(argv, env=build_env)
-    assert proc.returncode != 0
-    errors = error_lines(proc)
-    assert any("holds no GPU device code" in e for e in errors), errors
-    assert any("hint:" in e and "setup.py L10 FORCE_CUDA: give FORCE_CUDA=1" in e for e in errors), errors
-    build_env["FORCE_CUDA"] = "1"
-    proc = run(argv, env=build_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "switch setup.py L10 FORCE_CUDA (gpu-on): set in the environment: FORCE_CUDA=1" in proc.stderr + proc.stdout
+    assert "switch setup.py L10 FORCE_CUDA (gpu-on): applied FORCE_CUDA=1" in proc.stderr + proc.stdout
+    wheel = next((tmp_path / "out").glob("*.whl"))
+    stamp = read_stamp(wheel)
+    assert stamp is not None and stamp["audit"]["targets"] == ["sm_90"]
+    assert stamp["switches"] == [{"file": "setup.py", "line": 10, "name": "FORCE_CUDA", "given": "FORCE_CUDA=1"}]
+    for extra, env in (("rocm-build-backend.switches=name", {}), ("rocm-build-backend.verify=error", {"FORCE_CUDA": "0"})):
+        proc = run([*argv, "-C", extra], env={**build_env, **env})
+        assert proc.returncode != 0
+        errors = error_lines(proc)
+        assert any("holds no GPU device code" in e for e in errors), errors
+        assert any("hint:" in e and "setup.py L10 FORCE_CUDA" in e for e in errors), errors
+
+
+@pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="needs nvcc")
+def test_a_cmake_option_behind_add_subdirectory_is_applied(tmp_path, build_env):
+    """A real scikit-build-core build for sm_90 of a project whose CUDA code sits behind its own
+    option in a folder it adds with add_subdirectory (a variable path): the shim turns WITH_CUDA
+    on and nothing else (not the OpenCL option, not the vendored library's CUDA option), and the
+    wheel holds sm_90 only, not the project's fallback 70;80."""
+    pytest.importorskip("scikit_build_core")
+    from rocm_build_backend.binary.audit import audit_wheel
+    from rocm_build_backend.wheel.stamp import read_stamp
+    project = tmp_path / "cmake_cuda_option"
+    shutil.copytree(PROJECTS / "cmake_cuda_option", project)
+    build_env["PATH"] = str(Path(NVCC).parent) + os.pathsep + build_env["PATH"]
+    build_env["PYTHONPATH"] = str(ROOT)
+    proc = run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
+                project, "-C", "rocm-build-backend.targets=sm_90"], env=build_env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    assert ("switch CMakeLists.txt L6 WITH_CUDA (gpu-on): applied -C cmake.define.WITH_CUDA=ON: turning it on adds "
+            "enable_language(CUDA) at cpp/kernels/CMakeLists.txt L5") in log
+    assert "WITH_OPENCL (option): left off: it needs another API: find_package(OpenCL)" in log
+    assert "FASTMATH_CUDA (gpu-on): left off: vendored code under third_party/" in log
+    assert "CMAKE_CUDA_ARCHITECTURES (hard-coded): a fallback" in log
+    wheel = next((tmp_path / "out").glob("*.whl"))
+    assert [sorted(f.targets) for f in audit_wheel(wheel).files if f.targets] == [["sm_90"]]
+    assert read_stamp(wheel)["switches"] == [{"file": "CMakeLists.txt", "line": 6, "name": "WITH_CUDA",
+                                              "given": "-C cmake.define.WITH_CUDA=ON"}]

@@ -193,3 +193,16 @@ def test_duplicate_members_are_refused(tmp_path):
     with pytest.raises(WheelError, match="duplicate members: hand/_k.so"):
         rewrite_wheel(wheel, stamp=sample_stamp())
     assert wheel.read_bytes() == original
+
+
+def test_make_stamp_records_the_switches_the_build_applied():
+    jsonschema = pytest.importorskip("jsonschema")
+    from rocm_build_backend.wheel.stamp import make_stamp
+    given = [{"file": "CMakeLists.txt", "line": 6, "name": "USE_CUDA", "given": "-C cmake.define.USE_CUDA=ON"}]
+    stamp = make_stamp(requested=["sm_90"], source="settings", audit_files={}, host_gpus=[], toolchain={},
+                       version="0.1.0", switches=given)
+    jsonschema.validate(stamp, json.loads(SCHEMA.read_text()))
+    assert stamp["switches"] == given and stamp_problems(stamp) == []
+    none = make_stamp(requested=["sm_90"], source="settings", audit_files={}, host_gpus=[], toolchain={},
+                      version="0.1.0")
+    assert "switches" not in none

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocm_build_backend.builder.switches.cmake import scan_cmake, scan_pyproject
-from rocm_build_backend.builder.switches.findings import MAX_FILE, MAX_FILES, Budget, Finding, Switch
+from rocm_build_backend.builder.switches.cmake import cmake_source_dir, scan_cmake, scan_pyproject
+from rocm_build_backend.builder.switches.findings import MAX_FILE, MAX_FILES, Budget, Finding, Switch, bounded
 from rocm_build_backend.builder.switches.python import scan_python, scan_setup_cfg
 
 
@@ -30,7 +30,7 @@ def scan(source_dir: Path, *, cmake: bool | None = None) -> list[Finding]:
     file it cannot read or parse (that file gives nothing). ``cmake``: whether the build runs
     CMake (None: when ``setup.py`` names it, or there is no ``setup.py``); a ``CMakeLists.txt``
     beside a setuptools build that never runs CMake is someone else's build."""
-    budget = Budget()
+    budget = Budget(root=source_dir.resolve())
     found: list[Finding] = []
     setup = budget.read(source_dir / "setup.py")
     if setup is not None:
@@ -39,13 +39,15 @@ def scan(source_dir: Path, *, cmake: bool | None = None) -> list[Finding]:
     if text is not None:
         found += scan_setup_cfg(text, "setup.cfg")
     text = budget.read(source_dir / "pyproject.toml")
+    subdir = ""
     if text is not None:
         found += scan_pyproject(text, "pyproject.toml")
+        subdir = cmake_source_dir(text)
     if cmake is None:
         cmake = setup is None or "cmake" in setup.lower()
     if cmake:
-        found += scan_cmake(source_dir, budget)
-    return found
+        found += scan_cmake(source_dir, budget, subdir)
+    return bounded(found)
 
 
 __all__ = ["Finding", "Switch", "scan", "MAX_FILE", "MAX_FILES"]

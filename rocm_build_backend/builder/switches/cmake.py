@@ -24,30 +24,18 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from rocm_build_backend.builder.switches.findings import Budget, Finding
+from rocm_build_backend.builder.switches.cmakelang import Command, commands
+from rocm_build_backend.builder.switches.findings import Budget, Finding, first_lines
+from rocm_build_backend.builder.switches.gates import ARCH_VARS, Walk, walk_file
 from rocm_build_backend.builder.switches.names import option_role, role, vendor, vendor_switches
 from rocm_build_backend.gpu.vendor import vendor_of
 
-_OPTION = re.compile(r"^\s*option\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s+(\"[^\"]*\"|\S+)\s+(OFF|FALSE|NO|0)\s*\)", re.I | re.M)
 _ENV = re.compile(r"ENV\{([A-Za-z_][A-Za-z0-9_]*)\}")  # $ENV{X} and if(DEFINED ENV{X})
-_ARCH_SET = re.compile(r"^\s*set\s*\(\s*(CMAKE_CUDA_ARCHITECTURES|CMAKE_HIP_ARCHITECTURES|GPU_TARGETS|AMDGPU_TARGETS)"
-                       r"\s+([^)$]*?)\s*(?:CACHE[^)]*)?\)", re.I | re.M)
-_PROP = re.compile(r"(?<![A-Za-z_])(?:CUDA|HIP)_ARCHITECTURES\s+(\"[0-9a-z;\- ]+\"|[0-9a-z;\-]+)", re.I)
-_FOLLOW = re.compile(r"^\s*(add_subdirectory|include)\s*\(\s*\"?([^\s\")]+)", re.I | re.M)
-_VARS = ("CMAKE_CURRENT_SOURCE_DIR", "CMAKE_CURRENT_LIST_DIR", "PROJECT_SOURCE_DIR", "CMAKE_SOURCE_DIR")
+_PROPS = ("CUDA_ARCHITECTURES", "HIP_ARCHITECTURES")
 _TEXT = 160
 
 
-def _line_of(text: str, at: int) -> int:
-    return text.count("\n", 0, at) + 1
-
-
-def _strip_comments(text: str) -> str:
-    """``#`` comments blanked (keeping every offset), so a commented-out option is no option."""
-    return re.sub(r"#[^\n]*", lambda m: " " * len(m.group(0)), text)
-
-
-def _targets(kind: str, values: str) -> list[str]:
+def _targets(values: str) -> list[str]:
     """Target names in a CMake value: ``gfx908``, ``sm_90``; CMake's ``80`` (SASS and PTX),
     ``80-real``, ``80-virtual`` as ``sm_80 compute_80``, ``sm_80``, ``compute_80``."""
     out: list[str] = []
@@ -61,101 +49,139 @@ def _targets(kind: str, values: str) -> list[str]:
     return out
 
 
-def scan_text(text: str, file: str) -> list[Finding]:
-    """The switches of one CMake file."""
-    code = _strip_comments(text)
-    lines = text.splitlines()
+def _arch_value(cmd: Command) -> tuple[str, list[str]] | None:
+    """(variable or property, targets) a ``set()`` or a target property command hard-codes."""
+    args = cmd.args
+    if cmd.name == "set" and args and args[0].upper() in ARCH_VARS and "$" not in " ".join(args[1:]):
+        values = []
+        for a in args[1:]:
+            if a.upper() in ("CACHE", "PARENT_SCOPE", "FORCE"):
+                break
+            values.append(a)
+        targets = _targets(" ".join(values))
+        return (args[0], targets) if targets else None
+    for i, a in enumerate(args[:-1]):
+        if a.upper() in _PROPS:
+            targets = _targets(args[i + 1])
+            if targets:
+                return a.upper(), targets
+    return None
 
+
+def _file_findings(rel: str, cmds: list[Command], lines: list[str], walk: Walk) -> list[Finding]:
+    """The environment reads and hard-coded target lists of one file."""
     def show(n: int) -> str:
         return lines[n - 1].strip()[:_TEXT] if 0 < n <= len(lines) else ""
 
     found: list[Finding] = []
-    for m in _OPTION.finditer(code):
-        name = m.group(1)
-        kind = option_role(name)
-        if kind:
-            n = _line_of(code, m.start(1))
-            found.append(Finding(file, n, "cmake-option", name, kind, "ON", "OFF", vendor=vendor(name, "gpu-on-cmake"),
-                                 text=show(n)))
-    for m in _ENV.finditer(code):
-        name = m.group(1)
-        kind = role(name)
-        if kind:
-            n = _line_of(code, m.start())
-            found.append(Finding(file, n, "cmake-env", name, kind, text=show(n)))
-    for m in _ARCH_SET.finditer(code):
-        targets = _targets(m.group(1), m.group(2))
-        if targets:
-            n = _line_of(code, m.start(1))
-            found.append(Finding(file, n, "hard-coded", m.group(1), "hard-coded", " ".join(targets),
-                                 vendor=vendor_of(targets[0]).name, text=show(n)))
-    hits = list(_PROP.finditer(code))
-    targets = list(dict.fromkeys(t for h in hits for t in _targets("ARCHITECTURES", h.group(1))))
-    if targets:
-        n = _line_of(code, hits[0].start())
-        found.append(Finding(file, n, "hard-coded", hits[0].group(0).split()[0].upper(), "hard-coded",
-                             " ".join(targets), vendor=vendor_of(targets[0]).name, text=show(n)))
-    code_lines = code.splitlines()
-    for name, sw in vendor_switches():  # the vendors' compiler options: --offload-arch=, -gencode
-        listed: list[str] = []
-        first = 0
-        for n, line in enumerate(code_lines, 1):
-            here = [t for t in sw.flag_targets(line) if t not in listed]
+    flagged: dict[str, tuple[int, list[str]]] = {}
+    vendors = vendor_switches()
+    for cmd in cmds:
+        for a in cmd.args:
+            for name in dict.fromkeys(_ENV.findall(a)):
+                kind = role(name)
+                if kind:
+                    found.append(Finding(rel, cmd.line, "cmake-env", name, kind, text=show(cmd.line)))
+        hard = _arch_value(cmd)
+        if hard:
+            found.append(Finding(rel, cmd.line, "hard-coded", hard[0], "hard-coded", " ".join(hard[1]),
+                                 vendor=vendor_of(hard[1][0]).name, text=show(cmd.line),
+                                 fallback=(rel, cmd.line) in walk.fallbacks))
+        for name, sw in vendors:  # the vendors' compiler options: --offload-arch=, -gencode
+            here = [t for a in cmd.args for t in sw.flag_targets(a)]
             if here:
-                first = first or n
-                listed += here
-        if listed:
-            found.append(Finding(file, first, "hard-coded", sw.flag, "hard-coded", " ".join(listed), vendor=name,
-                                 text=show(first)))
+                first, have = flagged.get(name, (cmd.line, []))
+                flagged[name] = (first, have + [t for t in here if t not in have])
+    flags = dict((name, sw.flag) for name, sw in vendors)
+    found += [Finding(rel, line, "hard-coded", flags[name], "hard-coded", " ".join(listed), vendor=name,
+                      text=show(line)) for name, (line, listed) in flagged.items()]
+    return found
+
+
+def _option_findings(walk: Walk, texts: dict[str, list[str]]) -> list[Finding]:
+    """One finding per off-by-default option: what it gates, or why it is left alone."""
+    found = []
+    for opt in walk.options.values():
+        lines = texts.get(opt.file, [])
+        text = lines[opt.line - 1].strip()[:_TEXT] if 0 < opt.line <= len(lines) else ""
+        vendors = opt.vendors()
+        by_name = option_role(opt.name)
+        kind = "gpu-on" if vendors or by_name == "gpu-on" else "targets" if by_name == "targets" else "option"
+        named = vendor(opt.name, "gpu-on-cmake")
+        owner = next(iter(vendors)) if len(vendors) == 1 else (named if not vendors else None)
+        left = opt.vendored or (f"it needs another API: {opt.other}" if opt.other else "")
+        found.append(Finding(opt.file, opt.line, "cmake-option", opt.name, kind, "ON", "OFF", vendor=owner,
+                             text=text, gates=tuple(sorted(vendors)),
+                             evidence="; ".join(vendors[v] for v in sorted(vendors)), left_off=left))
+    return found
+
+
+def _walk(root: Path, top: Path, budget: Budget) -> tuple[Walk, dict[str, list[str]]]:
+    texts: dict[str, list[str]] = {}
+
+    def read(path: Path) -> list[Command] | None:
+        text = budget.read(path)
+        if text is None:
+            return None
+        try:
+            texts[path.relative_to(root).as_posix()] = text.splitlines()
+        except ValueError:
+            return None
+        return commands(text)
+
+    walk = Walk(root=root, read=read)
+    walk_file(top, walk, [], top=True)
+    return walk, texts
+
+
+def _scan(root: Path, top: Path, budget: Budget) -> list[Finding]:
+    walk, texts = _walk(root, top, budget)
+    found: list[Finding] = []
+    for rel, cmds in walk.files:
+        found += _file_findings(rel, cmds, texts.get(rel, []), walk)
+    found += _option_findings(walk, texts)
+    order = {rel: i for i, (rel, _) in enumerate(walk.files)}
+    return sorted(found, key=lambda f: (order.get(f.file, 0), f.line))
+
+
+def scan_text(text: str, file: str) -> list[Finding]:
+    """The switches of one CMake file, alone (what it includes is not read)."""
+    root = Path("/nonexistent-root")
+    cmds = commands(text)
+    walk = Walk(root=root, read=lambda path: cmds if path == root / file else None)
+    walk_file(root / file, walk, [], top=True)
+    found = _file_findings(file, cmds, text.splitlines(), walk)
+    found += _option_findings(walk, {file: text.splitlines()})
     return sorted(found, key=lambda f: f.line)
 
 
-def _resolve(raw: str, here: Path, root: Path, command: str) -> Path | None:
-    for var in _VARS:
-        raw = raw.replace("${" + var + "}", str(root if var in ("PROJECT_SOURCE_DIR", "CMAKE_SOURCE_DIR") else here))
-    if "${" in raw:
-        return None
-    path = Path(raw) if Path(raw).is_absolute() else here / raw
-    if command == "add_subdirectory":
-        path = path / "CMakeLists.txt"
-    elif not raw.endswith(".cmake"):
-        path = next((p for p in (here / "cmake" / f"{raw}.cmake", root / "cmake" / f"{raw}.cmake",
-                                 here / f"{raw}.cmake") if p.is_file()), here / f"{raw}.cmake")
-    try:
-        resolved = path.resolve()
-        resolved.relative_to(root.resolve())
-    except (OSError, ValueError):
-        return None  # outside the project: not ours to read
-    return resolved
-
-
-def scan_cmake(source_dir: Path, budget: Budget) -> list[Finding]:
-    """The switches of ``CMakeLists.txt`` and the files it reaches inside the project."""
+def scan_cmake(source_dir: Path, budget: Budget, subdir: str = "") -> list[Finding]:
+    """The switches of ``CMakeLists.txt`` (in ``subdir``: scikit-build-core's ``cmake.source-dir``)
+    and the files it reaches inside the project."""
     root = source_dir.resolve()
-    queue = [root / "CMakeLists.txt"]
-    seen: set[Path] = set()
-    found: list[Finding] = []
-    while queue:
-        path = queue.pop(0)
-        if path in seen:
-            continue
-        seen.add(path)
-        text = budget.read(path)
-        if text is None:
-            continue
-        rel = path.relative_to(root).as_posix()
-        found += scan_text(text, rel)
-        for m in _FOLLOW.finditer(_strip_comments(text)):
-            nxt = _resolve(m.group(2), path.parent, root, m.group(1).lower())
-            if nxt is not None and nxt not in seen:
-                queue.append(nxt)
-    return found
+    top = (root / subdir / "CMakeLists.txt") if subdir else root / "CMakeLists.txt"
+    return _scan(root, top, budget)
 
 
 def _defines(table: Any) -> dict[str, Any]:
     cmake = table.get("cmake") if isinstance(table, dict) else None
     define = cmake.get("define") if isinstance(cmake, dict) else None
     return define if isinstance(define, dict) else {}
+
+
+def cmake_source_dir(text: str) -> str:
+    """scikit-build-core's ``cmake.source-dir`` (a folder inside the project), else ""."""
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return ""
+    tool = data.get("tool")
+    table = tool.get("scikit-build") if isinstance(tool, dict) else None
+    cmake = table.get("cmake") if isinstance(table, dict) else None
+    value = cmake.get("source-dir") if isinstance(cmake, dict) else None
+    if not isinstance(value, str) or value.startswith("/") or ".." in value.split("/"):
+        return ""
+    return value.strip("./") if value not in (".", "./") else ""
 
 
 def scan_pyproject(text: str, file: str) -> list[Finding]:
@@ -166,9 +192,10 @@ def scan_pyproject(text: str, file: str) -> list[Finding]:
         return []
     tool: dict[str, Any] = data["tool"] if isinstance(data.get("tool"), dict) else {}
     lines = text.splitlines()
+    first = first_lines(lines, lower=False)
     found: list[Finding] = []
     for name, value in _defines(tool.get("scikit-build")).items():
-        n = next((i for i, t in enumerate(lines, 1) if re.match(rf"\s*{re.escape(name)}\s*=", t)), 0)
+        n = first.get(name, 0)
         show = lines[n - 1].strip()[:_TEXT] if n else ""
         if isinstance(value, dict) and isinstance(value.get("env"), str):
             env = value["env"]

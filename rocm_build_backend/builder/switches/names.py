@@ -34,7 +34,9 @@ _TARGETS = re.compile(r"ARCH|GENCODE|(^|_)(GPU|AMDGPU)_TARGETS?$|CUDAARCHS|HCC_A
 _JOBS = re.compile(r"(^|_)(MAX_JOBS|NUM_BUILD_JOBS|BUILD_JOBS|JOBS|NVCC_THREADS|PARALLEL_LEVEL)$")
 _PREBUILT = re.compile(r"FORCE_BUILD$")
 _OFF = re.compile(r"SKIP|(^|_)NO_(CUDA|HIP|ROCM|GPU)|ONLY_CPU|CPU_ONLY|DISABLE")
-_FLAGS = re.compile(r"FLAGS($|_)")
+_FLAGS = re.compile(r"(FLAGS|ARGS)($|_)")
+#: other accelerators and APIs: a switch for one of them never turns on a CUDA or HIP build
+OTHER_DEVICE = re.compile(r"(^|_)(MLU|NPU|XPU|MPS|MUSA|IPU|DIPU|TPU|SYCL|OPENCL|VULKAN|METAL|ONEAPI|DPCPP|ASCEND)($|_)")
 _CPU_ONLY = re.compile(r"ONLY_CPU|CPU_ONLY")
 _MAIN_OPTION = re.compile(r"(^|_)(CUDA|HIP|ROCM|HIPBLAS|CUBLAS|GPU)$")
 _GPU_WORD = re.compile(r"CUDA|HIP|ROCM|CUBLAS|GPU")
@@ -58,6 +60,13 @@ def role(name: str) -> str | None:
     if _FLAGS.search(up):
         return "flags"
     return "gpu-on" if _ON_NAME.search(up) else None
+
+
+def switch_like(name: str) -> bool:
+    """Whether a variable named ``name`` can be a switch at all (not a location, version, compiler
+    or job count): what ``role`` says of a name that decides the GPU build by what it gates."""
+    up = name.upper()
+    return not (_NOT.search(up) or _JOBS.search(up) or _FLAGS.search(up) or _OFF.search(up) or OTHER_DEVICE.search(up))
 
 
 def option_role(name: str) -> str | None:

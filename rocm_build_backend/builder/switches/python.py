@@ -24,12 +24,14 @@ import configparser
 import re
 from typing import Iterator
 
-from rocm_build_backend.builder.switches.findings import Finding
-from rocm_build_backend.builder.switches.names import role, vendor_switches
+from rocm_build_backend.builder.switches.findings import Finding, first_lines
+from rocm_build_backend.builder.switches.names import role, switch_like, vendor_switches
+from rocm_build_backend.builder.switches.pygates import direct_reads, gating_reads
 
 _ON = ("1", "TRUE", "ON", "YES", "Y")
 _DOWNLOADS = frozenset({"urlretrieve", "urlopen", "download_url", "wget", "download"})
 _TEXT = 160
+_ONLY = re.compile(r"(^|_)ONLY(_|$)")
 
 
 def _dotted(node: ast.AST) -> str:
@@ -242,18 +244,31 @@ def scan_python(text: str, file: str) -> list[Finding]:
     found: list[Finding] = []
     seen: set[tuple[str, int]] = set()
     functions = _env_functions(tree)
+    gates = gating_reads(tree, parents, file)
+    direct = direct_reads(tree, parents) if gates else set()
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         reads = _env_names(node, parents, functions)
         for name, default in reads:
             kind = role(name)
+            choices = _compared(node, parents)
+            gating, serves = gates.get(id(node), ("", ()))
+            if (kind is None and gating and id(node) in direct and (choices or default is not None)
+                    and switch_like(name)):
+                kind = "gpu-on"  # named like no switch, but it decides the CUDAExtension (MMCV_WITH_OPS)
             if kind is None or (name, line) in seen:
                 continue
             seen.add((name, line))
-            choices = _compared(node, parents)
             value = _turns_on(choices, default, kind) if kind in ("gpu-on", "prebuilt", "gpu-off") else None
-            found.append(Finding(file, line, "env", name, kind, value, default, tuple(choices),
-                                 vendor=_branch(node, parents), text=_line(lines, line)))
+            branch = _branch(node, parents)
+            on = bool(gating) and kind == "gpu-on"
+            only = on and bool(_ONLY.search(name.upper()))  # FORCE_ONLY_CUDA: the CPU build goes away
+            on = on and not only
+            found.append(Finding(file, line, "env", name, kind, value, default, tuple(choices), vendor=branch,
+                                 text=_line(lines, line),
+                                 gates=((branch,) if branch else serves) if on else (),
+                                 evidence=gating if on else "",
+                                 left_off="it builds the GPU code only, dropping the CPU build" if only else ""))
         if not reads and isinstance(node, ast.Call):
             func = _dotted(node.func)
             last = func.rsplit(".", 1)[-1]
@@ -275,12 +290,13 @@ def scan_setup_cfg(text: str, file: str) -> list[Finding]:
     except configparser.Error:
         return []
     lines = text.splitlines()
+    first = first_lines(lines, lower=True)
     found = []
     for section in parser.sections():
         for key in parser[section]:
             kind = role(key)
             if kind in ("gpu-on", "gpu-off", "targets"):
-                line = next((i for i, t in enumerate(lines, 1) if t.strip().lower().startswith(key.lower())), 0)
+                line = first.get(key.lower(), 0)
                 found.append(Finding(file, line, "setup-cfg", f"[{section}] {key}", kind,
                                      default=parser[section][key], text=_line(lines, line)))
     return found

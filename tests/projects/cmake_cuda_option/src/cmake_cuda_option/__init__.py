@@ -1,0 +1,1 @@
+"""A CMake CUDA library behind its own option."""
