@@ -177,6 +177,8 @@ def test_the_extensions_compile_side_by_side_through_one_pool(tmp_path, build_en
     assert sorted(Path(c["src"]).name for c in compiles) == ["_one.c", "_two.c", "big.cpp", "main.c", "mid.c", "small.c"]
     assert all(c["rc"] == 0 for c in compiles)
     assert _most_at_once(compiles) <= 2  # never more than the pool's slots
+    links = [r for r in _records(build_env) if r["kind"] == "link"]
+    assert len(links) == 3 and _most_at_once(compiles + links) <= 2  # the links take the same slots
     multi = {Path(c["src"]).name: c for c in compiles if "/multi/" in c["src"]}
     assert _overlap(multi["big.cpp"], multi["mid.c"]), multi  # one extension's sources side by side
     assert max(multi["big.cpp"]["start"], multi["mid.c"]["start"]) < min(multi["small.c"]["start"],
