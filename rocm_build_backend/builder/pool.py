@@ -277,6 +277,8 @@ def pooled(slots: int, *, settle: float = SETTLE, side_by_side: bool = True) -> 
     compile = _compile_function(gate, tuple(found.unix), calls) if side_by_side else None
     killer: list[threading.Thread] = []
     side = SideBySide(gate, lambda: processes.kill_all(), compile)
+    if not side_by_side:
+        side.aside = "the plan"  # said in the plan before the build: not again
     processes = Processes(gate, lambda thread: side.step_aside(
         f"compilers run from a thread of the project's own ({thread})"))
 
