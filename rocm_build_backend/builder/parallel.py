@@ -125,9 +125,9 @@ def _compiles_itself(tree: ast.AST) -> str:
     ``setattr(..., "compile", ...)``, or pybind11's ``ParallelCompile`` under any name."""
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "compile"
-                                                for t in node.targets):
-            return f"setup.py line {line} replaces a compiler's compile"
+        if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Constant) and any(
+                isinstance(t, ast.Attribute) and t.attr == "compile" and _name(t.value) != "self" for t in node.targets):
+            return f"setup.py line {line} replaces a compiler's compile"  # not a command's option (self.compile = 0)
         if (isinstance(node, ast.Call) and _name(node.func) == "setattr" and len(node.args) >= 2
                 and isinstance(node.args[1], ast.Constant) and node.args[1].value == "compile"):
             return f"setup.py line {line} replaces a compiler's compile"

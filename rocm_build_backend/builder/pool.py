@@ -156,9 +156,12 @@ class _Claims:
             return folder
 
 
-def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls) -> Callable[..., list[str]]:
+def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls,
+                      foreign: Callable[[str], None]) -> Callable[..., list[str]]:
     """A ``CCompiler.compile`` whose objects go through ``gate``, side by side on unix compilers,
-    each call's objects its own (``_Claims``)."""
+    each call's objects its own (``_Claims``). Called from a thread of the project's own (outside
+    every extension build of the pool, not the main thread), it tells ``foreign`` and compiles as
+    setuptools does, one object after another in that thread (each process still gated)."""
     claims = _Claims()
 
     def compile(self: Any, sources: Sequence[str], output_dir: str | None = None, macros: Any = None,
@@ -175,6 +178,12 @@ def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls) -> Call
 
         todo = sorted((obj for obj in objects if obj in build), key=lambda o: cost(build[o][0]), reverse=True)
         scope = poolscope.current()
+        if scope is None and threading.current_thread() is not threading.main_thread():
+            foreign(threading.current_thread().name)  # the project compiles side by side itself
+            for obj in objects:
+                if obj in build:
+                    one(obj)
+            return list(objects)
         if scope is not None and scope.job:  # a compile inside a pooled compile
             for obj in todo:
                 one(obj)
@@ -274,7 +283,8 @@ def pooled(slots: int, *, settle: float = SETTLE, side_by_side: bool = True) -> 
     gate = Gate(slots, settle)
     cpu_before = _children_cpu()
     calls = _Calls()
-    compile = _compile_function(gate, tuple(found.unix), calls) if side_by_side else None
+    compile = _compile_function(gate, tuple(found.unix), calls, lambda thread: side.step_aside(
+        f"compile called from a thread of the project's own ({thread})")) if side_by_side else None
     killer: list[threading.Thread] = []
     side = SideBySide(gate, lambda: processes.kill_all(), compile)
     if not side_by_side:

@@ -15,12 +15,17 @@ method is ``Processes.method``'s: the same command, the same log line, the same 
 - once the gate has stopped nothing starts (checked under the lock ``kill_all`` takes);
 - a compiler of a non-optional extension that fails pauses the gate before its place is given
   back (``Gate.pause``): nothing new starts until its extension's build has ended;
-- a process started from a thread that is neither the pool's nor an extension build's (the
-  project compiles on threads of its own) tells the pool (``foreign``), which steps aside.
+- a process started outside every extension build and compile of the pool, from a thread other
+  than the main one (the project compiles on threads of its own) tells the pool (``foreign``),
+  which steps aside.
 
-``on_signals`` puts SIGINT and SIGTERM handlers in place for a block (main thread only): the
-pool's callback first, then the handler that was there (``KeyboardInterrupt``; SIGTERM's
-``SystemExit`` from ``interrupt.py``).
+Compilers in sessions of their own no longer get the terminal's Ctrl-C themselves: the pool's
+handler (``on_signals``) ends them; a build process killed with SIGKILL cannot, and its running
+compilers then finish their one file (nothing new starts: the process that starts them is gone).
+
+``on_signals`` puts SIGINT, SIGTERM and SIGHUP handlers in place for a block (main thread only):
+the pool's callback first, then the handler that was there (``KeyboardInterrupt``; SIGTERM's
+``SystemExit`` from ``interrupt.py``; ``SystemExit(128 + N)`` where it was the default).
 """
 
 from __future__ import annotations
@@ -149,7 +154,7 @@ class Processes:
 
 @contextmanager
 def on_signals(callback: Callable[[int], None]) -> Iterator[None]:
-    """``callback(signum)`` on SIGINT and SIGTERM for the block, then the handler that was there.
+    """``callback(signum)`` on SIGINT, SIGTERM and SIGHUP for the block, then the handler that was there.
     Outside the main thread, and for a signal ignored, nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -167,7 +172,7 @@ def on_signals(callback: Callable[[int], None]) -> Iterator[None]:
             raise SystemExit(128 + signum)
 
     try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             was = signal.getsignal(sig)
             if was is signal.SIG_IGN or was is None:
                 continue

@@ -92,6 +92,9 @@ setup(ext_modules=[CMakeExtension("a"), CMakeExtension("b")])
     ("import distutils.ccompiler as cc\nsetattr(cc.CCompiler, 'compile', lambda *a, **k: [])\n"
      "setup(ext_modules=[Extension('a', []), Extension('b', [])])\n",
      Extensions(sites=2, own_pool="setup.py line 2 replaces a compiler's compile")),
+    # a command's own "compile" option is no compile put in place
+    ("class I(install):\n    def initialize_options(self):\n        self.compile = 0\n        self.x.compile = None\n"
+     "setup(ext_modules=[Extension('a', [])])\n", Extensions(sites=1)),
     # compiler settings per extension: assigned, set_executable, changed in place
     ("class B(build_ext):\n    def build_extension(self, ext):\n        self.compiler.compiler_so = ['cc', '-DX']\n"
      "setup(ext_modules=[Extension('a', []), Extension('b', [])])\n",

@@ -347,3 +347,16 @@ def test_a_signal_in_the_pool_calls_back_then_the_handler_that_was_there():
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_compile_from_a_thread_of_the_projects_own_makes_the_pool_step_aside(tmp_path, capsys):
+    compiler, ran = _compiler(), []
+    compiler._compile = lambda obj, src, *rest: ran.append((src, threading.current_thread().name))
+    with pooled(2, settle=0) as gate:
+        assert gate is not None
+        theirs = threading.Thread(target=compiler.compile, args=(["b.c", "a.c"],),
+                                  kwargs={"output_dir": str(tmp_path)}, name="theirs")
+        theirs.start()
+        theirs.join(WAIT)
+    assert ran == [("b.c", "theirs"), ("a.c", "theirs")] and gate.admitted == 0  # as setuptools: in order, there
+    assert "compile pool steps aside: compile called from a thread of the project's own (theirs)" in capsys.readouterr().err
