@@ -360,3 +360,28 @@ def test_a_compile_from_a_thread_of_the_projects_own_makes_the_pool_step_aside(t
         theirs.join(WAIT)
     assert ran == [("b.c", "theirs"), ("a.c", "theirs")] and gate.admitted == 0  # as setuptools: in order, there
     assert "compile pool steps aside: compile called from a thread of the project's own (theirs)" in capsys.readouterr().err
+
+
+def spawn(self, cmd, **kwargs):  # the shape of CCompiler.spawn before setuptools 80 (no CCompiler.call)
+    raise AssertionError("replaced")
+
+
+def test_before_setuptools_80_spawn_is_run_through_the_gate_with_distutils_errors():
+    from distutils.errors import DistutilsExecError
+
+    globals()["DistutilsExecError"] = DistutilsExecError  # what that distutils' ccompiler module has
+    gate = Gate(1)
+    ours = Processes(gate, lambda name: None).method(spawn)
+
+    class Old:
+        dry_run = False
+
+    ours(Old(), ["true"])
+    with pytest.raises(DistutilsExecError, match="'false' failed with exit code 1"):
+        ours(Old(), ["false"])
+    with pytest.raises(DistutilsExecError, match="'/nonexistent/cc' failed: "):
+        ours(Old(), ["/nonexistent/cc"])
+    dry = Old()
+    dry.dry_run = True
+    ours(dry, ["false"])  # a dry run runs nothing
+    assert gate.admitted == 3
