@@ -118,7 +118,9 @@ class Scoped:
             vars(compiler)[self.name] = value
             return
         scope.values[(id(compiler), self.name)] = value
-        if not scope.job:
+        if self.name not in vars(compiler):  # a compiler made here (__init__): its first value is shared
+            vars(compiler)[self.name] = value
+        elif not scope.job:
             scope.changed.add(self.name)
 
     def __delete__(self, compiler: Any) -> None:

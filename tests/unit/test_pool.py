@@ -333,6 +333,11 @@ def test_an_extensions_compiler_settings_are_its_own_and_a_compile_starts_from_t
     assert seen["A"] == (["cc", "-DA"], ["A"], ["compiler_so"]) and seen["A compile"] == ["cc", "-DA"]
     assert seen["B"] == (["cc", "-DB"], ["B"], ["compiler_so"]) and seen["B compile"] == ["cc", "-DB"]
     assert compiler.compiler_so == ["cc"] and Compiler.include_dirs == [] and compiler.include_dirs == []
+    with poolscope.entered(poolscope.extension("C", optional=False)) as scope:
+        made = Compiler()  # a compiler made inside an extension's build: its first values are its own, shared
+        made.compiler_so = ["gcc"]
+        made.compiler_so = ["gcc", "-DC"]
+    assert made.compiler_so == ["gcc"] and scope.changed == {"compiler_so"}
 
 
 def test_a_signal_in_the_pool_calls_back_then_the_handler_that_was_there():
