@@ -22,7 +22,9 @@ of the plan) is split so that the compiles at once stay within it:
 - several extensions without ninja, or an unknown number made in a loop, on POSIX: all of them
   at once (up to ``ALL_AT_ONCE``), and their compiles through one compile pool of ``budget``
   slots shared by all, largest first (``pool.py``), 1 job each; elsewhere min(count, budget) at
-  once, budget // that jobs each;
+  once, budget // that jobs each, or one at a time when a ``build_extension`` of ``setup.py`` sets
+  the shared compiler's settings for its extension (``per_extension``: only the pool keeps those
+  apart);
 - a ``[build_ext] parallel`` the project (``setup.cfg``) or the user (``DIST_EXTRA_CONFIG``) set:
   theirs, with budget // theirs jobs each, and no pool.
 
@@ -223,6 +225,9 @@ def split(budget: int, ext: Extensions, *, backend_kind: str) -> Split:
         every = ALL_AT_ONCE if ext.looped else min(ext.sites, ALL_AT_ONCE)
         return Split(every, 1, (f"{what}: {'up to ' if ext.looped else ''}{every} at once, their compiles through "
                                 f"one pool of {budget} slots, largest first, 1 job each"), pool=budget)
+    if at_once > 1 and ext.per_extension:  # no pool here to keep each extension's compiler settings its own
+        return Split(1, budget, f"{what}: one at a time, {budget} jobs: {ext.per_extension}, and extensions side by "
+                                "side without the compile pool share one compiler")
     return Split(at_once, max(1, budget // at_once),
                  f"{what}: {at_once} at once x {max(1, budget // at_once)} jobs each, within {budget}")
 

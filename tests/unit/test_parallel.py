@@ -27,6 +27,9 @@ from rocm_build_backend.gpu.targets import parse_targets
     (16, Extensions(sites=3, pool=False), "setuptools", 3, 5, 0, "3 extensions: 3 at once x 5"),
     (4, Extensions(sites=10, pool=False), "setuptools", 4, 1, 0, "10 extensions: 4 at once"),
     (16, Extensions(sites=1, looped=True, pool=False), "setuptools", 16, 1, 0, "made in a loop: 16 at once"),
+    # ... unless each sets the shared compiler's settings for itself: one at a time
+    (16, Extensions(sites=3, pool=False, per_extension="build_extension sets the compiler's compiler_so (setup.py "
+                    "line 9)"), "setuptools", 1, 16, 0, "one at a time, 16 jobs: build_extension sets the compiler's"),
     (16, Extensions(sites=5, custom=True), "setuptools", 1, 16, 0, "not a setuptools extension build"),
     (16, Extensions(sites=5), "scikit-build-core", 1, 16, 0, "not a setuptools extension build"),
     (16, Extensions(sites=8, theirs=4), "setuptools", 4, 4, 0, "from setup.cfg"),
