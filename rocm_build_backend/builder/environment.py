@@ -51,9 +51,10 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
                 os.environ.update(pinned_env(Path(tools), dict(os.environ)))  # PATH and CMAKE_PROGRAM_PATH
             if plan.enforce is not None:
                 world.record = _enforce(plan, Path(tools) / "enforced.jsonl")
+            at_once = _at_once(plan, stack)
             if plan.build_ext_parallel > 1:
                 os.environ["DIST_EXTRA_CONFIG"] = str(merged_config(
-                    Path(tools), _at_once(plan, stack), os.environ.get("DIST_EXTRA_CONFIG")))
+                    Path(tools), at_once, os.environ.get("DIST_EXTRA_CONFIG")))
         yield world
     finally:
         stack.close()
@@ -65,10 +66,11 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
 
 def _at_once(plan: BuildPlan, stack: ExitStack) -> int:
     """The extensions setuptools builds at once: the plan's, with the compile pool in place (on
-    ``stack``) when the plan has one; one at a time when it cannot be put in place."""
+    ``stack``) when the plan has one (only its gate when it steps aside); one at a time when it
+    cannot be put in place."""
     if not plan.compile_pool:
         return plan.build_ext_parallel
-    if stack.enter_context(pooled(plan.compile_pool)) is None:
+    if stack.enter_context(pooled(plan.compile_pool, side_by_side=not plan.compile_pool_aside)) is None:
         # side by side without the pool, extensions that share a source would write one object file
         log("warning: no compile pool (this setuptools' compiler classes are not known): one extension at a time")
         return 1

@@ -14,12 +14,17 @@ of the plan) is split so that the compiles at once stay within it:
   ``compiler_so`` for nvcc while a .cu file compiles, which extensions side by side share: safe
   only where setuptools compiles C++ with a ``compiler_so_cxx`` of its own (setuptools 84 does),
   else one at a time (``pool.py`` keeps each compile's swap to itself);
-- a project that compiles side by side itself (pybind11's ``ParallelCompile`` in ``setup.py``):
-  one extension at a time, the budget for its threads;
+- a project that compiles side by side itself (seen in ``setup.py`` by what it does: a
+  ``compile`` attribute assigned, as the ``parallelCCompile`` monkeypatch does, or pybind11's
+  ``ParallelCompile`` under any name): one extension at a time, the budget for its threads, and
+  on POSIX the pool steps aside (``aside``): it compiles nothing itself, but every compiler
+  process still takes one of ``budget`` places, so its threads stay within the budget;
 - several extensions without ninja, or an unknown number made in a loop, on POSIX: all of them
   at once (up to ``ALL_AT_ONCE``), and their compiles through one compile pool of ``budget``
   slots shared by all, largest first (``pool.py``), 1 job each; elsewhere min(count, budget) at
-  once, budget // that jobs each;
+  once, budget // that jobs each, or one at a time when a ``build_extension`` of ``setup.py`` sets
+  the shared compiler's settings for its extension (``per_extension``: only the pool keeps those
+  apart);
 - a ``[build_ext] parallel`` the project (``setup.cfg``) or the user (``DIST_EXTRA_CONFIG``) set:
   theirs, with budget // theirs jobs each, and no pool.
 
@@ -62,7 +67,8 @@ class Extensions:
     theirs: int | None = None  # a [build_ext] parallel of the project's own (setup.cfg)
     user: int | None = None  # a [build_ext] parallel of the user's own (DIST_EXTRA_CONFIG)
     cxx_apart: bool = True  # setuptools compiles C++ with its own compiler_so_cxx (see split)
-    own_pool: bool = False  # setup.py compiles side by side itself (pybind11's ParallelCompile)
+    own_pool: str = ""  # why setup.py is seen to compile side by side itself ("": it is not)
+    per_extension: str = ""  # where its build_extension sets the compiler's settings ("": nowhere seen)
     pool: bool = True  # this host can pool setuptools' compiles (POSIX: the unix compiler, pool.py)
 
 
@@ -73,6 +79,7 @@ class Split(NamedTuple):
     each: int  # jobs of each (MAX_JOBS)
     why: str
     pool: int = 0  # slots of the compile pool shared by all extensions; 0: no pool
+    aside: str = ""  # the pool steps aside (the project compiles side by side itself): why
 
 
 def _name(node: ast.AST) -> str:
@@ -92,7 +99,7 @@ def read_extensions(source_dir: Path, env: Mapping[str, str]) -> Extensions:
         return Extensions(theirs=theirs, user=user)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.AsyncFor)
-    sites, looped, torch, ninja, custom, own_pool = 0, False, False, True, False, False
+    sites, looped, torch, ninja, custom = 0, False, False, True, False
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _name(node.func) in _CONSTRUCTORS:
             sites += 1
@@ -104,13 +111,61 @@ def read_extensions(source_dir: Path, env: Mapping[str, str]) -> Extensions:
             ninja = not (isinstance(node.value, ast.Constant) and node.value.value is False)
         elif isinstance(node, (ast.Name, ast.Attribute)) and _name(node) == "BuildExtension":
             torch = True
-        elif isinstance(node, (ast.Name, ast.Attribute)) and _name(node) == "ParallelCompile":
-            own_pool = True
         elif isinstance(node, ast.ClassDef) and any(_name(b) in _CONSTRUCTORS for b in node.bases):
             custom = True
     return Extensions(sites, looped, torch, ninja, custom, theirs, user,
-                      cxx_apart=_cxx_apart() if torch and not ninja else True, own_pool=own_pool,
-                      pool=os.name == "posix")
+                      cxx_apart=_cxx_apart() if torch and not ninja else True, own_pool=_compiles_itself(tree),
+                      per_extension=_sets_compiler(tree), pool=os.name == "posix")
+
+
+_SETTERS = frozenset({"set_executable", "set_executables", "define_macro", "undefine_macro", "add_include_dir",
+                      "set_include_dirs", "add_library", "set_libraries", "add_library_dir", "set_library_dirs",
+                      "add_runtime_library_dir", "set_runtime_library_dirs", "add_link_object", "set_link_objects"})
+
+
+def _compiles_itself(tree: ast.AST) -> str:
+    """Where ``setup.py`` puts a parallel compile of its own in place, by what the code does:
+    something assigned to a ``compile`` attribute (``CCompiler.compile = parallelCCompile``),
+    ``setattr(..., "compile", ...)``, or pybind11's ``ParallelCompile`` under any name."""
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Constant) and any(
+                isinstance(t, ast.Attribute) and t.attr == "compile" and _name(t.value) != "self" for t in node.targets):
+            return f"setup.py line {line} replaces a compiler's compile"  # not a command's option (self.compile = 0)
+        if (isinstance(node, ast.Call) and _name(node.func) == "setattr" and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant) and node.args[1].value == "compile"):
+            return f"setup.py line {line} replaces a compiler's compile"
+        if isinstance(node, ast.ImportFrom) and any(a.name == "ParallelCompile" for a in node.names):
+            return f"setup.py line {line} imports pybind11's ParallelCompile"
+        if isinstance(node, ast.Attribute) and node.attr == "ParallelCompile":
+            return f"setup.py line {line} uses pybind11's ParallelCompile"
+    return ""
+
+
+def _line(node: ast.AST) -> int:
+    return int(getattr(node, "lineno", 0))
+
+
+def _sets_compiler(tree: ast.AST) -> str:
+    """Where a ``build_extension`` of ``setup.py`` sets the compiler's settings for its extension
+    (``self.compiler.compiler_so = ...``, ``self.compiler.set_executable(...)``,
+    ``self.compiler.compiler_so.append(...)``)."""
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or func.name != "build_extension":
+            continue
+        for node in ast.walk(func):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, ast.AugAssign) else []
+            for target in targets:
+                if isinstance(target, ast.Attribute) and _name(target.value) == "compiler":
+                    return f"build_extension sets the compiler's {target.attr} (setup.py line {_line(node)})"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = node.func.value
+                if node.func.attr in _SETTERS and _name(owner) == "compiler":
+                    return f"build_extension calls the compiler's {node.func.attr} (setup.py line {_line(node)})"
+                if isinstance(owner, ast.Attribute) and _name(owner.value) == "compiler":
+                    return f"build_extension changes the compiler's {owner.attr} (setup.py line {_line(node)})"
+    return ""
 
 
 def _cxx_apart() -> bool:
@@ -163,14 +218,18 @@ def split(budget: int, ext: Extensions, *, backend_kind: str) -> Split:
                                  "file compiles; this setuptools has no compiler_so_cxx, so extensions side by side "
                                  "could compile C++ with nvcc: one at a time"))
     if ext.own_pool:
-        return Split(1, budget, "setup.py compiles side by side itself (pybind11's ParallelCompile): one extension "
-                                f"at a time, {budget} jobs for it")
+        return Split(1, budget, f"setup.py compiles side by side itself ({ext.own_pool}): one extension at a time, "
+                                f"{budget} jobs for it", pool=budget if ext.pool else 0,
+                     aside=f"setup.py compiles side by side itself ({ext.own_pool})" if ext.pool else "")
     what = f"{'extensions made in a loop' if ext.looped else f'{ext.sites} extensions'}{' without ninja' if ext.torch else ''}"
     at_once = budget if ext.looped else min(ext.sites, budget)
     if at_once > 1 and ext.pool:
         every = ALL_AT_ONCE if ext.looped else min(ext.sites, ALL_AT_ONCE)
         return Split(every, 1, (f"{what}: {'up to ' if ext.looped else ''}{every} at once, their compiles through "
                                 f"one pool of {budget} slots, largest first, 1 job each"), pool=budget)
+    if at_once > 1 and ext.per_extension:  # no pool here to keep each extension's compiler settings its own
+        return Split(1, budget, f"{what}: one at a time, {budget} jobs: {ext.per_extension}, and extensions side by "
+                                "side without the compile pool share one compiler")
     return Split(at_once, max(1, budget // at_once),
                  f"{what}: {at_once} at once x {max(1, budget // at_once)} jobs each, within {budget}")
 

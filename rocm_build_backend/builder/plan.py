@@ -66,6 +66,7 @@ class BuildPlan:
     build_ext_parallel: int = 1  # setuptools extensions built at once (DIST_EXTRA_CONFIG)
     parallel_reason: str = ""
     compile_pool: int = 0  # slots of the compile pool the extensions' compiles share (builder.pool); 0: none
+    compile_pool_aside: str = ""  # why the pool steps aside (gates the project's own compiles only); "": it does not
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +88,7 @@ class BuildPlan:
             "build_ext_parallel": self.build_ext_parallel,
             "build_ext_parallel_reason": self.parallel_reason,
             "compile_pool": self.compile_pool,
+            "compile_pool_aside": self.compile_pool_aside or None,
             "switches": [s.to_json() for s in self.switches],
         }
 
@@ -96,10 +98,14 @@ class BuildPlan:
                  f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
         if self.parallel_reason:
             lines.append(f"build_ext parallel = {self.build_ext_parallel} ({self.parallel_reason})")
-        if self.compile_pool:
+        if self.compile_pool and self.compile_pool_aside:
+            lines.append(f"compile pool steps aside: {self.compile_pool_aside}: one extension at a time, every "
+                         f"compiler process setuptools starts within {self.compile_pool} slots")
+        elif self.compile_pool:
             shared = (f"{self.build_ext_parallel} extensions" if self.build_ext_parallel < ALL_AT_ONCE
                       else f"the extensions (up to {ALL_AT_ONCE} at once)")
-            lines.append(f"compile pool: {self.compile_pool} slots shared by {shared}, largest first")
+            lines.append(f"compile pool: {self.compile_pool} slots shared by {shared}, largest first, links "
+                         f"through the same slots, each extension's compiler settings its own")
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
         lines.append(f"environment {shown}")
         if self.config_settings:
@@ -143,6 +149,9 @@ def _parallel(draft: Knobs, budget: int, extensions: Extensions | None, backend_
             draft.notes.append(f"{var}={env[var]} kept (the project reads it: {source})")
             continue
         draft.env[var] = value
+    if got.pool and not got.aside and extensions.per_extension:
+        draft.notes.append(f"{extensions.per_extension}: each extension built beside the others gets the compiler "
+                           "settings it sets (a compiler state of its own)")
     return got
 
 
@@ -267,8 +276,10 @@ def make_plan(
                       notes=["no GPU targets: no target variables, no pinned tools"])
     draft.notes[:0] = notes
     jobs, why = _max_jobs(settings, env, host)
-    at_once, each, parallel_why, pool = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
-    if pool:
+    at_once, each, parallel_why, pool, aside = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    if pool and aside:
+        why = f"a budget of {jobs} jobs ({why}): every compiler process setuptools starts within {pool} places"
+    elif pool:
         why = f"a budget of {jobs} jobs ({why}): one compile pool of {pool} slots, 1 job each"
     elif at_once > 1:
         why = f"a budget of {jobs} jobs ({why}): {at_once} extensions at once x {each}"
@@ -290,5 +301,5 @@ def make_plan(
         jobs_reason=why,
         profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
         source_detail=source_detail or source, vendor=vendor, enforce=enforced, switches=switches,
-        build_ext_parallel=at_once, parallel_reason=parallel_why, compile_pool=pool,
+        build_ext_parallel=at_once, parallel_reason=parallel_why, compile_pool=pool, compile_pool_aside=aside,
     )

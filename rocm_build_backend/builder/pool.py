@@ -17,20 +17,22 @@ What ``compile`` keeps: ``_setup_compile`` and ``_get_cc_args`` as they are, onl
 says to build, the returned list of objects in order; when a compile fails, the objects of its
 call not yet started are not started, the others end, and the first error is raised; no thread
 outlives its call. A compile inside a pooled compile runs in its thread, outside the gate (no
-deadlock). Links are not gated (one per extension, after its compiles). Compiler classes that
-replace ``compile`` (MSVC) never reach the pool (``parallel.split`` pools on POSIX only).
+deadlock). Compiler classes that replace ``compile`` (MSVC) never reach the pool
+(``parallel.split`` pools on POSIX only).
 
-Swapped executables. torch's build without ninja (``BuildExtension``'s
-``unix_wrap_single_compile``) sets the shared compiler object's ``compiler_so`` to nvcc (hipcc)
-for a .cu file and puts the value it saw back afterwards. Two compiles at once through that one
-object race: a .c file compiled while a .cu file holds nvcc gets nvcc (C++ files are safe where
-setuptools compiles them with ``compiler_so_cxx``: ``parallel._cxx_apart``), and two .cu files'
-save-and-restore can leave nvcc in place, or put gcc back just before the other reads nvcc. So
-while the pool is on, the unix compiler classes' ``compiler_so`` and ``compiler_so_cxx`` are
-per thread inside a pooled compile (``_PerThread``): what a compile sets there is seen by that
-compile alone, reads fall through to the shared value, and every file kind gets its own
-executable whatever compiles beside it. (A change of those two meant to outlast the compile, made
-from inside ``_compile``, would be lost: no known project does that.)
+The pool never changes what is built, only when (each piece in its module):
+
+- compiler settings: each extension's build and each compile has its own (``poolscope``), so a
+  ``build_extension`` that sets ``compiler_so`` for its extension, or torch's build without ninja
+  swapping nvcc in around a .cu file, gets what it set whatever builds beside it;
+- every compiler process setuptools starts, links and a project's own parallel compiles included,
+  takes a place at the one gate, in a process group of its own (``poolrun``); the compilers at
+  once never exceed the slots;
+- the first failure that ends an extension's build starts nothing new, SIGINT and SIGTERM stop
+  the gate and end the running compilers' process groups (``poolext``, ``poolrun``);
+- a project that compiles side by side itself is left to do so, one extension at a time
+  (``poolext.SideBySide.step_aside``; the plan says so beforehand when ``setup.py`` shows it:
+  ``side_by_side`` False).
 
 Imports setuptools' ``distutils`` (the copy the build uses, already loaded by the wrapped backend)
 when entered, nothing at import. Decides nothing: the plan says when.
@@ -38,141 +40,53 @@ when entered, nothing at import. Decides nothing: the plan says when.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import os
+import signal
 import sys
 import threading
-import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Iterator, Sequence
 
+from rocm_build_backend.builder import poolscope
 from rocm_build_backend.builder.log import log
+from rocm_build_backend.builder.poolext import SideBySide
+from rocm_build_backend.builder.poolgate import Cost, Gate, Stopped, cost
+from rocm_build_backend.builder.poolrun import Processes, on_signals
+from rocm_build_backend.builder.poolscope import MISSING, SCOPED, Scoped
 
 try:  # POSIX only, as the pool itself (parallel.split pools on POSIX only)
     import resource
 except ImportError:  # pragma: no cover
     resource = None  # type: ignore[assignment]
 
-Cost = tuple[int, int]  # (a device source, the file's size): larger compiles first
 SETTLE = 0.3  # seconds the first admission waits for the compiles started with it
-_DEVICE = (".cu", ".hip")
-_SWAPPED = ("compiler_so", "compiler_so_cxx")
 _MISSING = object()
-_local = threading.local()  # .swapped: {(id(compiler), name): value} inside a pooled compile
-
-
-def cost(source: str) -> Cost:
-    """How long ``source`` is expected to compile, to order the waiting: device first, then size."""
-    try:
-        size = os.path.getsize(source)
-    except OSError:
-        size = 0
-    return (1 if source.lower().endswith(_DEVICE) else 0, size)
-
-
-class Gate:
-    """At most ``slots`` holders at once; a free place goes to the waiter of the largest cost
-    (first come among equals). The first admission waits ``settle`` seconds after the first request."""
-
-    def __init__(self, slots: int, settle: float = 0.0) -> None:
-        self.slots = max(1, slots)
-        self.settle = settle
-        self.admitted = 0  # holders so far
-        self.peak = 0  # the most holders at once
-        self.first: float | None = None  # when the first holder came in
-        self.last: float | None = None  # when the last holder so far left
-        self._busy = 0
-        self._opens: float | None = None
-        self._waiting: list[tuple[int, int, int]] = []  # a heap of (-device, -size, arrival)
-        self._arrival = itertools.count()
-        self._cond = threading.Condition()
-
-    @property
-    def waiting(self) -> int:
-        """Requests waiting for a place."""
-        with self._cond:
-            return len(self._waiting)
-
-    @contextmanager
-    def slot(self, cost: Cost) -> Iterator[None]:
-        """Hold one place for the block."""
-        with self._cond:
-            if self._opens is None:
-                self._opens = time.monotonic() + self.settle
-            entry = (-cost[0], -cost[1], next(self._arrival))
-            heapq.heappush(self._waiting, entry)
-            try:
-                while True:
-                    wait = self._opens - time.monotonic()
-                    if wait <= 0 and self._busy < self.slots and self._waiting[0] == entry:
-                        break
-                    self._cond.wait(wait if wait > 0 else None)
-            except BaseException:  # interrupted while waiting: give up the place in line
-                self._waiting.remove(entry)
-                heapq.heapify(self._waiting)
-                self._cond.notify_all()
-                raise
-            heapq.heappop(self._waiting)
-            self._busy += 1
-            self.admitted += 1
-            self.peak = max(self.peak, self._busy)
-            if self.first is None:
-                self.first = time.monotonic()
-            self._cond.notify_all()  # the next in line may fit too
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._busy -= 1
-                self.last = time.monotonic()
-                self._cond.notify_all()
-
-
-class _PerThread:
-    """A compiler executable (``compiler_so``) that a pooled compile sets for itself alone."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __get__(self, compiler: Any, owner: type | None = None) -> Any:
-        if compiler is None:
-            return self
-        mine = getattr(_local, "swapped", None)
-        if mine is not None and (id(compiler), self.name) in mine:
-            return mine[(id(compiler), self.name)]
-        try:
-            return vars(compiler)[self.name]
-        except KeyError:
-            raise AttributeError(self.name) from None
-
-    def __set__(self, compiler: Any, value: Any) -> None:
-        mine = getattr(_local, "swapped", None)
-        if mine is None:
-            vars(compiler)[self.name] = value
-        else:
-            mine[(id(compiler), self.name)] = value
-
-
-def _own_executables(job: Callable[[], object]) -> None:
-    """Run ``job`` with executables of this thread's own (``_PerThread``)."""
-    _local.swapped = {}
-    try:
-        job()
-    finally:
-        _local.swapped = None
+__all__ = ["Gate", "Stopped", "cost", "pooled", "run_all"]
 
 
 def run_all(gate: Gate, jobs: Sequence[tuple[Cost, Callable[[], object]]], threads: int) -> None:
     """Run ``jobs`` in their order on ``threads`` threads (this one among them), each through
-    ``gate``. After a failure no further job starts; the first error is raised once every started
+    ``gate`` in a compile scope of its own (``poolscope.job``: the calling thread's settings, its own
+    after). After a failure no further job starts (a failure of a non-optional extension's compile
+    pauses the gate before its place is given back); the first error is raised once every started
     job has ended."""
     queue = deque(jobs)
     errors: list[BaseException] = []
     lock = threading.Lock()
+    parent = poolscope.current()
+    owner = parent.owner if parent is not None else None
+
+    def one(job: Callable[[], object]) -> None:
+        try:
+            with poolscope.entered(poolscope.job(parent)):
+                job()
+        except BaseException:
+            if owner is not None and parent is not None and not parent.optional:
+                gate.pause(owner)
+            raise
 
     def worker() -> None:
         while True:
@@ -181,9 +95,9 @@ def run_all(gate: Gate, jobs: Sequence[tuple[Cost, Callable[[], object]]], threa
                     return
                 job_cost, job = queue.popleft()
             try:
-                with gate.slot(job_cost):
+                with gate.slot(job_cost, owner):
                     if not errors:  # another failed while this one waited
-                        _own_executables(job)
+                        one(job)
             except BaseException as exc:
                 with lock:
                     errors.append(exc)
@@ -242,9 +156,12 @@ class _Claims:
             return folder
 
 
-def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls) -> Callable[..., list[str]]:
+def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls,
+                      foreign: Callable[[str], None]) -> Callable[..., list[str]]:
     """A ``CCompiler.compile`` whose objects go through ``gate``, side by side on unix compilers,
-    each call's objects its own (``_Claims``)."""
+    each call's objects its own (``_Claims``). Called from a thread of the project's own (outside
+    every extension build of the pool, not the main thread), it tells ``foreign`` and compiles as
+    setuptools does, one object after another in that thread (each process still gated)."""
     claims = _Claims()
 
     def compile(self: Any, sources: Sequence[str], output_dir: str | None = None, macros: Any = None,
@@ -260,7 +177,14 @@ def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls) -> Call
             self._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
 
         todo = sorted((obj for obj in objects if obj in build), key=lambda o: cost(build[o][0]), reverse=True)
-        if getattr(_local, "swapped", None) is not None:  # a compile inside a pooled compile
+        scope = poolscope.current()
+        if scope is None and threading.current_thread() is not threading.main_thread():
+            foreign(threading.current_thread().name)  # the project compiles side by side itself
+            for obj in objects:
+                if obj in build:
+                    one(obj)
+            return list(objects)
+        if scope is not None and scope.job:  # a compile inside a pooled compile
             for obj in todo:
                 one(obj)
             return list(objects)
@@ -273,27 +197,41 @@ def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls) -> Call
     return compile
 
 
-def _classes() -> tuple[list[type], list[type]]:
-    """The ``CCompiler`` classes (with the ``_setup_compile`` protocol) and unix compiler classes of
-    the distutils that setuptools' build uses: ``distutils`` (setuptools' own copy under that name,
-    or the standard library's), and ``setuptools._distutils`` where it was loaded apart."""
+@dataclass
+class _Classes:
+    """What ``pooled`` changes, in each distutils the build may use: ``CCompiler`` (with the
+    ``_setup_compile`` protocol), its unix compiler class, and ``build_ext``."""
+
+    bases: list[type] = field(default_factory=list)
+    unix: list[type] = field(default_factory=list)
+    build_ext: list[type] = field(default_factory=list)
+
+
+def _classes() -> _Classes:
+    """The classes of the distutils that setuptools' build uses: ``distutils`` (setuptools' own copy
+    under that name, or the standard library's), and ``setuptools._distutils`` where it was loaded
+    apart."""
+    found = _Classes()
     try:  # an optional dependency, probed where it is used; setuptools puts its distutils in place
         import setuptools  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
-        import distutils.ccompiler  # noqa: F401 (both read from sys.modules below)
+        import distutils.ccompiler  # noqa: F401 (all read from sys.modules below)
+        import distutils.command.build_ext  # noqa: F401
         import distutils.unixccompiler  # noqa: F401
     except ImportError:
-        return [], []
-    bases: list[type] = []
-    unix: list[type] = []
+        return found
     for package in ("distutils", "setuptools._distutils"):
         base = getattr(sys.modules.get(f"{package}.ccompiler"), "CCompiler", None)
-        found = getattr(sys.modules.get(f"{package}.unixccompiler"), "UnixCCompiler", None)
-        if not isinstance(base, type) or not isinstance(found, type) or base in bases:
+        unix = getattr(sys.modules.get(f"{package}.unixccompiler"), "UnixCCompiler", None)
+        command = getattr(sys.modules.get(f"{package}.command.build_ext"), "build_ext", None)
+        if not isinstance(base, type) or not isinstance(unix, type) or base in found.bases:
             continue
-        if "compile" in vars(base) and hasattr(base, "_setup_compile") and hasattr(base, "_get_cc_args"):
-            bases.append(base)
-            unix.append(found)
-    return bases, unix
+        if "compile" in vars(base) and hasattr(base, "_setup_compile") and hasattr(base, "_get_cc_args") and (
+                "call" in vars(base) or "spawn" in vars(base)):
+            found.bases.append(base)
+            found.unix.append(unix)
+            if isinstance(command, type) and "_build_extensions_parallel" in vars(command):
+                found.build_ext.append(command)
+    return found
 
 
 def _children_cpu() -> float:
@@ -304,41 +242,98 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _replacements(found: _Classes, compile: Callable[..., list[str]] | None, processes: Processes,
+                  side: SideBySide) -> list[tuple[type, str, object, object]]:
+    """(class, name, what was there, ours) for every attribute ``pooled`` puts in place."""
+    put: list[tuple[type, str, object, object]] = []
+    for cls in found.bases:
+        if compile is not None:
+            put.append((cls, "compile", vars(cls)["compile"], compile))
+        name = "call" if "call" in vars(cls) else "spawn"
+        put.append((cls, name, vars(cls)[name], processes.method(vars(cls)[name])))
+    for cls in found.unix:
+        for name in SCOPED:
+            was = vars(cls).get(name, _MISSING)
+            put.append((cls, name, was, Scoped(name, MISSING if was is _MISSING else was)))
+    for cls in found.build_ext:
+        put.append((cls, "_build_extensions_parallel", vars(cls)["_build_extensions_parallel"], side.method()))
+    return put
+
+
+def _put_back(put: list[tuple[type, str, object, object]]) -> None:
+    for cls, name, old, ours in reversed(put):
+        if vars(cls).get(name) is not ours:  # replaced during the build by someone else: theirs stays
+            continue
+        if old is _MISSING:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, old)
+
+
 @contextmanager
-def pooled(slots: int, *, settle: float = SETTLE) -> Iterator[Gate | None]:
-    """``CCompiler.compile`` pooled within ``slots`` for the block, then put back; yields the gate,
-    or None when this setuptools' compiler classes are not known (nothing changed)."""
-    bases, unix = _classes()
-    if not bases:
+def pooled(slots: int, *, settle: float = SETTLE, side_by_side: bool = True) -> Iterator[Gate | None]:
+    """The pool for the block, then setuptools as it was; yields the gate, or None when this
+    setuptools' classes are not known (nothing changed). ``side_by_side`` False: the project
+    compiles side by side itself (the plan saw it): its compiler processes go through the gate,
+    nothing else changes."""
+    found = _classes()
+    if not found.bases:
         yield None
         return
     gate = Gate(slots, settle)
     cpu_before = _children_cpu()
     calls = _Calls()
-    replaced = _compile_function(gate, tuple(unix), calls)
-    put: list[tuple[type, str, object, object]] = []  # (class, name, what was there, ours)
+    compile = _compile_function(gate, tuple(found.unix), calls, lambda thread: side.step_aside(
+        f"compile called from a thread of the project's own ({thread})")) if side_by_side else None
+    killer: list[threading.Thread] = []
+    side = SideBySide(gate, lambda: processes.kill_all(), compile)
+    if not side_by_side:
+        side.aside = "the plan"  # said in the plan before the build: not again
+    processes = Processes(gate, lambda thread: side.step_aside(
+        f"compilers run from a thread of the project's own ({thread})"))
+
+    def stop_all() -> None:
+        gate.stop("stopped")
+        processes.kill_all()
+
+    def stop(signum: int) -> None:  # in the signal handler: nothing that waits; the killer thread does
+        gate.reason = gate.reason or f"stopped by {signal.Signals(signum).name}"
+        if not killer:
+            killer.append(threading.Thread(target=stop_all, name="compile-pool-stop", daemon=True))
+            killer[0].start()
+
+    put = _replacements(found, compile, processes, side)
     try:
-        for cls in bases:
-            put.append((cls, "compile", vars(cls)["compile"], replaced))
-        for cls in unix:
-            put += [(cls, name, vars(cls).get(name, _MISSING), _PerThread(name)) for name in _SWAPPED]
         for cls, name, _, ours in put:
             setattr(cls, name, ours)
-        yield gate
+        with on_signals(stop):
+            yield gate
     finally:
-        for cls, name, old, ours in reversed(put):
-            if vars(cls).get(name) is not ours:  # replaced during the build by someone else: theirs stays
-                continue
-            if old is _MISSING:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, old)
-        if gate.admitted:
-            busy = ""
-            cpu = _children_cpu() - cpu_before
-            if gate.first is not None and gate.last is not None and gate.last > gate.first:
-                wall = gate.last - gate.first
-                busy = (f"; first compile to last {wall:.1f} s, {cpu:.1f} s of CPU in the build's child processes: "
-                        f"{cpu / wall / gate.slots:.0%} of {gate.slots} slots")
-            log(f"compile pool: {gate.admitted} compiles from {calls.count} compile calls, "
-                f"at most {gate.peak} at once ({gate.slots} slots, largest first){busy}")
+        _put_back(put)
+        for thread in killer:
+            thread.join()
+        _report(gate, calls, processes, side, cpu_before)
+
+
+def _report(gate: Gate, calls: _Calls, processes: Processes, side: SideBySide, cpu_before: float) -> None:
+    """The pool's lines in the build log."""
+    if side.changed:
+        names = sorted({name for changed in side.changed.values() for name in changed})
+        log(f"compile pool: {len(side.changed)} extensions set the compiler's {', '.join(names)} for their own "
+            f"build (each kept to its own: {', '.join(sorted(side.changed)[:3])}{', ...' if len(side.changed) > 3 else ''})")
+    if gate.reason is not None:
+        log(f"compile pool: {gate.reason}: {gate.refused} compiles and links not started, "
+            f"{processes.started} compiler processes run")
+    if not gate.admitted:
+        return
+    busy = ""
+    cpu = _children_cpu() - cpu_before
+    if gate.first is not None and gate.last is not None and gate.last > gate.first:
+        wall = gate.last - gate.first
+        busy = (f"; first compile to last {wall:.1f} s, {cpu:.1f} s of CPU in the build's child processes: "
+                f"{cpu / wall / gate.slots:.0%} of {gate.slots} slots")
+    compiles = gate.admitted - processes.outside
+    head = (f"{compiles} compiles from {calls.count} compile calls and {processes.outside} other compiler runs (links)"
+            if compiles else f"{processes.outside} compiler runs")
+    log(f"compile pool: {head}, at most {gate.peak} at once ({gate.slots} slots"
+        f"{', largest first' if compiles else ''}){busy}")

@@ -9,12 +9,17 @@ plain data (``build --json``).
 A build runs the shim's hook in a subprocess; its exit status is the shim's own (1 refused: a
 stale tree, a compiler that rejects a target, a target missing from the wheel; 2 a bad setting;
 3 cannot tell: no GPU found) or the wrapped backend's failure (1), and ``BuildFailedError``
-carries it on.
+carries it on. The hook runs in a session of its own: SIGINT, SIGTERM and SIGHUP go on to its
+process group, the command waits for it to end (128 + the signal's number), and a build that
+failed or stopped leaves nothing in the output folder: what appeared there during it (a wheel,
+setuptools' ``.tmp-*`` folder, a temporary file) is removed before the command says so.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 from collections import deque
@@ -26,6 +31,7 @@ from pyproject_hooks import BuildBackendHookCaller
 
 from rocm_build_backend.builder.diagnose import diagnose, skipped_for_missing
 from rocm_build_backend.builder.freshness import StaleTree, find_stale, stale_wheels
+from rocm_build_backend.builder.interrupt import end_group, forwarded
 from rocm_build_backend.builder.log import LOG_PREFIX
 from rocm_build_backend.builder.prepare import Prepared, prepare
 from rocm_build_backend.builder.source import backend_build_dirs, load_project, read_pyproject, wrapped_backend
@@ -82,19 +88,28 @@ _TAIL_LINES = 400  # of the build's output, kept to say why it failed
 _LINE = 4096  # bytes of one line kept
 
 
-def _tee_runner(tail: deque[str]) -> Callable[..., None]:
+def _tee_runner(tail: deque[str], received: list[int]) -> Callable[..., None]:
     """A pyproject-hooks runner: the hook's output goes to our stderr as it comes (stdout stays
-    for the wheel's path), and its last lines are kept in ``tail``."""
+    for the wheel's path), and its last lines are kept in ``tail``. The hook runs in a session of
+    its own; SIGINT, SIGTERM and SIGHUP to us go to its process group (``interrupt.forwarded``)
+    and are kept in ``received``; we wait for it, and what is left of its group when it ended on a
+    signal is killed, so that nothing of the build outlives the command."""
     def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
         env = dict(os.environ)
         env.update(extra_environ or {})
-        with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              start_new_session=True) as proc, forwarded(proc.pid, received):
             out = proc.stdout
             assert out is not None
             while raw := out.readline(1 << 16):  # a long line comes in pieces: memory stays bounded
                 sys.stderr.buffer.write(raw)
                 sys.stderr.buffer.flush()
                 tail.append(raw[:_LINE].decode("utf-8", "replace"))
+            proc.wait()
+            if received:
+                end_group(proc.pid)
+        if received:
+            raise BuildInterrupted(received[0])
         if proc.returncode:
             raise subprocess.CalledProcessError(proc.returncode, cmd)
 
@@ -111,6 +126,14 @@ class BuildFailedError(RocmBuildBackendError):
     def __init__(self, message: str, *, hint: str | None = None, exit_code: int = DEFINITE_NO) -> None:
         super().__init__(message, hint=hint)
         self.exit_code = exit_code
+
+
+class BuildInterrupted(Exception):
+    """The command got a signal while the hook built; the hook's process group has ended."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 @dataclass
@@ -157,16 +180,60 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
     outdir.mkdir(parents=True, exist_ok=True)
     settings = shim_settings(path, config_settings)
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
-    caller = BuildBackendHookCaller(str(path), SHIM, runner=_tee_runner(tail), python_executable=sys.executable)
+    received: list[int] = []
+    caller = BuildBackendHookCaller(str(path), SHIM, runner=_tee_runner(tail, received),
+                                    python_executable=sys.executable)
+    before = _entries(outdir)
     try:
         name = caller.build_wheel(str(outdir), settings)
     except subprocess.CalledProcessError as exc:
+        _remove_new(outdir, before)
         raise failed(path.name, exc.returncode, "".join(tail)) from None
+    except BuildInterrupted as exc:
+        removed = _remove_new(outdir, before)
+        what = signal.Signals(exc.signum).name
+        raise BuildFailedError(
+            f"building {path.name} stopped by {what}: the build's processes have ended"
+            + (f"; removed what it left in {outdir}: {', '.join(removed)}" if removed else ""),
+            hint="build again to finish it", exit_code=128 + exc.signum) from None
+    except BaseException:
+        _remove_new(outdir, before)
+        raise
     wheel = outdir / name
 
     built = Built(path, wheel, read_stamp(wheel))
     built.stale = [(p, t) for p, t in stale_wheels(outdir, built.targets) if p != wheel]
     return built
+
+
+def _entries(folder: Path) -> dict[str, tuple[int, int, int]]:
+    """The entries of ``folder``: name -> (inode, size, modification time)."""
+    out = {}
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            out[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _remove_new(folder: Path, before: dict[str, tuple[int, int, int]]) -> list[str]:
+    """Remove what a failed build left in ``folder``: entries that were not there before it, and
+    wheels it replaced; the names removed."""
+    removed = []
+    for name, now in _entries(folder).items():
+        was = before.get(name)
+        if was is not None and (was == now or not name.endswith(".whl")):
+            continue
+        target = folder / name
+        try:
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+        except OSError:
+            continue
+        removed.append(name)
+    return sorted(removed)
 
 
 def failed(name: str, returncode: int, output: str) -> BuildFailedError:

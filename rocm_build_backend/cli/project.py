@@ -36,7 +36,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Exit 0 built; 1 refused (stale tree, compiler, missing target) or failed; 2 a bad setting;
-    3 no GPU found (the hook's own code, see ``builder.project.failed``)."""
+    3 no GPU found (the hook's own code, see ``builder.project.failed``); 128 + N stopped by
+    signal N (130 SIGINT, 143 SIGTERM), once the build's processes have ended."""
     from rocm_build_backend.builder.project import build_project
 
     built = build_project(Path(args.path), Path(args.outdir) if args.outdir else None, build_settings(args))

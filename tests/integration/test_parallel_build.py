@@ -26,7 +26,7 @@ def test_setuptools_builds_the_extensions_in_parallel_with_the_users_config(tmp_
     assert "many-ext: build_ext parallel=64" in log  # all at once: the compile pool bounds the compiles
     assert ("build_ext parallel = 64 (extensions made in a loop: up to 64 at once, their compiles through one pool "
             "of 4 slots, largest first, 1 job each)") in log
-    assert "compile pool: 6 compiles from 6 compile calls, at most " in log
+    assert "compile pool: 6 compiles from 6 compile calls and 6 other compiler runs (links), at most " in log
     wheel = only_wheel(tmp_path / "out")
     assert wheel.name.startswith("many_ext-0.1.0.dev7-")  # the user's own file was read too
     assert user.read_text() == "[egg_info]\ntag_build = .dev7\n"

@@ -12,6 +12,7 @@ compiler. No timing is asserted: only the order and overlap of the recorded comp
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import only_wheel, run
+from helpers import ROOT, only_wheel, run
 
 NVCC = Path("/usr/local/cuda/bin/nvcc")
 PYPROJECT = """\
@@ -60,6 +61,13 @@ static PyMethodDef methods[] = {{{{"answer", answer, METH_NOARGS, NULL}}, {{NULL
 static struct PyModuleDef def = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, methods}};
 PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&def); }}
 """
+
+
+@pytest.fixture
+def build_env(build_env):
+    """The builds run this checkout's shim, whatever is installed."""
+    build_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), build_env.get("PYTHONPATH", "")) if p)
+    return build_env
 
 
 def _functions(prefix: str, count: int, *, cxx: bool = False) -> str:
@@ -157,8 +165,10 @@ def test_the_extensions_compile_side_by_side_through_one_pool(tmp_path, build_en
     log = _build(project, tmp_path / "out", build_env)
     assert ("build_ext parallel = 3 (3 extensions: 3 at once, their compiles through one pool of 2 slots, "
             "largest first, 1 job each)") in log
-    assert "compile pool: 2 slots shared by 3 extensions, largest first" in log
-    assert "compile pool: 6 compiles from 3 compile calls, at most 2 at once (2 slots, largest first); first compile to last " in log
+    assert ("compile pool: 2 slots shared by 3 extensions, largest first, links through the same slots, each "
+            "extension's compiler settings its own") in log
+    assert ("compile pool: 6 compiles from 3 compile calls and 3 other compiler runs (links), at most 2 at once "
+            "(2 slots, largest first); first compile to last ") in log
 
     wheel = only_wheel(tmp_path / "out")
     assert _answers(wheel, tmp_path / "site", "pool_ext", ["_multi", "_one", "_two"]) == [400 + 300 + 3, 1, 2]
@@ -167,6 +177,8 @@ def test_the_extensions_compile_side_by_side_through_one_pool(tmp_path, build_en
     assert sorted(Path(c["src"]).name for c in compiles) == ["_one.c", "_two.c", "big.cpp", "main.c", "mid.c", "small.c"]
     assert all(c["rc"] == 0 for c in compiles)
     assert _most_at_once(compiles) <= 2  # never more than the pool's slots
+    links = [r for r in _records(build_env) if r["kind"] == "link"]
+    assert len(links) == 3 and _most_at_once(compiles + links) <= 2  # the links take the same slots
     multi = {Path(c["src"]).name: c for c in compiles if "/multi/" in c["src"]}
     assert _overlap(multi["big.cpp"], multi["mid.c"]), multi  # one extension's sources side by side
     assert max(multi["big.cpp"]["start"], multi["mid.c"]["start"]) < min(multi["small.c"]["start"],
@@ -231,7 +243,8 @@ def test_a_c_file_beside_an_nvcc_compile_keeps_the_c_compiler(tmp_path, build_en
     project = _swapping_project(tmp_path, tools["nvcc"])
     build_env["CC"] = str(tools["cc"])
     log = _build(project, tmp_path / "out", build_env)
-    assert "compile pool: 4 compiles from 2 compile calls, at most 2 at once (2 slots, largest first)" in log
+    assert ("compile pool: 4 compiles from 2 compile calls and 2 other compiler runs (links), at most 2 at once "
+            "(2 slots, largest first)") in log
 
     wheel = only_wheel(tmp_path / "out")
     assert _answers(wheel, tmp_path / "site", "swap_ext", ["_dev", "_plain"]) == [7 + 200, 5]

@@ -6,12 +6,17 @@ tests/integration/test_pool_build.py."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
 import pytest
 
-from rocm_build_backend.builder.pool import Gate, cost, pooled, run_all
+from rocm_build_backend.builder import poolscope
+from rocm_build_backend.builder.pool import Gate, Stopped, cost, pooled, run_all
+from rocm_build_backend.builder.poolrun import Processes, on_signals
+from rocm_build_backend.builder.poolscope import MISSING, Scoped
 
 setuptools = pytest.importorskip("setuptools")
 from distutils import ccompiler, unixccompiler  # noqa: E402  (setuptools' distutils, loaded above)
@@ -215,3 +220,173 @@ def test_a_failing_compile_raises_its_error_and_a_nested_compile_runs_inline(tmp
             compiler.compile(["bad.c"], output_dir=str(tmp_path))
         compiler.compile(["good.c"], output_dir=str(tmp_path))
     assert done == ["inner.c", "good.c"]
+
+
+# ------------------------------------------------------------------ the pool never changes a result
+
+
+def test_a_stopped_gate_refuses_its_waiters_and_every_later_request():
+    gate, raised = Gate(1), []
+
+    def wait() -> None:
+        try:
+            with gate.slot((0, 1)):
+                raised.append("admitted")
+        except Stopped as exc:
+            raised.append(str(exc))
+
+    with gate.slot((0, 0)):
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        _until(lambda: gate.waiting == 1, "the second request waiting")
+        gate.stop("stopped by SIGTERM")
+        waiter.join(WAIT)
+    with pytest.raises(Stopped, match="SIGTERM"):
+        with gate.slot((1, 1)):
+            pass
+    assert raised == ["stopped by SIGTERM"] and gate.refused == 2 and gate.admitted == 1
+
+
+def test_a_paused_gate_admits_only_the_extension_whose_failure_is_being_decided():
+    gate, order = Gate(2), []
+    failing, other = object(), object()
+
+    def take(owner: object, name: str) -> None:
+        with gate.slot((0, 0), owner):
+            order.append(name)
+
+    gate.pause(failing)
+    waiter = threading.Thread(target=take, args=(other, "other"))
+    waiter.start()
+    _until(lambda: gate.waiting == 1, "the other extension waiting")
+    take(failing, "retry")  # the failing extension's own retry goes in, past the waiting line
+    assert order == ["retry"] and gate.waiting == 1
+    gate.resume(failing)  # it handled its failure: the others go on
+    waiter.join(WAIT)
+    assert order == ["retry", "other"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_processes_end_whole_process_groups_and_start_nothing_after_a_stop(tmp_path):
+    gate, foreign = Gate(2), []
+    processes = Processes(gate, foreign.append)
+    codes: list[object] = []
+    script = 'echo $$ >> "$1"; sleep 60 & echo $! >> "$1"; wait'
+    pids = tmp_path / "pids"
+
+    def compiler() -> None:
+        try:
+            codes.append(processes.run(["sh", "-c", script, "sh", str(pids)], None, {}))
+        except Stopped:
+            codes.append("refused")
+
+    threads = [threading.Thread(target=compiler, name=f"project-{i}") for i in range(3)]
+    for thread in threads:
+        thread.start()
+    _until(lambda: pids.is_file() and len(pids.read_text().split()) == 4, "two compilers and their children")
+    assert gate.waiting == 1  # the third waits: two slots
+    gate.stop("stopped by SIGINT")
+    processes.kill_all()
+    for thread in threads:
+        thread.join(WAIT)
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 4 and not [p for p in started if _alive(p)]  # the sh and its sleep, twice
+    assert sorted(map(str, codes)) == ["-15", "-15", "refused"] and processes.started == 2 and gate.refused == 1
+    assert foreign == ["project-0", "project-1", "project-2"]  # threads of nobody's build: the pool is told
+    with pytest.raises(Stopped):
+        processes.run(["true"], None, {})
+
+
+def test_an_extensions_compiler_settings_are_its_own_and_a_compile_starts_from_them():
+    class Compiler:
+        compiler_so = Scoped("compiler_so", MISSING)
+        include_dirs = Scoped("include_dirs", [])
+
+    compiler = Compiler()
+    compiler.compiler_so = ["cc"]
+    seen: dict[str, object] = {}
+    ready = threading.Barrier(2)
+
+    def build(name: str) -> None:
+        with poolscope.entered(poolscope.extension(name, optional=False)) as scope:
+            compiler.compiler_so = ["cc", f"-D{name}"]
+            compiler.include_dirs.append(name)  # changed in place: still its own
+            ready.wait(WAIT)  # both have set theirs before either reads
+            with poolscope.entered(poolscope.job(scope)):
+                seen[f"{name} compile"] = list(compiler.compiler_so)
+                compiler.compiler_so = ["nvcc"]  # a compile's swap stays in the compile
+            seen[name] = (list(compiler.compiler_so), list(compiler.include_dirs), sorted(scope.changed))
+
+    threads = [threading.Thread(target=build, args=(n,)) for n in ("A", "B")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert seen["A"] == (["cc", "-DA"], ["A"], ["compiler_so"]) and seen["A compile"] == ["cc", "-DA"]
+    assert seen["B"] == (["cc", "-DB"], ["B"], ["compiler_so"]) and seen["B compile"] == ["cc", "-DB"]
+    assert compiler.compiler_so == ["cc"] and Compiler.include_dirs == [] and compiler.include_dirs == []
+    with poolscope.entered(poolscope.extension("C", optional=False)) as scope:
+        made = Compiler()  # a compiler made inside an extension's build: its first values are its own, shared
+        made.compiler_so = ["gcc"]
+        made.compiler_so = ["gcc", "-DC"]
+    assert made.compiler_so == ["gcc"] and scope.changed == {"compiler_so"}
+
+
+def test_a_signal_in_the_pool_calls_back_then_the_handler_that_was_there():
+    calls: list[str] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: calls.append("theirs"))
+    try:
+        with on_signals(lambda signum: calls.append(f"ours {signum}")):
+            os.kill(os.getpid(), signal.SIGTERM)
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+        assert calls == [f"ours {signal.SIGTERM.value}", "theirs", f"ours {signal.SIGINT.value}"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_compile_from_a_thread_of_the_projects_own_makes_the_pool_step_aside(tmp_path, capsys):
+    compiler, ran = _compiler(), []
+    compiler._compile = lambda obj, src, *rest: ran.append((src, threading.current_thread().name))
+    with pooled(2, settle=0) as gate:
+        assert gate is not None
+        theirs = threading.Thread(target=compiler.compile, args=(["b.c", "a.c"],),
+                                  kwargs={"output_dir": str(tmp_path)}, name="theirs")
+        theirs.start()
+        theirs.join(WAIT)
+    assert ran == [("b.c", "theirs"), ("a.c", "theirs")] and gate.admitted == 0  # as setuptools: in order, there
+    assert "compile pool steps aside: compile called from a thread of the project's own (theirs)" in capsys.readouterr().err
+
+
+def spawn(self, cmd, **kwargs):  # the shape of CCompiler.spawn before setuptools 80 (no CCompiler.call)
+    raise AssertionError("replaced")
+
+
+def test_before_setuptools_80_spawn_is_run_through_the_gate_with_distutils_errors():
+    from distutils.errors import DistutilsExecError
+
+    globals()["DistutilsExecError"] = DistutilsExecError  # what that distutils' ccompiler module has
+    gate = Gate(1)
+    ours = Processes(gate, lambda name: None).method(spawn)
+
+    class Old:
+        dry_run = False
+
+    ours(Old(), ["true"])
+    with pytest.raises(DistutilsExecError, match="'false' failed with exit code 1"):
+        ours(Old(), ["false"])
+    with pytest.raises(DistutilsExecError, match="'/nonexistent/cc' failed: "):
+        ours(Old(), ["/nonexistent/cc"])
+    dry = Old()
+    dry.dry_run = True
+    ours(dry, ["false"])  # a dry run runs nothing
+    assert gate.admitted == 3
