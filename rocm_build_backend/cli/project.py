@@ -53,7 +53,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         print(built.wheel)
     if built.finding is not None:
-        built.finding.hint = f"{built.finding.hint} (the wheel is in {built.wheel.parent})"
+        if not args.json:
+            built.finding.hint = f"{built.finding.hint} (the wheel is in {built.wheel.parent})"
         raise built.finding
     return 0
 
