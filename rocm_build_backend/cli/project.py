@@ -14,8 +14,10 @@ from rocm_build_backend.errors import RocmBuildBackendError
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from rocm_build_backend.builder.project import plan_json, plan_project
+    from rocm_build_backend.builder.sdist import source
 
-    prepared, stale = plan_project(Path(args.path), build_settings(args))
+    with source(args.path, None) as src:  # an sdist is unpacked for the plan as for the build
+        prepared, stale = plan_project(src.folder, build_settings(args))
     clean = prepared.project.settings.stale == "clean"
     data = plan_json(prepared, stale)
     if args.json:
@@ -78,7 +80,8 @@ def cmd_configure(args: argparse.Namespace) -> int:
 
 def register(add: AddVerb) -> None:
     sp = add("plan", cmd_plan, "show what a build would get, without building")
-    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("path", nargs="?", default=".", help="the project's folder, an sdist (.tar.gz, .zip), or "
+                    "NAME==VERSION (its sdist, through pip's configured index)")
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
     sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
