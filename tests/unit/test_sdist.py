@@ -164,3 +164,29 @@ def test_the_built_wheels_stand_for_what_they_were_built_from(tmp_path):
     assert after.requirements == ["demo==1.0", "other>=2", str(tmp_path / "demo-1.0-py3-none-any.whl")]
     assert after.install == ["--target", "t"]
     assert settings(split) == ["-C", "rocm-build-backend.verify=warn", "-C", "a=b"]
+
+
+def _built(tmp_path: Path, audit: list[str], requested: list[str]):
+    from rocm_build_backend.builder.project import Built
+
+    stamp = {"requested": {"targets": requested}, "audit": {"targets": audit}}
+    return Built(tmp_path, tmp_path / "demo-1.0-py3-none-any.whl", stamp)
+
+
+def test_a_wheel_without_device_code_from_a_project_with_gpu_sources_or_switches_is_a_finding(tmp_path):
+    from rocm_build_backend.builder.project import no_device_code
+
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    assert no_device_code(tmp_path, _built(tmp_path, [], ["gfx90a"])) is None  # no GPU code anywhere: fine
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "k.hip").write_text("__global__ void k() {}\n")
+    found = no_device_code(tmp_path, _built(tmp_path, [], ["gfx90a"]))
+    assert found is not None and found.exit_code == 1
+    assert "holds no device code" in found.message and "csrc/k.hip" in found.message
+    assert no_device_code(tmp_path, _built(tmp_path, ["gfx90a"], ["gfx90a"])) is None  # it has device code
+    assert no_device_code(tmp_path, _built(tmp_path, [], [])) is None  # no GPU target was asked
+    (tmp_path / "setup.py").write_text('import os\nfrom setuptools import setup\n'
+                                       'if os.environ.get("WITH_CUDA", "0") == "1":\n    pass\nsetup()\n')
+    found = no_device_code(tmp_path, _built(tmp_path, [], ["sm_90"]))
+    assert found is not None and "setup.py L3 WITH_CUDA=1" in found.message
+    assert found.hint is not None and found.hint.startswith("turn its GPU build on (WITH_CUDA=1)")
