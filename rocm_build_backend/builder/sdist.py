@@ -23,7 +23,7 @@ import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Iterator, Mapping
+from typing import IO, Any, Iterator, Mapping
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -133,9 +133,11 @@ class _Budget:
 
 def _untar(archive: Path, root: Path) -> None:
     budget = _Budget(archive)
+    sizes: dict[str, int] = {}  # of the regular members so far: what a hard link repeats
     with tarfile.open(archive, "r:*") as tar:
         for member in tar:
-            budget.take(member.size if member.isreg() else 0)
+            size = member.size if member.isreg() else sizes.get(member.linkname, 0) if member.islnk() else 0
+            budget.take(size)
             dest = _member_path(root, member.name, archive)
             if member.isdir():
                 dest.mkdir(parents=True, exist_ok=True)
@@ -144,25 +146,16 @@ def _untar(archive: Path, root: Path) -> None:
                                      "of the folder it is unpacked into; nothing was built", hint=_HINT)
             elif member.issym():
                 _link(root, dest, member.linkname, archive, member.name)
-            elif member.islnk():
-                _member_path(root, member.linkname, archive)  # the file it repeats must be inside too
+            elif member.isreg() or member.islnk():
+                if member.islnk():
+                    _member_path(root, member.linkname, archive)  # the file it repeats must be inside too
                 data = tar.extractfile(member)
                 if data is not None:
-                    _write(root, dest, data, member.size or _linked_size(tar, member), archive, member.name)
-            elif member.isreg():
-                data = tar.extractfile(member)
-                assert data is not None
-                _write(root, dest, data, member.size, archive, member.name)
+                    _write(root, dest, data, size, archive, member.name)
+                    sizes[member.name] = size
             else:
                 raise SdistError(f"{archive.name}: the member {member.name!r} is a device file or FIFO; nothing "
                                  "was built", hint="this is not an sdist a build tool makes")
-
-
-def _linked_size(tar: tarfile.TarFile, member: tarfile.TarInfo) -> int:
-    try:
-        return tar.getmember(member.linkname).size
-    except KeyError:
-        return 0
 
 
 def _unzip(archive: Path, root: Path) -> None:
@@ -214,7 +207,11 @@ def download(req: Requirement, into: Path, env: Mapping[str, str] | None = None)
     (pip's output goes to stderr); SdistError when pip finds none."""
     argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--dest", str(into),
             str(req)]
-    proc = subprocess.run(argv, stdout=sys.stderr, stdin=subprocess.DEVNULL,
+    try:
+        to: Any = sys.stderr.fileno()  # pip's lines go to stderr: stdout is for the wheel's path
+    except (AttributeError, OSError, ValueError):
+        to = subprocess.DEVNULL
+    proc = subprocess.run(argv, stdout=to, stdin=subprocess.DEVNULL,
                           env=dict(os.environ if env is None else env), check=False)
     found = [p for p in into.iterdir() if p.is_file() and p.name.endswith(ARCHIVES)]
     if proc.returncode != 0 or len(found) != 1:

@@ -87,6 +87,28 @@ def test_a_write_through_an_inner_link_stays_inside(capsys, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def _special(path: Path, name: str, kind: bytes, link: str = "") -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for member, data in (("demo-1.0/pyproject.toml", PYPROJECT), ("demo-1.0/README", b"read me")):
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname = kind, link
+        tar.addfile(info)
+    return path
+
+
+def test_hard_links_and_special_files(capsys, tmp_path):
+    archive = _special(tmp_path / "demo-1.0.tar.gz", "demo-1.0/COPY", tarfile.LNKTYPE, "demo-1.0/README")
+    (tmp_path / "into").mkdir()
+    assert (S.unpack(archive, tmp_path / "into") / "COPY").read_bytes() == b"read me"
+    archive = _special(tmp_path / "demo-1.0.tar.gz", "demo-1.0/COPY", tarfile.LNKTYPE, "../../etc/passwd")
+    assert "outside the folder" in _refused(capsys, tmp_path, archive)
+    archive = _special(tmp_path / "demo-1.0.tar.gz", "demo-1.0/pipe", tarfile.FIFOTYPE)
+    assert "device file or FIFO" in _refused(capsys, tmp_path, archive)
+
+
 def test_zip_members_out_of_the_folder_are_refused(capsys, tmp_path):
     archive = tmp_path / "demo-1.0.zip"
     with zipfile.ZipFile(archive, "w") as zf:
