@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -185,9 +186,10 @@ def build(item: ToBuild, source: Path, out: Path, *, python: str, env: Mapping[s
 def build_all(split: SplitArgs, work: Path, *, python: str, env: Mapping[str, str], run: Runner) -> list[Row]:
     """Every sdist pip would build for this install, built through the shim (one row each)."""
     rows = []
-    for item in pip_report(split, work, python=python, env=env, run=run):
-        source = fetch(item, split, work / "sdists" / item.name, python=python, env=env, run=run)
-        rows.append(build(item, source, work / "built" / item.name, python=python, env=env, run=run,
+    for i, item in enumerate(pip_report(split, work, python=python, env=env, run=run)):
+        folder = f"{i}-{re.sub(r'[^A-Za-z0-9_-]', '_', item.name)[:64]}"  # a name from the sdist's metadata
+        source = fetch(item, split, work / "sdists" / folder, python=python, env=env, run=run)
+        rows.append(build(item, source, work / "built" / folder, python=python, env=env, run=run,
                           config=settings(split)))
     return rows
 
