@@ -1,4 +1,5 @@
-"""For projects you do not want to edit: plan or build one through the shim
+"""For projects you do not want to edit: plan or build one (a folder; an sdist is unpacked first,
+``sdist.py``) through the shim
 (``configure``, which edits a project to use the shim, is in ``configure.py``).
 
 ``shim_settings`` is the one place that says how a project that does not name the shim gets
@@ -13,6 +14,9 @@ carries it on. The hook runs in a session of its own: SIGINT, SIGTERM and SIGHUP
 process group, the command waits for it to end (128 + the signal's number), and a build that
 failed or stopped leaves nothing in the output folder: what appeared there during it (a wheel,
 setuptools' ``.tmp-*`` folder, a temporary file) is removed before the command says so.
+carries it on. A wheel built for GPU targets without device code, from a project whose build
+files show GPU switches or whose tree has GPU sources, is a finding (``Built.finding``, exit 1
+with the switch named), never a success.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from rocm_build_backend.builder.interrupt import end_group, forwarded
 from rocm_build_backend.builder.log import LOG_PREFIX
 from rocm_build_backend.builder.prepare import Prepared, prepare
 from rocm_build_backend.builder.source import backend_build_dirs, load_project, read_pyproject, wrapped_backend
+from rocm_build_backend.builder.switches import scan
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO, USAGE, ConfigError, RocmBuildBackendError
 from rocm_build_backend.wheel.stamp import read_stamp
 
@@ -145,6 +150,7 @@ class Built:
     wheel: Path
     stamp: dict[str, Any] | None
     stale: list[tuple[Path, list[str]]] = field(default_factory=list)
+    finding: BuildFailedError | None = None  # a wheel without device code from a GPU project
 
     @property
     def targets(self) -> list[str]:
@@ -203,6 +209,7 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
 
     built = Built(path, wheel, read_stamp(wheel))
     built.stale = [(p, t) for p, t in stale_wheels(outdir, built.targets) if p != wheel]
+    built.finding = no_device_code(path, built)
     return built
 
 
@@ -234,6 +241,43 @@ def _remove_new(folder: Path, before: dict[str, tuple[int, int, int]]) -> list[s
             continue
         removed.append(name)
     return sorted(removed)
+_GPU_ROLES = ("gpu-on", "prebuilt", "guard")
+_GPU_SOURCES = (".cu", ".cuh", ".hip")
+_WALK_LIMIT = 20_000  # entries looked at for GPU sources
+
+
+def gpu_evidence(path: Path) -> tuple[list[str], list[str]]:
+    """What in PATH's build says it has GPU code: its own GPU switches (the switch reader's
+    findings, ``file L<line> NAME=VALUE``) and its first GPU source files (``.cu``, ``.hip``)."""
+    switches = [f"{f.where} {f.name}" + (f"={f.value}" if f.value else "")
+                for f in scan(path) if f.role in _GPU_ROLES or f.kind == "cuda-guard"]
+    sources: list[str] = []
+    seen = 0
+    for root, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("build", "dist"))
+        seen += len(names) + len(dirs)
+        sources += [str(Path(root, n).relative_to(path)) for n in sorted(names) if n.endswith(_GPU_SOURCES)]
+        if len(sources) >= 3 or seen > _WALK_LIMIT:
+            break
+    return switches, sources[:3]
+
+
+def no_device_code(path: Path, built: Built) -> BuildFailedError | None:
+    """The finding for a wheel built for GPU targets that holds no device code from a project
+    with GPU switches or GPU sources (exit 1, the switch named); None otherwise."""
+    audit = ((built.stamp or {}).get("audit") or {})
+    if not built.targets or audit.get("targets"):
+        return None
+    switches, sources = gpu_evidence(path)
+    if not switches and not sources:
+        return None
+    has = (f"its own GPU switches {', '.join(switches[:4])}" if switches
+           else f"GPU sources ({', '.join(sources)})")
+    hint = ("turn its GPU build on (" + "; ".join(s.split(" ", 2)[-1] for s in switches[:4]) + ") and build again"
+            if switches else "see its build files for what turns its GPU build on")
+    return BuildFailedError(f"{built.wheel.name} holds no device code, though {' '.join(built.targets)} "
+                            f"{'was' if len(built.targets) == 1 else 'were'} asked and the project has {has}",
+                            hint=hint + "; a project meant to have no GPU code sets verify = \"off\"")
 
 
 def failed(name: str, returncode: int, output: str) -> BuildFailedError:

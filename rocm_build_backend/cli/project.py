@@ -14,8 +14,10 @@ from rocm_build_backend.errors import RocmBuildBackendError
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from rocm_build_backend.builder.project import plan_json, plan_project
+    from rocm_build_backend.builder.sdist import source
 
-    prepared, stale = plan_project(Path(args.path), build_settings(args))
+    with source(args.path, None) as src:  # an sdist is unpacked for the plan as for the build
+        prepared, stale = plan_project(src.folder, build_settings(args))
     clean = prepared.project.settings.stale == "clean"
     data = plan_json(prepared, stale)
     if args.json:
@@ -35,12 +37,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    """Exit 0 built; 1 refused (stale tree, compiler, missing target) or failed; 2 a bad setting;
-    3 no GPU found (the hook's own code, see ``builder.project.failed``); 128 + N stopped by
-    signal N (130 SIGINT, 143 SIGTERM), once the build's processes have ended."""
+    """Exit 0 built; 1 refused (stale tree, compiler, missing target), failed, or a wheel without
+    device code from a project with GPU switches; 2 a bad setting or sdist; 3 no GPU found (the
+    hook's own code, see ``builder.project.failed``); 128 + N stopped by signal N (130 SIGINT,
+    143 SIGTERM), once the build's processes have ended."""
     from rocm_build_backend.builder.project import build_project
+    from rocm_build_backend.builder.sdist import source
 
-    built = build_project(Path(args.path), Path(args.outdir) if args.outdir else None, build_settings(args))
+    with source(args.path, Path(args.outdir) if args.outdir else None) as src:
+        built = build_project(src.folder, src.outdir, build_settings(args))
+        if src.folder != Path(args.path):  # an sdist, or NAME==VERSION: name what was given
+            built.project = src.sdist or Path(args.path)
     for path, targets in built.stale:
         print(f"warning: {path} in the output folder was built for {' '.join(targets) or 'no GPU target'}",
               file=sys.stderr)
@@ -48,6 +55,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         print_json(built.to_json())
     else:
         print(built.wheel)
+    if built.finding is not None:
+        if not args.json:
+            built.finding.hint = f"{built.finding.hint} (the wheel is in {built.wheel.parent})"
+        raise built.finding
     return 0
 
 
@@ -70,15 +81,19 @@ def cmd_configure(args: argparse.Namespace) -> int:
 
 def register(add: AddVerb) -> None:
     sp = add("plan", cmd_plan, "show what a build would get, without building")
-    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("path", nargs="?", default=".", help="the project's folder, an sdist (.tar.gz, .zip), or "
+                    "NAME==VERSION (its sdist, through pip's configured index)")
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
     sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
 
 
     sp = add("build", cmd_build, "build a project's wheel through the shim (no build isolation)")
-    sp.add_argument("path", nargs="?", default=".")
-    sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist)")
+    sp.add_argument("path", nargs="?", default=".",
+                    help="the project's folder, an sdist (.tar.gz, .zip), or NAME==VERSION (its sdist, "
+                         "through pip's configured index)")
+    sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist; beside an "
+                    "sdist; ./dist for NAME==VERSION)")
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
     sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
     sp.add_argument("--json", action="store_true", help="print what was built as JSON (the build log stays on stderr)")

@@ -1,10 +1,12 @@
 """`install` with real pip and uv: a wheel that does not load is refused, one that loads is
-installed, and the cache trap (an sdist built for gfx90a, handed back by pip's wheel cache on a
-gfx940 machine) is caught and rebuilt.
+installed, the cache trap (an sdist built for gfx90a, handed back by pip's wheel cache on a
+gfx940 machine) cannot happen with pip (the sdist is built through the shim for this machine) and
+is caught and rebuilt with uv, and an index wheel that does not load is rebuilt from its sdist.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -77,15 +79,27 @@ def test_install_catches_the_cached_wheel_and_rebuilds_it(tmp_path, build_env):
     assert not (tmp_path / "site-b").exists()
     assert list(cache.glob("wheels/**/*.whl")) == [cached]
 
+    # install builds the sdist pip would build through the shim for this machine: pip's cached
+    # gfx90a build of it is never taken
     done = run([*cli, "--", *pip_args, "--target", tmp_path / "site-b", "rocm-sample-hip"], env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "the wheel from pip's wheel cache held gfx90a; rebuilt from its sdist" in done.stdout
+    assert "note: rocm-sample-hip 0.1.0 built from its sdist through rocm-build-backend" in done.stdout
     row = next(line for line in done.stdout.splitlines() if line.startswith("rocm-sample-hip"))
-    assert row.split()[2:] == ["rebuilt", "gfx940", "yes"], done.stdout
+    assert row.split()[2:] == ["built", "gfx940", "yes"], done.stdout
     (so,) = (tmp_path / "site-b").glob("rocm_sample_hip/_kernels*.so")
     assert audit_file(so).targets == ["gfx940"]
-    # the rebuild bypassed the cache for this project: the cached gfx90a wheel is still the only one
     assert list(cache.glob("wheels/**/*.whl")) == [cached]
+
+    # an index with the gfx90a wheel beside the sdist: pip takes the wheel, which does not load
+    # here; it is built again from the sdist (pip download) through the shim
+    shutil.copy(cached, links)
+    again = run([*cli, "--", *pip_args, "--target", tmp_path / "site-d", "rocm-sample-hip"], env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "the wheel from the index held gfx90a; rebuilt from its sdist" in again.stdout
+    row = next(line for line in again.stdout.splitlines() if line.startswith("rocm-sample-hip"))
+    assert row.split()[2:] == ["rebuilt", "gfx940", "yes"], again.stdout
+    (so,) = (tmp_path / "site-d").glob("rocm_sample_hip/_kernels*.so")
+    assert audit_file(so).targets == ["gfx940"]
     # and plain pip on the same machine still installs the gfx90a wheel: the trap is pip's
     plain = run([sys.executable, "-m", "pip", "install", *pip_args, "--target", tmp_path / "site-c",
                  "rocm-sample-hip"], env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940)})

@@ -5,8 +5,8 @@ this matrix shows what catches it:
 
 | frontend | how it is installed | caught by |
 |---|---|---|
-| pip | index sdist, pip's wheel cache | import guard, ``check --env``, ``cache list``, ``install`` (refuses: hipcc cannot emit gfx942) |
-| pip | same version already installed, machine gfx940 | ``install``: rebuilds, pip keeps the old install, read back, installed again |
+| pip | index sdist, pip's wheel cache | import guard, ``check --env``, ``cache list``, ``install`` (builds the sdist through the shim, never the cached wheel; refuses: hipcc cannot emit gfx942) |
+| pip | same version already installed, machine gfx940 | ``install``: builds through the shim, pip keeps the old install, read back, installed again |
 | uv | index sdist, uv's cache | ``check --env``, ``cache list``, ``install --tool uv`` (rebuilds in uv's copy of the sdist) |
 | uv | ``-C rocm-build-backend.targets`` | uv keys it: a new build in its copy of the sdist, the stale tree there cleaned |
 | uv | variants index over HTTP | AMD: uv installs the plain fallback; NVIDIA: the variant, or the fallback |
@@ -159,13 +159,13 @@ def test_pip_hands_back_the_gfx90a_wheel_and_each_check_catches_it(world, tmp_pa
     assert "rocm_sample_hip-0.1.0-cp" in listed.stdout and "(gfx90a)" in listed.stdout
     assert listed.stdout.rstrip().endswith(f"cache purge --tool pip --cache-dir {cache} --yes")
 
-    # install catches it before anything is installed; its rebuild for gfx942 fails with the
-    # shim's own words (this hipcc cannot emit gfx942)
+    # install never takes pip's cached build: it builds the sdist through the shim for gfx942,
+    # which fails with the shim's own words (this hipcc cannot emit gfx942); nothing is installed
     done = cli("install", "--python", python, "--", *pip_args(world, cache), NAME, env=gfx942)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "devices: gfx942"
-    assert any(line.startswith("  error: hipcc") and "gfx942" in line for line in lines), done.stdout
+    assert any(line.startswith("  error: ") and "hipcc" in line and "gfx942" in line for line in lines), done.stdout
     assert any(line.startswith("  hint: gfx942 needs LLVM 17") for line in lines), done.stdout
     assert lines[-1] == "nothing installed: a wheel was refused"
 
@@ -179,13 +179,14 @@ def test_pip_same_version_reinstall_is_read_back(world, tmp_path):
     done = cli("install", "--python", python, "--", *pip_args(world, cache), NAME, env=gfx940)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    assert "rocm-sample-hip: the wheel from pip's wheel cache held gfx90a; rebuilt from its sdist" in out, out
+    assert "note: rocm-sample-hip 0.1.0 built from its sdist through rocm-build-backend" in out, out
+    assert re.search(r"rocm-sample-hip 0\.1\.0\s+built\s+gfx940\s+yes", out), out
     # pip skipped the wheel (same version installed): install read that back and installed again
     assert "rocm-sample-hip: pip kept the installed 0.1.0 (gfx90a), which does not load here; installed again" in out
     assert "  rocm-sample-hip 0.1.0 (gfx940)" in out and out.rstrip().endswith("what is installed loads here")
     assert so_targets(venv_site(python)) == ["gfx940"]
     assert cli("check", "--env", python, "--no-cache", env=gfx940).returncode == 0
-    # the rebuild bypassed pip's cache: it still holds the one gfx90a wheel
+    # the build through the shim bypassed pip's cache: it still holds the one gfx90a wheel
     assert len(list(cache.glob("wheels/**/*.whl"))) == 1
 
 

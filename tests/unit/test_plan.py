@@ -220,7 +220,7 @@ def test_plan_of_a_path_that_is_no_project(tmp_path, what):
     assert proc.returncode == ConfigError.exit_code and "Traceback" not in proc.stderr
     first = proc.stderr.splitlines()[0]
     assert first.startswith("error: ") and str(path.name) in first and "GPU" not in proc.stderr
-    assert {"missing": "does not exist", "file": "is not a folder", "empty": "no pyproject.toml"}[what] in first
+    assert {"missing": "does not exist", "file": "is not an sdist", "empty": "no pyproject.toml"}[what] in first
 
 
 @pytest.mark.parametrize("user", ["", "-DLLAMA_HIPBLAS=on -DX='a b'"])

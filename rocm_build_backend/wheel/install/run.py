@@ -2,14 +2,18 @@
 
 ``rocm-build-backend install [pip arguments]``, in library form:
 
+0. build through the shim (when GPU targets are known): every sdist pip would build for these
+   arguments (``pip install --dry-run --report``) is fetched and built through the shim for the
+   targets (``sources.py``), its declared backend wrapped; a build that says no (a wheel without
+   device code from a project with GPU switches among them) is refused, and nothing is installed;
 1. collect: ``pip wheel --wheel-dir TMP <the user's arguments>`` resolves and collects every
-   wheel, with the user's own index options and caches (a wheel built earlier from an sdist
-   comes back from pip's wheel cache: the trap this command exists for);
+   wheel, with the user's own index options and caches, the wheels built in step 0 given in
+   place of what they were built from (a wheel built earlier from an sdist would otherwise come
+   back from pip's wheel cache: the trap this command exists for);
 2. check: each wheel against the devices (``check.check_wheels``: stamp, audited binaries);
-3. rebuild: a wheel that does not load is built again from its sdist, ``pip wheel --no-deps
-   --no-cache-dir --no-binary NAME NAME==VERSION`` with the same index options (the cache is
-   bypassed for that project only), and checked again; a wheel with no sdist, or whose rebuild
-   still does not load, is refused with the reason;
+3. rebuild: a wheel that does not load is built again from its sdist (``pip download --no-deps
+   --no-binary :all: NAME==VERSION`` with the same index options) through the shim, and checked
+   again; a wheel with no sdist, or whose rebuild still does not load, is refused with the reason;
 4. install: ``pip install --no-deps --no-index`` of exactly the collected files, only when
    every wheel loads (a half-installed set of dependencies is worse than none);
 5. read back: each distribution as installed in the target environment (``installed.py``: its
@@ -35,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.wheel.cache.run import default_cache_dirs
@@ -43,8 +47,9 @@ from rocm_build_backend.wheel.check.wheels import check_wheels
 from rocm_build_backend.wheel.install.args import SplitArgs, split_args
 from rocm_build_backend.wheel.install.dry import DRY_REBUILD, ONLY_BINARY, DryRunCannotTell, no_wheel, refuse_sources
 from rocm_build_backend.wheel.install.installed import verify_installed
-from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, last_error, shim_lines
+from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, last_error
 from rocm_build_backend.wheel.install.runner import bounded_run, probe_python
+from rocm_build_backend.wheel.install.sources import ToBuild, build, build_all, fetch, rest, settings
 from rocm_build_backend.wheel.install.uv import install_with_uv
 
 __all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
@@ -145,23 +150,23 @@ def judge(rows: Sequence[Row], devices: Sequence[Any], *, generic_ok: bool | Non
 
 
 def rebuild(row: Row, split: SplitArgs, out_dir: Path, *, python: str, env: Mapping[str, str], run: Runner) -> Row:
-    """Build ``row``'s project again from its sdist, bypassing pip's cache for it alone."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    argv = [python, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "--no-binary", row.name,
-            "--wheel-dir", str(out_dir), *split.for_rebuild(), f"{row.name}=={row.version}"]
-    proc = run(argv, env=dict(env), capture_output=True, text=True)
-    wheels = sorted(out_dir.glob("*.whl"))
-    if proc.returncode != 0 or len(wheels) != 1:
-        output = (proc.stdout or "") + (proc.stderr or "")
-        no_sdist = "no matching distribution" in output.lower() or "could not find a version" in output.lower()
-        row.build_lines = [] if no_sdist else shim_lines(output)
-        failed = ("its rebuild failed, the build said:" if row.build_lines
-                  else f"its rebuild failed: {last_error(proc)}")
-        why = "it has no sdist to build from" if no_sdist else failed
+    """Build ``row``'s project again from its sdist (``pip download``) through the shim."""
+    item = ToBuild(row.name, row.version, "", "archive", False)
+    try:
+        source = fetch(item, split, out_dir / "sdist", python=python, env=env, run=run)
+    except RocmBuildBackendError as exc:
+        text = exc.message.lower()
+        no_sdist = "no matching distribution" in text or "could not find a version" in text
         row.refused = True
+        why = "it has no sdist to build from" if no_sdist else f"its rebuild failed: {exc.message}"
         row.reason = f"{row.reason or 'its device code does not load here'}; {why}"
         return row
-    return Row(row.name, row.version, wheels[0], "rebuilt", was=", ".join(row.targets) or "no device code",
+    new = build(item, source, out_dir / "wheel", python=python, env=env, run=run, config=settings(split))
+    if new.refused:
+        row.refused, row.build_lines = True, new.build_lines
+        row.reason = f"{row.reason or 'its device code does not load here'}; its rebuild failed, the build said:"
+        return row
+    return Row(row.name, row.version, new.wheel, "rebuilt", was=", ".join(row.targets) or "no device code",
                was_origin=row.origin)
 
 
@@ -202,7 +207,13 @@ def install_inspected(
     if tool == "uv":
         return install_with_uv(split, devices, work_dir=work_dir, generic_ok=generic_ok, notes=notes,
                                dry_run=dry_run, python=python, env=env, run=run)
-    rows = collect(split, work_dir / "collected", python=python, env=env, run=run, dry_run=dry_run)
+    built = [] if dry_run or not devices else build_all(split, work_dir, python=python, env=env, run=run)
+    if any(r.refused for r in built):  # nothing is installed: the rest is not collected
+        return InstallResult(built, [str(d) for d in devices], list(notes))
+    rows = collect(rest(split, built), work_dir / "collected", python=python, env=env, run=run, dry_run=dry_run)
+    for i, row in enumerate(rows):
+        rows[i] = next((b for b in built if canonicalize_name(b.name) == canonicalize_name(row.name)), row)
+    notes = [*notes, *(f"{r.name} {r.version} built from its sdist through rocm-build-backend" for r in built)]
     judge(rows, devices, generic_ok=generic_ok)
     for i, row in enumerate(rows):
         if row.status == "fails" and dry_run:  # what an install would do, without building

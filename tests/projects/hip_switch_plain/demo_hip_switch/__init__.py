@@ -1,0 +1,1 @@
+"""Adds one on the GPU when built with DEMO_WITH_HIP=1."""
