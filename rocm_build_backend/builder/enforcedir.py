@@ -27,7 +27,7 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 from rocm_build_backend.errors import EnforcementError
 
@@ -44,12 +44,12 @@ def _passwd_home(uid: int) -> str:
         return ""
 
 
-def usual(env: Mapping[str, str], home_of: Callable[[int], str] = _passwd_home) -> Path | None:
+def usual(env: Mapping[str, str]) -> Path | None:
     """``$XDG_CACHE_HOME/rocm-build-backend/enforce`` (``~/.cache``); None without an absolute home."""
     xdg = env.get("XDG_CACHE_HOME", "")
     if os.path.isabs(xdg):
         return Path(xdg) / "rocm-build-backend" / "enforce"
-    home = env.get("HOME", "") or home_of(os.getuid())
+    home = env.get("HOME", "") or _passwd_home(os.getuid())
     return Path(home) / ".cache" / "rocm-build-backend" / "enforce" if os.path.isabs(home) else None
 
 
@@ -58,10 +58,10 @@ def fallback(env: Mapping[str, str]) -> Path:
     return Path(tmp if os.path.isabs(tmp) else "/tmp") / f"rocm-build-backend-{os.getuid()}" / "enforce"
 
 
-def bases(env: Mapping[str, str], home_of: Callable[[int], str] = _passwd_home) -> list[tuple[Path | None, Path]]:
+def bases(env: Mapping[str, str]) -> list[tuple[Path | None, Path]]:
     """(folder, the first folder of ours in it, made 0700) for the usual place and the fallback."""
     out: list[tuple[Path | None, Path]] = []
-    first = usual(env, home_of)
+    first = usual(env)
     out.append((first, first.parent if first is not None else Path("/")))
     second = fallback(env)
     out.append((second, second.parent))
@@ -96,16 +96,18 @@ def chain_problem(path: Path, ours: Path) -> str | None:
     return None
 
 
-def usable_base(env: Mapping[str, str], home_of: Callable[[int], str] = _passwd_home) -> tuple[Path, list[str]]:
+def usable_base(env: Mapping[str, str]) -> tuple[Path, list[str]]:
     """The folder for the programs and the log's notes on folders passed over; EnforcementError
     when none can be used."""
     why: list[str] = []
-    for path, ours in bases(env, home_of):
+    for path, ours in bases(env):
         if path is None:
             why.append("no usual folder (no absolute XDG_CACHE_HOME or HOME, no home in the password database)")
             continue
         try:
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            for folder in [*reversed(path.parents), path]:
+                if not os.path.isdir(folder):
+                    folder.mkdir(mode=0o700)  # each folder made here is the user's alone
         except OSError as exc:
             why.append(f"{path}: {exc.strerror or exc}")
             continue

@@ -144,3 +144,40 @@ def test_a_file_left_whole_is_named_in_the_hint_when_the_audit_stops_the_build(t
     assert proc.returncode != 0
     hints = [e for e in error_lines(proc) if "hint:" in e]
     assert any("left whole (only_sm80.cu for sm_80)" in h for h in hints), hints
+
+
+@needs_nvcc
+def test_cmake_makefiles_options_file_with_the_fallback_folder(tmp_path, cuda_env):
+    """CMake's default "Unix Makefiles" generator hands nvcc its include folders in
+    --options-file includes_CUDA.rsp, and CUDA_ARCHITECTURES is 80-real;90-real: before, the pinned
+    nvcc ran that compile untouched (a wheel with sm_80 and sm_90, exit 0). The enforcement folder's
+    usual place is unusable here (XDG_CACHE_HOME names a file): before, enforcement turned itself off."""
+    pytest.importorskip("scikit_build_core")
+    if shutil.which("cmake") is None or shutil.which("make") is None:
+        pytest.skip("needs cmake and make")
+    (tmp_path / "not-a-folder").write_text("")
+    cuda_env["XDG_CACHE_HOME"] = str(tmp_path / "not-a-folder")
+    wheel, log = build("cmake_cuda_optfile", tmp_path, cuda_env, "rocm-build-backend.targets=sm_90")
+    assert per_file(wheel) == {"_kernels": ["sm_90"]}
+    enforced = read_stamp(wheel)["enforced"]
+    assert (enforced["compiles"], enforced["rewritten"], enforced["dropped"]) == (1, 1, ["sm_80"])
+    fallback = Path(cuda_env["TMPDIR"]) / f"rocm-build-backend-{os.getuid()}" / "enforce"
+    assert f"enforce: pinned compilers in {fallback}" in log and "enforcement is off" not in log
+
+
+@needs_nvcc
+def test_no_usable_enforcement_folder_stops_the_build(tmp_path, cuda_env):
+    """No usual folder (XDG_CACHE_HOME names a file) and a temporary folder anyone can write (not
+    sticky): one error line, a hint naming enforce = false, no wheel; before, exit 0 without enforcement."""
+    (tmp_path / "not-a-folder").write_text("")
+    shared = Path(cuda_env["TMPDIR"])
+    shared.chmod(0o777)
+    cuda_env["XDG_CACHE_HOME"] = str(tmp_path / "not-a-folder")
+    src = project("cmake_cuda_optfile", tmp_path)
+    proc = run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
+                src, "-C", "rocm-build-backend.targets=sm_90"], env=cuda_env)
+    assert proc.returncode != 0 and not list((tmp_path / "out").glob("*.whl"))
+    errors = error_lines(proc)
+    assert len([e for e in errors if "error:" in e]) == 1, errors
+    assert any("error: no folder for the pinned compilers can be used" in e for e in errors), errors
+    assert any("hint:" in e and "enforce = false" in e for e in errors), errors
