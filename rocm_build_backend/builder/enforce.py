@@ -144,6 +144,8 @@ class Enforced:
     whole: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (sources, targets)
     whole_count: int = 0
     refused: list[str] = field(default_factory=list)  # unknown options that failed their compile
+    refused_count: int = 0
+    whole_targets: set[str] = field(default_factory=set)  # what every compile left whole listed
 
     def add(self, line: Mapping[str, Any]) -> None:
         action = line.get("action")
@@ -159,10 +161,12 @@ class Enforced:
             self.kept += 1
         elif action == "refused":
             self.compiles -= 1  # not compiled
+            self.refused_count += 1
             if len(self.refused) < _SHOWN:
                 self.refused.append(listed[0] if listed else "?")
         elif action == "whole":
             self.whole_count += 1
+            self.whole_targets.update(listed)
             if len(self.whole) < _SHOWN:
                 self.whole.append(([str(s) for s in line.get("sources") or []], listed))
 
@@ -193,6 +197,8 @@ class Enforced:
             "added": self.added,
             "dropped": sorted(self.dropped),
             "left_whole": [{"sources": sorted(s), "targets": list(t)} for s, t in self.whole],
+            "left_whole_count": self.whole_count,
+            "refused": self.refused_count,
         }
 
 

@@ -170,6 +170,7 @@ def settle(work: Path, final: Path) -> str | None:
         if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
             raise
     st = os.lstat(final)
+    problem: str | None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         problem = "not a folder"
     elif st.st_uid != os.getuid():

@@ -85,6 +85,9 @@ def test_makefile_style_nvcc_from_path_and_a_file_left_whole(tmp_path, cuda_env)
     assert per_file(wheel) == {"_kernels": ["sm_90"], "_only_sm80": ["sm_80"]}
     stamp = read_stamp(wheel)
     assert stamp["enforced"]["left_whole"] == [{"sources": ["only_sm80.cu"], "targets": ["sm_80"]}]
+    # beyond sm_90, but built by a compile left whole on purpose: listed, allowed
+    assert stamp["enforced"]["exact"]["ok"] is True and stamp["enforced"]["left_whole_count"] == 1
+    assert [f["why"] for f in stamp["enforced"]["exact"]["files"].values()] == ["left whole"]
     assert "enforce: left whole (lists none of sm_90): only_sm80.cu for sm_80" in log
     assert "holds device code for sm_80 only" in log  # verify = "warn": the audit still says it
     assert "build_ext parallel = 2" in log  # two extensions, built side by side
@@ -181,3 +184,33 @@ def test_no_usable_enforcement_folder_stops_the_build(tmp_path, cuda_env):
     assert len([e for e in errors if "error:" in e]) == 1, errors
     assert any("error: no folder for the pinned compilers can be used" in e for e in errors), errors
     assert any("hint:" in e and "enforce = false" in e for e in errors), errors
+
+
+@needs_nvcc
+@pytest.mark.parametrize("verify", ["error", "warn"])
+def test_targets_beyond_the_plan_fail_the_build_and_prebuilt_files_are_listed(tmp_path, cuda_env, verify):
+    """A setup.py that runs the real nvcc by its own path (the pinned programs never see it) for
+    sm_80 and sm_90, and a prebuilt sm_80 + sm_90 fatbin of the sources copied in as it is. Before: exit 0
+    with sm_80 in the wheel. Now the extra sm_80 of the compiled library fails the build (verify =
+    "warn": a warning, and the stamp says so); the prebuilt file is listed, not failed."""
+    cuda_env["BYPASS_NVCC"] = str(Path(cuda_env["CUDA_HOME"]) / "bin" / "nvcc")
+    src = project("nvcc_bypass", tmp_path)
+    proc = run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
+                src, "-C", "rocm-build-backend.targets=sm_90", "-C", f"rocm-build-backend.verify={verify}"], env=cuda_env)
+    log = proc.stdout + proc.stderr
+    assert ("audit: nvcc_bypass/prebuilt/k_fat.fatbin holds sm_80 beyond sm_90: a prebuilt file copied from the "
+            "sources (allowed)") in log
+    extra = "nvcc_bypass/_kernels.cpython"
+    if verify == "error":
+        assert proc.returncode != 0 and not list((tmp_path / "out").glob("*.whl"))
+        errors = error_lines(proc)
+        assert any("error:" in e and extra in e and "holds sm_80 beyond the targets sm_90" in e for e in errors), errors
+        assert any("hint:" in e and "did not see" in e for e in errors), errors
+        return
+    assert proc.returncode == 0, log[-3000:]
+    assert "warning: " in log and "holds sm_80 beyond the targets sm_90" in log
+    exact = read_stamp(only_wheel(tmp_path / "out"))["enforced"]["exact"]
+    assert exact["ok"] is False
+    assert {m.split(".cpython")[0]: f for m, f in exact["files"].items()} == {
+        "nvcc_bypass/_kernels": {"extra": ["sm_80"], "why": "unexplained"},
+        "nvcc_bypass/prebuilt/k_fat.fatbin": {"extra": ["sm_80"], "why": "prebuilt"}}
