@@ -52,10 +52,18 @@ def enforcer(vendor: str) -> Enforcer | None:
     return build_side(vendor).enforce
 
 
-def plan_lines(vendor: str, targets: Sequence[str]) -> list[str]:
-    """What the plan says enforcement does (pure); ``[]`` for a vendor without enforcement."""
+def plan_lines(vendor: str, targets: Sequence[str], exact: bool = True) -> list[str]:
+    """What the plan says enforcement does (pure); ``[]`` for a vendor without enforcement;
+    ``exact``: the audit checks that nothing beyond the targets was built (not with verify = "off")."""
     found = enforcer(vendor)
-    return list(found.describe(list(targets))) if found is not None else []
+    if found is None:
+        return []
+    return [*found.describe(list(targets))] + ([EXACT.format(targets=" ".join(targets))] if exact else [])
+
+
+EXACT = ("enforce: then the audit fails a wheel whose device code holds targets beyond {targets} "
+         "(verify = \"warn\": a warning); listed and allowed: files built by compiles left whole on purpose, "
+         "and prebuilt files (bytes equal to a file of the sources older than the build, outside build folders)")
 
 
 def not_enforced(vendor: str) -> str:

@@ -151,7 +151,8 @@ def _enforced(data: Mapping[str, Any]) -> dict[str, Any]:
     }
     exact = data.get("exact")
     if isinstance(exact, Mapping):
-        files = exact.get("files") if isinstance(exact.get("files"), Mapping) else {}
+        found = exact.get("files")
+        files: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         out["exact"] = {
             "ok": bool(exact.get("ok")),
             "files": {str(m): {"extra": _ordered_targets(f.get("extra", ())), "why": str(f.get("why", "unexplained"))}
