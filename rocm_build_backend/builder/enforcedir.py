@@ -24,8 +24,8 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -183,8 +183,12 @@ def settle(work: Path, final: Path) -> str | None:
     if problem is None:
         shutil.rmtree(work, ignore_errors=True)
         return None
-    aside = Path(tempfile.mkdtemp(prefix=".tmp-old-", dir=final.parent))
-    os.rename(final, aside / "old")
+    # moved aside within its own folder (moving another user's folder elsewhere needs its permission)
+    aside = final.with_name(f".tmp-old-{os.getpid()}-{secrets.token_hex(4)}")
+    os.rename(final, aside)
     os.rename(work, final)
-    shutil.rmtree(aside, ignore_errors=True)
+    if stat.S_ISDIR(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+        shutil.rmtree(aside, ignore_errors=True)  # what cannot be removed goes with the leftovers
+    else:
+        aside.unlink()
     return problem

@@ -6,6 +6,7 @@ replaced atomically). Real folders in a temporary tree; AMD's programs (no compi
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -138,3 +139,16 @@ def test_a_loose_umask_still_gives_a_folder_that_passes_its_own_check(tmp_path):
     finally:
         os.umask(old)
     assert all(p.is_symlink() or stat.S_IMODE(p.lstat().st_mode) & 0o022 == 0 for p in [folder, *folder.rglob("*")])
+
+
+def test_a_link_planted_under_the_name_is_replaced_not_followed(tmp_path):
+    env = _env(tmp_path)
+    folder, _ = _install(env, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "hip-launcher").write_text("#!/bin/sh\necho PWNED\n")
+    shutil.rmtree(folder)
+    folder.symlink_to(elsewhere)
+    again, notes = _install(env, tmp_path)
+    assert again == folder and not folder.is_symlink() and "PWNED" not in (folder / "hip-launcher").read_text()
+    assert notes == [f"enforce: replaced {folder} (not a folder)"] and (elsewhere / "hip-launcher").exists()
