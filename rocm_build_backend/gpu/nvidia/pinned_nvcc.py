@@ -1,44 +1,32 @@
 """The pinned ``nvcc``: a program in front of the real nvcc that keeps each compile to the chosen targets.
 
-nvcc has no option that removes a target (``NVCC_APPEND_FLAGS`` only adds), so a project that
-passes its own ``-gencode`` list builds every entry of it. This program reads the target options
-of one nvcc command line (``-gencode``/``--generate-code``, ``-arch``/``--gpu-architecture``,
-``-code``/``--gpu-code``, in every spelling: ``-gencode=arch=compute_80,code=[sm_80,compute_80]``,
-``-gencode arch=...``, ``-arch=sm_90``, ``-arch sm_90``, ``-arch=compute_80 -code=sm_80,sm_90``,
-``-arch=native|all|all-major``) and then runs the real nvcc:
+nvcc has no option that removes a target (``NVCC_APPEND_FLAGS`` only adds). This program reads
+one command line as nvcc does (options files ``--options-file F``/``-optf F,G`` expanded in place,
+nested ones too; ``-gencode`` entries and ``-code`` values add up; the last ``-arch`` wins; every
+spelling: ``-gencode=arch=compute_80,code=[sm_80,compute_80]``, ``-arch sm_90``,
+``-arch=compute_80 -code=sm_80,sm_90``, ``-arch=native|all|all-major``), then runs the real nvcc:
 
 - a compile that lists some of the chosen targets keeps those and drops the others, each entry
-  keeping its own virtual architecture (``arch=compute_80,code=sm_90`` stays so); PTX
-  (``code=compute_XY``) is kept or added only as the ``ptx`` setting says;
-- a compile that lists none of them (a file built for one architecture on purpose) is left whole,
-  and so recorded;
-- a compile that lists no target at all gets the chosen ones (what ``NVCC_APPEND_FLAGS`` gives);
-- ``native``, ``all`` and ``all-major`` stand for the chosen targets;
-- options files (``--options-file F``, ``-optf F,G``, nested ones too; CMake's "Unix Makefiles"
-  generator passes include folders in one) are expanded as nvcc reads them, and a compile that is
-  decided runs with their words in place; ``-gencode`` entries and ``-code`` values add up and the
-  last ``-arch`` wins, as in nvcc;
-- an option nvcc does not know (``data/nvcc_options.json``, given in ``CONFIG``) that could carry
-  a target or name an input file (``sm_XY``, ``compute_XY``, ``gencode``, ``gpu-arch``, a ``.cu``
-  value...) fails the compile, named; other unknown options pass through (the audit is the
-  backstop);
-- ``--version``, ``--list-gpu-*``, ``--help``, preprocessing (``-E``), dependency-only runs
-  (``-M``, ``-MM``; ``-MD`` compiles and is rewritten), host-only compiles (no CUDA source, no
-  target option) and command lines nvcc itself rejects (``-code`` without ``-arch``,
-  ``-arch=sm_XY`` with ``-code``, an options file it cannot open) run exactly as given.
+  keeping its own virtual architecture; PTX (``code=compute_XY``) only as the ``ptx`` setting says;
+- a compile that lists none of them (a file built for one architecture on purpose) is left whole;
+- a compile that lists no target at all gets the chosen ones; ``native``, ``all`` and
+  ``all-major`` stand for them; a decided compile runs with its options files' words in place;
+- an option nvcc does not know (``data/nvcc_options.json``, in ``CONFIG``) that could carry a
+  target or name an input (``sm_XY``, ``gencode``, ``gpu-arch``, a ``.cu`` value...) fails the
+  compile, named (exit 2); other unknown options pass through (the audit is the backstop);
+- ``--version``, ``--list-gpu-*``, ``--help``, ``-E``, ``-M``, ``-MM`` (``-MD`` compiles),
+  host-only compiles and lines nvcc itself rejects (``-code`` without ``-arch``, ``-arch=sm_XY``
+  with ``-code``, an options file it cannot open) run exactly as given.
 
-The arch options in ``NVCC_APPEND_FLAGS`` are the build's own copy of the targets (the plan puts
-them there for nvcc calls that do not come through here); for a compile decided here they are
-taken out so they cannot undo the decision. ``NVCC_PREPEND_FLAGS`` belongs to the user: its
-arch options count as the compile's own.
+The arch options in ``NVCC_APPEND_FLAGS`` are the build's own copy of the targets; for a compile
+decided here they are taken out so they cannot undo the decision. ``NVCC_PREPEND_FLAGS`` belongs
+to the user: its arch options count as the compile's own.
 
-Each decision is appended as one JSON line to the file named by
-``ROCM_BUILD_BACKEND_ENFORCE_RECORD`` when it is set (the build log and the stamp read it); CMake's
-own probes of the compiler (sources under ``CMakeFiles/``) are rewritten alike but not recorded.
-
-This file runs as a program (``python -I -S pinned_nvcc.py ARGS``, configured by ``CONFIG`` at
-its end): the standard library only, no import of the package, nothing written but the record.
-``gpu/nvidia/enforce.py`` writes it; ``decide`` is pure and tested on its own.
+Each decision is one JSON line appended to the file named by ``ROCM_BUILD_BACKEND_ENFORCE_RECORD``
+(the build log and the stamp read it); CMake's own probes (sources under ``CMakeFiles/``) are
+rewritten alike but not recorded. This file runs as a program (``python -I -S pinned_nvcc.py
+ARGS``, configured by ``CONFIG`` at its end): the standard library only, nothing written but the
+record. ``gpu/nvidia/enforce.py`` writes it; ``decide`` is pure and tested on its own.
 """
 
 from __future__ import annotations
@@ -158,6 +146,8 @@ def expand(argv: Sequence[str], read: Any = _read_options) -> tuple[list[str], l
     """``argv`` with each ``--options-file F`` / ``-optf F,G`` (``=`` spellings too) replaced by the
     words of its files, nested files included, as nvcc does (relative names from the working
     folder); and the files read. Unreadable when one cannot be read or there are too many."""
+    if not any(a.startswith(OPTIONS_FILE) for a in argv):
+        return list(argv), []
     out: list[str] = []
     files: list[str] = []
     todo = [list(argv)]
