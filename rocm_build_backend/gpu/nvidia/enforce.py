@@ -59,11 +59,12 @@ def config(targets: Sequence[str], ptx: str, nvcc: str) -> dict[str, Any]:
     }
 
 
-def _nvcc_options() -> dict[str, list[str]]:
-    """nvcc's options, for the pinned nvcc to read command lines with (``data/nvcc_options.json``)."""
+def _nvcc_options() -> dict[str, str]:
+    """nvcc's options, for the pinned nvcc to read command lines with (``data/nvcc_options.json``),
+    each list as one string of words (one literal compiles faster than hundreds, once per compile)."""
     with open(data_path("nvcc_options.json"), encoding="utf-8") as fh:
         table = json.load(fh)
-    return {k: [str(x) for x in table[k]] for k in ("value", "flag", "joined")}
+    return {k: " ".join(str(x) for x in table[k]) for k in ("value", "flag", "joined")}
 
 
 def describe(targets: Sequence[str], ptx: str) -> list[str]:

@@ -176,13 +176,13 @@ def expand(argv: Sequence[str], read: Any = _read_options) -> tuple[list[str], l
 
 
 class Options:
-    """nvcc's options (``config["options"]``, from ``data/nvcc_options.json``): ``value`` take a
-    value, ``flag`` none, ``joined`` also take it joined (``-I/usr/include``)."""
+    """nvcc's options (``config["options"]``, from ``data/nvcc_options.json``, each list one string of
+    words): ``value`` take a value, ``flag`` none, ``joined`` also take it joined (``-I/usr/include``)."""
 
-    def __init__(self, table: dict[str, Any]) -> None:
-        self.value = frozenset(table.get("value", ()))
-        self.flag = frozenset(table.get("flag", ()))
-        self.joined = tuple(table.get("joined", ()))
+    def __init__(self, table: dict[str, str]) -> None:
+        self.value = frozenset(table.get("value", "").split())
+        self.flag = frozenset(table.get("flag", "").split())
+        self.joined = tuple(table.get("joined", "").split())
 
     def known(self, arg: str) -> bool:
         """Whether nvcc knows option ``arg`` (``-o``, ``-o=v``, ``-Iv``)."""
