@@ -71,6 +71,12 @@ class ToolchainError(RocmBuildBackendError):
     exit_code = DEFINITE_NO
 
 
+class EnforcementError(RocmBuildBackendError):
+    """Enforcement is on and its pinned compilers cannot be put in place (no safe folder, no toolkit)."""
+
+    exit_code = DEFINITE_NO
+
+
 class StaleBuildTreeError(RocmBuildBackendError):
     """A build tree or wheel was made for other GPU targets."""
 

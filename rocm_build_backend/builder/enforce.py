@@ -8,10 +8,13 @@ holds what is the same for every vendor:
 
 - ``enforcer``, ``plan_lines`` / ``plan_env``: the vendor's ``Enforcer``, what the plan says and
   sets (pure);
-- ``install``: writes the vendor's programs once into
+- ``install``: writes the vendor's programs into
   ``$XDG_CACHE_HOME/rocm-build-backend/enforce/<hash of their content>`` (a build tree that
   cached a compiler path finds it again on the next build with the same targets; folders unused
-  for 30 days and leftovers of killed writes are removed) and returns the build's variables;
+  for 30 days and leftovers of killed writes are removed), or the fallback folder when that one
+  cannot be used (``enforcedir``: a folder found there is used only when it is the user's alone and
+  holds exactly what is written now, else it is replaced), and returns the build's variables;
+  when no folder can be used the build stops: enforcement never turns itself off;
 - ``read_record``: what the programs did, from the record they append to (one JSON line per
   compile), as ``Enforced``: the log lines and the stamp's ``enforced`` object.
 
@@ -32,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from rocm_build_backend.builder.enforcedir import HINT, fallback, settle, tighten, usable_base, usual
+from rocm_build_backend.errors import EnforcementError
 from rocm_build_backend.gpu.build import Enforcer
 from rocm_build_backend.gpu.vendor import build_side, vendor_named
 
@@ -47,10 +52,18 @@ def enforcer(vendor: str) -> Enforcer | None:
     return build_side(vendor).enforce
 
 
-def plan_lines(vendor: str, targets: Sequence[str]) -> list[str]:
-    """What the plan says enforcement does (pure); ``[]`` for a vendor without enforcement."""
+def plan_lines(vendor: str, targets: Sequence[str], exact: bool = True) -> list[str]:
+    """What the plan says enforcement does (pure); ``[]`` for a vendor without enforcement;
+    ``exact``: the audit checks that nothing beyond the targets was built (not with verify = "off")."""
     found = enforcer(vendor)
-    return list(found.describe(list(targets))) if found is not None else []
+    if found is None:
+        return []
+    return [*found.describe(list(targets))] + ([EXACT.format(targets=" ".join(targets))] if exact else [])
+
+
+EXACT = ("enforce: then the audit fails a wheel whose device code holds targets beyond {targets} "
+         "(verify = \"warn\": a warning); listed and allowed: files built by compiles left whole on purpose, "
+         "and prebuilt files (bytes equal to a file of the sources older than the build, outside build folders)")
 
 
 def not_enforced(vendor: str) -> str:
@@ -73,8 +86,8 @@ def uncounted(vendor: str) -> str:
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rocm-build-backend" / "enforce"
+    """The usual folder of the programs (``enforcedir.usual``); the fallback's when there is none."""
+    return usual(env) or fallback(env)
 
 
 def _prune(base: Path, keep: Path) -> None:
@@ -90,30 +103,36 @@ def _prune(base: Path, keep: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def install(vendor: str, targets: Sequence[str], env: Mapping[str, str], record: Path) -> dict[str, str]:
-    """Write the vendor's programs (once per content) and return the build's variables, the record
-    file's name among them. ``OSError`` (``FileNotFoundError`` without a toolkit) when they cannot
-    be written, or when the vendor has no enforcement."""
+def install(vendor: str, targets: Sequence[str], env: Mapping[str, str], record: Path,
+            notes: list[str] | None = None) -> dict[str, str]:
+    """Write the vendor's programs and return the build's variables, the record file's name among
+    them; ``notes`` gets the log's words on folders passed over or replaced. ``EnforcementError``
+    when they cannot be put in place (no safe folder, no toolkit, the vendor has none)."""
     module = enforcer(vendor)
     if module is None:
-        raise FileNotFoundError(f"no pinned compilers for {vendor} builds")
+        raise EnforcementError(f"{vendor} builds have no pinned compilers", hint=HINT)
     python = os.path.realpath(sys.executable)
     names = list(targets)
-    digest = hashlib.sha256(module.identity(names, env, python).encode()).hexdigest()[:16]
-    base = cache_dir(env)
-    base.mkdir(parents=True, exist_ok=True)
+    try:
+        digest = hashlib.sha256(module.identity(names, env, python).encode()).hexdigest()[:16]
+    except OSError as exc:
+        raise EnforcementError(f"the pinned compilers cannot be written: {exc}", hint=HINT) from None
+    base, passed = usable_base(env)
     final = base / f"{vendor}-{digest}"
-    if not final.is_dir():
-        work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
-        try:
-            module.fill(work, final, names, env, python)
-            os.rename(work, final)
-        except OSError:
-            if not final.is_dir():  # another build wrote the same folder first: theirs is ours
-                raise
-        finally:
-            if work.exists():
-                shutil.rmtree(work, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    try:
+        module.fill(work, final, names, env, python)
+        tighten(work)
+        replaced = settle(work, final)
+    except OSError as exc:
+        raise EnforcementError(f"the pinned compilers cannot be written in {base}: {exc}", hint=HINT) from None
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    if notes is not None:
+        notes.extend(passed)
+        if replaced:
+            notes.append(f"enforce: replaced {final} ({replaced})")
     os.utime(final)
     _prune(base, final)
     out = dict(module.variables(final, env))
@@ -132,6 +151,9 @@ class Enforced:
     dropped: set[str] = field(default_factory=set)
     whole: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (sources, targets)
     whole_count: int = 0
+    refused: list[str] = field(default_factory=list)  # unknown options that failed their compile
+    refused_count: int = 0
+    whole_targets: set[str] = field(default_factory=set)  # what every compile left whole listed
 
     def add(self, line: Mapping[str, Any]) -> None:
         action = line.get("action")
@@ -145,21 +167,30 @@ class Enforced:
             self.added += 1
         elif action == "kept":
             self.kept += 1
+        elif action == "refused":
+            self.compiles -= 1  # not compiled
+            self.refused_count += 1
+            if len(self.refused) < _SHOWN:
+                self.refused.append(listed[0] if listed else "?")
         elif action == "whole":
             self.whole_count += 1
+            self.whole_targets.update(listed)
             if len(self.whole) < _SHOWN:
                 self.whole.append(([str(s) for s in line.get("sources") or []], listed))
 
     def lines(self, targets: Sequence[str], uncounted: str = "") -> list[str]:
         """The build log's words; ``uncounted``: what the vendor's programs do not see."""
         chosen = " ".join(targets)
-        if not self.compiles:
+        if not self.compiles and not self.refused:
             return [f"enforce: no compile came through the pinned compilers (targets {chosen})"
                     + (f"; {uncounted}" if uncounted else "")]
         out = [f"enforce: {self.compiles} device compiles: {self.rewritten} cut to {chosen}"
                + (f" (dropped {' '.join(sorted(self.dropped))})" if self.dropped else "")
                + f", {self.kept} already exactly {chosen}, {self.added} given {chosen} (they listed none)"
                + f", {self.whole_count} left whole"]
+        if self.refused:
+            out.append(f"enforce: refused compiles with an unknown option that could name a target or an input: "
+                       f"{' '.join(self.refused)}")
         for sources, listed in self.whole:
             out.append(f"enforce: left whole (lists none of {chosen}): {' '.join(sources) or 'a compile'} "
                        f"for {' '.join(listed)}")
@@ -174,6 +205,8 @@ class Enforced:
             "added": self.added,
             "dropped": sorted(self.dropped),
             "left_whole": [{"sources": sorted(s), "targets": list(t)} for s, t in self.whole],
+            "left_whole_count": self.whole_count,
+            "refused": self.refused_count,
         }
 
 

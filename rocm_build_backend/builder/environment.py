@@ -77,13 +77,12 @@ def _at_once(plan: BuildPlan, stack: ExitStack) -> int:
     return plan.build_ext_parallel
 
 
-def _enforce(plan: BuildPlan, record: Path) -> Path | None:
-    """Put the pinned compilers in place; a build goes on without them when they cannot be written."""
-    try:
-        variables = install(plan.vendor, [str(t) for t in plan.targets], dict(os.environ), record)
-    except OSError as exc:
-        log(f"warning: enforcement is off for this build: {exc}")
-        return None
+def _enforce(plan: BuildPlan, record: Path) -> Path:
+    """Put the pinned compilers in place (``EnforcementError`` when they cannot be: the build stops)."""
+    notes: list[str] = []
+    variables = install(plan.vendor, [str(t) for t in plan.targets], dict(os.environ), record, notes)
+    for note in notes:
+        log(note)
     record.touch()
     os.environ.update(variables)
     shown = " ".join(f"{k}={v}" for k, v in variables.items() if k not in ("PATH", RECORD_VAR))

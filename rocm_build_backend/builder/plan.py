@@ -220,7 +220,7 @@ def _enforce(draft: Knobs, settings: Settings, vendor: str) -> list[str] | None:
         if var in draft.replaced:
             draft.replaced[var] = (draft.replaced[var][0], value)
     draft.env.update(changed)
-    return enforce.plan_lines(vendor, names)
+    return enforce.plan_lines(vendor, names, exact=settings.verify != "off")
 
 
 def _switches(draft: Knobs, findings: Sequence[Finding], env: Mapping[str, str], *, vendor: str,

@@ -23,6 +23,8 @@ from rocm_build_backend.binary.audit import (
     verify,
 )
 from rocm_build_backend.builder.enforce import Enforced
+from rocm_build_backend.builder.exact import Beyond, beyond, prebuilt_members
+from rocm_build_backend.builder.exact import to_stamp as exact_stamp
 from rocm_build_backend.builder.log import log
 from rocm_build_backend.builder.prepare import Prepared
 from rocm_build_backend.builder.profiles import profile_for
@@ -90,9 +92,34 @@ def _mismatch_hint(prepared: Prepared, problems: list[str], enforced: Enforced |
     return hint + "; a project meant to have no GPU code sets verify = \"off\""
 
 
+def _beyond(prepared: Prepared, wheel: Path, report: AuditReport, since: float,
+            enforced: Enforced | None) -> list[Beyond] | None:
+    """With enforcement on: the files holding targets beyond the plan's (``exact``), the allowed
+    ones in the log; None when the build was not enforced."""
+    if enforced is None:
+        return None
+    plan = prepared.plan
+    found = beyond(report, plan.targets, enforced.whole_targets)
+    doubtful = [b.path for b in found if not b.why]
+    if doubtful:
+        copied = prebuilt_members(wheel, doubtful, prepared.project.source_dir, since)
+        found = beyond(report, plan.targets, enforced.whole_targets, copied)
+    chosen = " ".join(str(t) for t in plan.targets)
+    for b in found:
+        if b.why:
+            log("audit: " + b.line(chosen))
+    return found
+
+
+EXACT_HINT = ("a compile the pinned compilers did not see built them (a compiler run by a path of its own, "
+              "a library built or fetched during the build); set verify = \"warn\" to build anyway, "
+              "or enforce = false to build the targets the project lists")
+
+
 def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0,
-          enforced: Enforced | None = None) -> AuditReport:
-    """What the wheel's device code holds, verified against the targets (``verify``)."""
+          enforced: Enforced | None = None) -> tuple[AuditReport, list[Beyond] | None]:
+    """What the wheel's device code holds, verified against the targets (``verify``); with
+    enforcement on also that it holds nothing beyond them (``exact``)."""
     project, plan = prepared.project, prepared.plan
     report = audit_wheel(wheel)
     if editable:
@@ -101,22 +128,26 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
         if fresh:
             report.files.extend(audit_paths(fresh).files)
     if project.settings.verify == "off":
-        return report
-    problems = verify(report, plan.targets)
+        return report, None
+    missing = verify(report, plan.targets)
+    found = _beyond(prepared, wheel, report, since, enforced)
+    chosen = " ".join(str(t) for t in plan.targets)
+    problems = missing + [b.line(chosen) for b in found or [] if not b.why]
     if problems:
         message = f"{wheel.name}: " + "; ".join(problems)
         if project.settings.verify == "error":
             wheel.unlink(missing_ok=True)
-            raise TargetMismatchError(message, hint=_mismatch_hint(prepared, problems, enforced))
+            hint = _mismatch_hint(prepared, missing, enforced) if missing else EXACT_HINT
+            raise TargetMismatchError(message, hint=hint)
         log("warning: " + message)
     else:
         log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
                          or "no device code"))
-    return report
+    return report, found
 
 
 def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: bool = False,
-          enforced: Enforced | None = None) -> Path:
+          enforced: Enforced | None = None, found: list[Beyond] | None = None) -> Path:
     """Write the stamp (and the local version, the guard) into the wheel, atomically."""
     project, plan = prepared.project, prepared.plan
     settings = project.settings
@@ -126,7 +157,9 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
         requested=[str(t) for t in plan.targets], source=plan.source,
         audit_files=audit_entries(report.files),
         host_gpus=host, toolchain=toolchain, version=_version.__version__,
-        enforced=({"how": list(plan.enforce or []), **enforced.to_stamp()} if enforced is not None else None),
+        enforced=({"how": list(plan.enforce or []), **enforced.to_stamp(),
+                   **({"exact": exact_stamp(found)} if found is not None else {})}
+                  if enforced is not None else None),
         switches=[{"file": s.finding.file, "line": s.finding.line, "name": s.finding.name, "given": s.applied}
                   for s in plan.switches if s.applied],
     )
@@ -151,5 +184,5 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
 def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0,
                     enforced: Enforced | None = None) -> Path:
     """Verify the wheel's device code against the targets, then stamp it (atomically)."""
-    report = audit(prepared, wheel, editable=editable, since=since, enforced=enforced)
-    return stamp(prepared, wheel, report, editable=editable, enforced=enforced)
+    report, found = audit(prepared, wheel, editable=editable, since=since, enforced=enforced)
+    return stamp(prepared, wheel, report, editable=editable, enforced=enforced, found=found)

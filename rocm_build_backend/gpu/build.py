@@ -120,7 +120,8 @@ class Enforcer(Protocol):
 
     ``describe``, ``outcome`` and ``plan_env`` are pure (for the plan); ``identity``, ``fill`` and
     ``variables`` make the programs a build runs, in one folder that ``builder/enforce.py`` names by
-    ``identity``'s hash, writes once and keeps. The programs append one JSON line per compile to
+    ``identity``'s hash and fills afresh each build, reusing a folder already there only when it
+    holds exactly what ``fill`` wrote (``builder/enforcedir.py``). The programs append one JSON line per compile to
     the file named by ``ROCM_BUILD_BACKEND_ENFORCE_RECORD``.
     """
 

@@ -170,7 +170,7 @@ def _enforced(data: Mapping[str, Any]) -> dict[str, Any]:
     whole = [{"sources": sorted(str(s) for s in w.get("sources", ())),
               "targets": _ordered_targets(w.get("targets", ()))}
              for w in data.get("left_whole", ()) if isinstance(w, Mapping)]
-    return {
+    out: dict[str, Any] = {
         "how": [str(line) for line in data.get("how", ())],
         "compiles": count("compiles"),
         "rewritten": count("rewritten"),
@@ -178,7 +178,19 @@ def _enforced(data: Mapping[str, Any]) -> dict[str, Any]:
         "added": count("added"),
         "dropped": _ordered_targets(data.get("dropped", ())),
         "left_whole": whole,
+        "left_whole_count": max(count("left_whole_count"), len(whole)),
+        "refused": count("refused"),
     }
+    exact = data.get("exact")
+    if isinstance(exact, Mapping):
+        found = exact.get("files")
+        files: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        out["exact"] = {
+            "ok": bool(exact.get("ok")),
+            "files": {str(m): {"extra": _ordered_targets(f.get("extra", ())), "why": str(f.get("why", "unexplained"))}
+                      for m, f in sorted(files.items()) if isinstance(f, Mapping)},
+        }
+    return out
 
 
 def stamp_problems(data: object) -> list[str]:

@@ -85,6 +85,9 @@ def test_makefile_style_nvcc_from_path_and_a_file_left_whole(tmp_path, cuda_env)
     assert per_file(wheel) == {"_kernels": ["sm_90"], "_only_sm80": ["sm_80"]}
     stamp = read_stamp(wheel)
     assert stamp["enforced"]["left_whole"] == [{"sources": ["only_sm80.cu"], "targets": ["sm_80"]}]
+    # beyond sm_90, but built by a compile left whole on purpose: listed, allowed
+    assert stamp["enforced"]["exact"]["ok"] is True and stamp["enforced"]["left_whole_count"] == 1
+    assert [f["why"] for f in stamp["enforced"]["exact"]["files"].values()] == ["left whole"]
     assert "enforce: left whole (lists none of sm_90): only_sm80.cu for sm_80" in log
     assert "holds device code for sm_80 only" in log  # verify = "warn": the audit still says it
     assert "build_ext parallel = 2" in log  # two extensions, built side by side
@@ -144,3 +147,70 @@ def test_a_file_left_whole_is_named_in_the_hint_when_the_audit_stops_the_build(t
     assert proc.returncode != 0
     hints = [e for e in error_lines(proc) if "hint:" in e]
     assert any("left whole (only_sm80.cu for sm_80)" in h for h in hints), hints
+
+
+@needs_nvcc
+def test_cmake_makefiles_options_file_with_the_fallback_folder(tmp_path, cuda_env):
+    """CMake's default "Unix Makefiles" generator hands nvcc its include folders in
+    --options-file includes_CUDA.rsp, and CUDA_ARCHITECTURES is 80-real;90-real: before, the pinned
+    nvcc ran that compile untouched (a wheel with sm_80 and sm_90, exit 0). The enforcement folder's
+    usual place is unusable here (XDG_CACHE_HOME names a file): before, enforcement turned itself off."""
+    pytest.importorskip("scikit_build_core")
+    if shutil.which("cmake") is None or shutil.which("make") is None:
+        pytest.skip("needs cmake and make")
+    (tmp_path / "not-a-folder").write_text("")
+    cuda_env["XDG_CACHE_HOME"] = str(tmp_path / "not-a-folder")
+    wheel, log = build("cmake_cuda_optfile", tmp_path, cuda_env, "rocm-build-backend.targets=sm_90")
+    assert per_file(wheel) == {"_kernels": ["sm_90"]}
+    enforced = read_stamp(wheel)["enforced"]
+    assert (enforced["compiles"], enforced["rewritten"], enforced["dropped"]) == (1, 1, ["sm_80"])
+    fallback = Path(cuda_env["TMPDIR"]) / f"rocm-build-backend-{os.getuid()}" / "enforce"
+    assert f"enforce: pinned compilers in {fallback}" in log and "enforcement is off" not in log
+
+
+@needs_nvcc
+def test_no_usable_enforcement_folder_stops_the_build(tmp_path, cuda_env):
+    """No usual folder (XDG_CACHE_HOME names a file) and a temporary folder anyone can write (not
+    sticky): one error line, a hint naming enforce = false, no wheel; before, exit 0 without enforcement."""
+    (tmp_path / "not-a-folder").write_text("")
+    shared = Path(cuda_env["TMPDIR"])
+    shared.chmod(0o777)
+    cuda_env["XDG_CACHE_HOME"] = str(tmp_path / "not-a-folder")
+    src = project("cmake_cuda_optfile", tmp_path)
+    proc = run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
+                src, "-C", "rocm-build-backend.targets=sm_90"], env=cuda_env)
+    assert proc.returncode != 0 and not list((tmp_path / "out").glob("*.whl"))
+    errors = error_lines(proc)
+    assert len([e for e in errors if "error:" in e]) == 1, errors
+    assert any("error: no folder for the pinned compilers can be used" in e for e in errors), errors
+    assert any("hint:" in e and "enforce = false" in e for e in errors), errors
+
+
+@needs_nvcc
+@pytest.mark.parametrize("verify", ["error", "warn"])
+def test_targets_beyond_the_plan_fail_the_build_and_prebuilt_files_are_listed(tmp_path, cuda_env, verify):
+    """A setup.py that runs the real nvcc by its own path (the pinned programs never see it) for
+    sm_80 and sm_90, and a prebuilt sm_80 + sm_90 fatbin of the sources copied in as it is. Before: exit 0
+    with sm_80 in the wheel. Now the extra sm_80 of the compiled library fails the build (verify =
+    "warn": a warning, and the stamp says so); the prebuilt file is listed, not failed."""
+    cuda_env["BYPASS_NVCC"] = str(Path(cuda_env["CUDA_HOME"]) / "bin" / "nvcc")
+    src = project("nvcc_bypass", tmp_path)
+    proc = run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
+                src, "-C", "rocm-build-backend.targets=sm_90", "-C", f"rocm-build-backend.verify={verify}"], env=cuda_env)
+    log = proc.stdout + proc.stderr
+    assert ("audit: nvcc_bypass/prebuilt/k_fat.fatbin holds sm_80 beyond sm_90: a prebuilt file copied from the "
+            "sources (allowed)") in log
+    extra = "nvcc_bypass/_kernels.cpython"
+    if verify == "error":
+        assert proc.returncode != 0 and not list((tmp_path / "out").glob("*.whl"))
+        errors = error_lines(proc)
+        assert any("error:" in e and extra in e and "holds sm_80 beyond the targets sm_90" in e for e in errors), errors
+        assert any("hint:" in e and "did not see" in e for e in errors), errors
+        return
+    assert proc.returncode == 0, log[-3000:]
+    assert "warning: " in log and "holds sm_80 beyond the targets sm_90" in log
+    exact = read_stamp(only_wheel(tmp_path / "out"))["enforced"]["exact"]
+    assert exact["ok"] is False
+    assert {m.split(".cpython")[0]: f for m, f in exact["files"].items()} == {
+        "nvcc_bypass/_kernels": {"extra": ["sm_80"], "why": "unexplained"},
+        "nvcc_bypass/prebuilt/k_fat.fatbin": {"extra": ["sm_80"], "why": "prebuilt"}}

@@ -98,3 +98,33 @@ def test_the_folder_is_written_once_and_old_ones_go(tmp_path):
     os.utime(unused, (time.time() - 31 * 86400,) * 2)
     install("nvidia", ["sm_90"], env, tmp_path / "r")
     assert not stale.exists() and not unused.exists() and Path(first["CUDA_HOME"]).is_dir()
+
+
+@has_nvcc
+def test_options_files_are_expanded_and_unknown_target_options_refused(pinned, tmp_path):
+    """Targets inside an -optf list beside an includes file, and two -arch options: each cut to sm_90
+    (before: run as given, nothing recorded); an unknown option naming a target fails."""
+    env, record = pinned
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "scale.h").write_text("#define SCALE 2.0f\n")
+    src = tmp_path / "k.cu"
+    src.write_text('#include "scale.h"\n__global__ void k(float* x) { x[threadIdx.x] *= SCALE; }\n')
+    (tmp_path / "includes_CUDA.rsp").write_text(f'-I"{tmp_path / "inc"}"\n')
+    (tmp_path / "a.optf").write_text("-gencode arch=compute_80,code=sm_80\n")
+    (tmp_path / "b.optf").write_text("-gencode=arch=compute_90,code=[sm_90,compute_90]\n")
+    runs = {  # (the includes file with the targets on the command line: the CMake build in test_enforce_builds)
+        "optf": ["--options-file", "includes_CUDA.rsp", "-optf", "a.optf,b.optf"],
+        "arch": ["-optf=includes_CUDA.rsp", "-arch=sm_80", "-arch=sm_90"],
+    }
+    for name, flags in runs.items():
+        subprocess.run([env["CUDACXX"], "-c", str(src), "-o", str(tmp_path / f"{name}.o"), *flags], env=env,
+                       check=True, capture_output=True, cwd=tmp_path)
+        assert _audit(tmp_path / f"{name}.o") == ["sm_90"], name
+    done = read_record(record)
+    assert (done.compiles, done.rewritten) == (2, 2) and done.dropped == {"sm_80", "compute_90"}
+    bad = subprocess.run([env["CUDACXX"], "-c", str(src), "-o", str(tmp_path / "bad.o"), "-optf", "includes_CUDA.rsp",
+                          "-forward-unknown-to-host-compiler", "--gpu-arch-list=80"],
+                         env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and not (tmp_path / "bad.o").exists()
+    assert "unknown option '--gpu-arch-list=80'" in bad.stderr and "enforce = false" in bad.stderr
+    assert read_record(record).refused == ["--gpu-arch-list=80"]

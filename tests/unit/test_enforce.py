@@ -9,10 +9,11 @@ import json
 import pytest
 
 from rocm_build_backend.builder.enforce import Enforced, install, read_record
+from rocm_build_backend.errors import EnforcementError
 from rocm_build_backend.gpu.amd import enforce as amd_enforce
 from rocm_build_backend.gpu.amd import hip_launcher
 from rocm_build_backend.gpu.nvidia import enforce as nv_enforce
-from rocm_build_backend.gpu.nvidia.pinned_nvcc import decide, json_line, read_targets
+from rocm_build_backend.gpu.nvidia.pinned_nvcc import Options, Unreadable, decide, expand, json_line, read_targets, split_options
 
 SM90 = nv_enforce.config(["sm_90"], "none", "/x/nvcc")
 SM90_PTX = nv_enforce.config(["sm_90"], "highest", "/x/nvcc")
@@ -68,9 +69,9 @@ def test_decisions(argv, cfg, action, listed, now):
     ["-M", "k.cu", "-gencode=arch=compute_80,code=sm_80"],  # dependencies only
     ["-c", "host.cpp", "-o", "host.o"],  # host-only compile
     ["a.o", "b.o", "-o", "lib.so", "-shared"],  # a link without targets
-    ["-c", "k.cu", "-arch=sm_80", "-arch=sm_90"],  # two -arch: not ours to guess
-    ["-c", "k.cu", "-code=sm_90"],  # -code without -arch
-    ["-c", "k.cu", "--options-file", "flags.txt"],  # the targets may be in the file
+    ["-c", "k.cu", "-code=sm_90"],  # -code without -arch: nvcc rejects it
+    ["-c", "k.cu", "-arch=sm_80", "-code=sm_80"],  # -arch=sm_XY with -code: nvcc rejects it
+    ["-c", "k.cu", "-arch=sm_80", "-forward-unknown-to-host-compiler", "-E"],
     ["-c", "k.cu", "-gencode", "garbage"],
 ])
 def test_untouched(argv):
@@ -78,10 +79,60 @@ def test_untouched(argv):
     assert action == "untouched" and new == argv and listed == now == []
 
 
+@pytest.mark.parametrize("argv, action, listed, now", [
+    # as nvcc reads them: the last -arch wins (nvcc warns), -code values and -gencode entries add up
+    (K + ["-arch=sm_80", "-arch=sm_90"], "rewritten", ["compute_90", "sm_90"], ["sm_90"]),
+    (K + ["-arch=sm_90", "-arch=sm_80"], "whole", ["compute_80", "sm_80"], ["compute_80", "sm_80"]),
+    (K + ["-arch=compute_80", "-code=sm_80", "-code=sm_90"], "rewritten", ["sm_80", "sm_90"], ["sm_90"]),
+    (K + ["-arch=sm_80", "-gencode=arch=compute_90,code=sm_90"], "rewritten", ["compute_80", "sm_80", "sm_90"],
+     ["sm_90"]),
+    # an option nvcc does not know that could carry a target or name an input: refused, named
+    (K + ["-forward-unknown-to-host-compiler", "-foo=sm_80"], "refused", ["-foo=sm_80"], []),
+    (K + ["--gpu-arch-list=90"], "refused", ["--gpu-arch-list=90"], []),
+    (K + ["-include-cu=other.cu"], "refused", ["-include-cu=other.cu"], []),
+    # other unknown options pass through; known ones with such words are nvcc's own
+    (K + ["-forward-unknown-to-host-compiler", "-fPIC", "-march=native", "-Wall"], "added", [], ["sm_90"]),
+    (K + ["-DARCH=sm_80", "-Xcompiler=-fPIC", "-I/x/sm_80", "-arch=sm_90"], "rewritten", ["compute_90", "sm_90"],
+     ["sm_90"]),
+])
+def test_nvcc_reading_of_repeated_and_unknown_options(argv, action, listed, now):
+    got, new, got_listed, got_now = decide(argv, SM90)
+    assert (got, got_listed, got_now) == (action, listed, now)
+
+
+@pytest.mark.parametrize("text, words", [
+    ('-I"/a b/c" -DX=1\n\t-arch=sm_80', ["-I/a b/c", "-DX=1", "-arch=sm_80"]),
+    ("-o m\\ m.o 'x'", ["-o", "m m.o", "'x'"]),  # a backslash keeps a blank; single quotes are plain
+    ('"" -c', ["", "-c"]),
+    ("", []),
+])
+def test_options_files_are_split_as_nvcc_splits_them(text, words):
+    assert split_options(text) == words
+
+
+def test_options_files_are_expanded_in_place_nested_and_listed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inc.rsp").write_text('-I"/p q"\n--options-file arch.rsp\n')
+    (tmp_path / "arch.rsp").write_text("-gencode arch=compute_80,code=sm_80\n")
+    (tmp_path / "more.rsp").write_text("-DX -gencode=arch=compute_90,code=sm_90\n")
+    line, files = expand(["-c", "k.cu", "--options-file", "inc.rsp", "-o", "k.o", "-optf=more.rsp,arch.rsp"])
+    assert line == ["-c", "k.cu", "-I/p q", "-gencode", "arch=compute_80,code=sm_80", "-o", "k.o", "-DX",
+                    "-gencode=arch=compute_90,code=sm_90", "-gencode", "arch=compute_80,code=sm_80"]
+    assert files == ["inc.rsp", "arch.rsp", "more.rsp", "arch.rsp"]
+    action, new, listed, now = decide(line, SM90)
+    assert (action, listed, now) == ("rewritten", ["sm_80", "sm_90"], ["sm_90"])
+    assert "-optf=more.rsp,arch.rsp" not in new and "-I/p q" in new
+    (tmp_path / "loop.rsp").write_text("-optf loop.rsp\n")
+    for argv in (["-optf", "missing.rsp"], ["-optf", "loop.rsp"], ["--options-file"]):
+        with pytest.raises(Unreadable):
+            expand(argv)
+
+
 def test_a_value_that_looks_like_an_input_is_no_input():
     """``-o k.cu`` names the output: the line holds no CUDA source."""
-    assert read_targets(["-c", "x.cpp", "-o", "k.cu"])[3] is False
-    assert read_targets(["-x", "cu", "-c", "x.cpp"])[3] is True
+    options = Options(SM90["options"])
+    assert read_targets(["-c", "x.cpp", "-o", "k.cu"], options)[3] is False
+    assert read_targets(["-x", "cu", "-c", "x.cpp"], options)[3] is True
 
 
 def test_the_rewritten_line_keeps_each_entrys_virtual_architecture():
@@ -113,8 +164,9 @@ def test_hip_launcher_decisions(argv, action, listed):
 def test_without_a_toolkit_install_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(nv_enforce, "DEFAULT_ROOT", str(tmp_path / "no-cuda"))
     env = {"XDG_CACHE_HOME": str(tmp_path / "c"), "PATH": str(tmp_path), "CUDA_HOME": str(tmp_path / "none")}
-    with pytest.raises(FileNotFoundError, match="no CUDA toolkit"):
+    with pytest.raises(EnforcementError, match="no CUDA toolkit") as exc:
         install("nvidia", ["sm_90"], env, tmp_path / "r")
+    assert "enforce = false" in (exc.value.hint or "")
 
 
 def test_pytorch_nvcc_with_a_launcher_keeps_it(tmp_path):

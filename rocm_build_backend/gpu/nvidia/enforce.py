@@ -29,6 +29,7 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from rocm_build_backend.data import path as data_path
 from rocm_build_backend.gpu.nvidia import pinned_nvcc
 from rocm_build_backend.gpu.nvidia.knobs import with_ptx
 
@@ -54,7 +55,16 @@ def config(targets: Sequence[str], ptx: str, nvcc: str) -> dict[str, Any]:
         "ptx": [str(t) for t in ptx_targets],
         "gencode": {str(t): t.gencode() for t in code},
         "ptx_for": pairs,
+        "options": _nvcc_options(),
     }
+
+
+def _nvcc_options() -> dict[str, str]:
+    """nvcc's options, for the pinned nvcc to read command lines with (``data/nvcc_options.json``),
+    each list as one string of words (one literal compiles faster than hundreds, once per compile)."""
+    with open(data_path("nvcc_options.json"), encoding="utf-8") as fh:
+        table = json.load(fh)
+    return {k: " ".join(str(x) for x in table[k]) for k in ("value", "flag", "joined")}
 
 
 def describe(targets: Sequence[str], ptx: str) -> list[str]:

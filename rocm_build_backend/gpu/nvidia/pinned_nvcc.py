@@ -1,36 +1,32 @@
 """The pinned ``nvcc``: a program in front of the real nvcc that keeps each compile to the chosen targets.
 
-nvcc has no option that removes a target (``NVCC_APPEND_FLAGS`` only adds), so a project that
-passes its own ``-gencode`` list builds every entry of it. This program reads the target options
-of one nvcc command line (``-gencode``/``--generate-code``, ``-arch``/``--gpu-architecture``,
-``-code``/``--gpu-code``, in every spelling: ``-gencode=arch=compute_80,code=[sm_80,compute_80]``,
-``-gencode arch=...``, ``-arch=sm_90``, ``-arch sm_90``, ``-arch=compute_80 -code=sm_80,sm_90``,
-``-arch=native|all|all-major``) and then runs the real nvcc:
+nvcc has no option that removes a target (``NVCC_APPEND_FLAGS`` only adds). This program reads
+one command line as nvcc does (options files ``--options-file F``/``-optf F,G`` expanded in place,
+nested ones too; ``-gencode`` entries and ``-code`` values add up; the last ``-arch`` wins; every
+spelling: ``-gencode=arch=compute_80,code=[sm_80,compute_80]``, ``-arch sm_90``,
+``-arch=compute_80 -code=sm_80,sm_90``, ``-arch=native|all|all-major``), then runs the real nvcc:
 
 - a compile that lists some of the chosen targets keeps those and drops the others, each entry
-  keeping its own virtual architecture (``arch=compute_80,code=sm_90`` stays so); PTX
-  (``code=compute_XY``) is kept or added only as the ``ptx`` setting says;
-- a compile that lists none of them (a file built for one architecture on purpose) is left whole,
-  and so recorded;
-- a compile that lists no target at all gets the chosen ones (what ``NVCC_APPEND_FLAGS`` gives);
-- ``native``, ``all`` and ``all-major`` stand for the chosen targets;
-- ``--version``, ``--list-gpu-*``, ``--help``, preprocessing (``-E``), dependency-only runs
-  (``-M``, ``-MM``; ``-MD`` compiles and is rewritten), host-only compiles (no CUDA source, no
-  target option) and command lines it cannot read (two ``-arch``, ``-code`` without ``-arch``,
-  ``--options-file``) run exactly as given.
+  keeping its own virtual architecture; PTX (``code=compute_XY``) only as the ``ptx`` setting says;
+- a compile that lists none of them (a file built for one architecture on purpose) is left whole;
+- a compile that lists no target at all gets the chosen ones; ``native``, ``all`` and
+  ``all-major`` stand for them; a decided compile runs with its options files' words in place;
+- an option nvcc does not know (``data/nvcc_options.json``, in ``CONFIG``) that could carry a
+  target or name an input (``sm_XY``, ``gencode``, ``gpu-arch``, a ``.cu`` value...) fails the
+  compile, named (exit 2); other unknown options pass through (the audit is the backstop);
+- ``--version``, ``--list-gpu-*``, ``--help``, ``-E``, ``-M``, ``-MM`` (``-MD`` compiles),
+  host-only compiles and lines nvcc itself rejects (``-code`` without ``-arch``, ``-arch=sm_XY``
+  with ``-code``, an options file it cannot open) run exactly as given.
 
-The arch options in ``NVCC_APPEND_FLAGS`` are the build's own copy of the targets (the plan puts
-them there for nvcc calls that do not come through here); for a compile decided here they are
-taken out so they cannot undo the decision. ``NVCC_PREPEND_FLAGS`` belongs to the user: its
-arch options count as the compile's own.
+The arch options in ``NVCC_APPEND_FLAGS`` are the build's own copy of the targets; for a compile
+decided here they are taken out so they cannot undo the decision. ``NVCC_PREPEND_FLAGS`` belongs
+to the user: its arch options count as the compile's own.
 
-Each decision is appended as one JSON line to the file named by
-``ROCM_BUILD_BACKEND_ENFORCE_RECORD`` when it is set (the build log and the stamp read it); CMake's
-own probes of the compiler (sources under ``CMakeFiles/``) are rewritten alike but not recorded.
-
-This file runs as a program (``python -I -S pinned_nvcc.py ARGS``, configured by ``CONFIG`` at
-its end): the standard library only, no import of the package, nothing written but the record.
-``gpu/nvidia/enforce.py`` writes it; ``decide`` is pure and tested on its own.
+Each decision is one JSON line appended to the file named by ``ROCM_BUILD_BACKEND_ENFORCE_RECORD``
+(the build log and the stamp read it); CMake's own probes (sources under ``CMakeFiles/``) are
+rewritten alike but not recorded. This file runs as a program (``python -I -S pinned_nvcc.py
+ARGS``, configured by ``CONFIG`` at its end): the standard library only, nothing written but the
+record. ``gpu/nvidia/enforce.py`` writes it; ``decide`` is pure and tested on its own.
 """
 
 from __future__ import annotations
@@ -50,24 +46,13 @@ INFO = frozenset({"--version", "-V", "--help", "-h", "--list-gpu-code", "-code-l
                   "-arch-ls", "-dryrun", "--dryrun"})
 NOT_COMPILES = frozenset({"-E", "--preprocess", "-M", "--generate-dependencies", "-MM",
                           "--generate-nonsystem-dependencies"})
-UNREADABLE = ("-optf", "--options-file")
-# options whose value may be the next argument (so that value is not read as an input file)
-VALUE_OPTIONS = frozenset({
-    "-o", "--output-file", "-ccbin", "--compiler-bindir", "-I", "--include-path", "-L", "--library-path",
-    "-l", "--library", "-D", "--define-macro", "-U", "--undefine-macro", "-x", "--x", "-std", "--std",
-    "-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-Xptxas", "--ptxas-options",
-    "-Xnvlink", "--nvlink-options", "-Xfatbin", "--fatbin-options", "-Xarchive", "--archive-options",
-    "-Xcudafe", "-MF", "--dependency-output", "-MT", "--dependency-target-name", "-MQ", "-odir",
-    "--output-directory", "-include", "--pre-include", "-isystem", "--system-include", "-idirafter",
-    "-t", "--threads", "-maxrregcount", "--maxrregcount", "-cudart", "--cudart", "-cudadevrt",
-    "--cudadevrt", "-rdc", "--relocatable-device-code", "-keep-dir", "--keep-dir", "-ldir",
-    "--libdevice-directory", "-split-compile", "--split-compile", "-time", "--time", "-default-stream",
-    "--default-stream", "-ftz", "--ftz", "-prec-div", "--prec-div", "-prec-sqrt", "--prec-sqrt",
-    "-fmad", "--fmad", "-diag-suppress", "--diag-suppress", "-diag-error", "--diag-error",
-    "-diag-warn", "--diag-warn", "-Werror", "--Werror", "-arch", "--gpu-architecture", "-code",
-    "--gpu-code", "-gencode", "--generate-code", "-optf", "--options-file", "-dopt", "--dopt",
-    "-Xnvvm", "-jump-table-density",
-})
+OPTIONS_FILE = ("-optf", "--options-file")
+# an option nvcc does not know (forwarded to the host compiler, or newer than this table) is refused when
+# it could carry a target or name an input file; any other passes through (the audit is the backstop)
+TARGET_WORDS = ("gencode", "gpu-arch", "gpu-code", "gpu-name", "offload-arch", "cuda-gpu")
+INPUT_SUFFIXES = (".cu", ".cup", ".gpu", ".ptx", ".cubin", ".fatbin", ".ltoir", ".optf", ".rsp")
+MAX_FILES = 64  # options files read for one command line (nested ones count too)
+MAX_FILE_BYTES = 1 << 20
 CUDA_SUFFIXES = (".cu", ".cup", ".gpu")
 SPECIAL = frozenset({"native", "all", "all-major"})
 
@@ -105,12 +90,124 @@ def _gencode(value: str) -> tuple[str, list[str]] | None:
 
 
 class Unreadable(Exception):
-    """A command line whose targets this program cannot tell for sure: it runs as given."""
+    """A command line whose targets this program cannot tell for sure: it runs as given (nvcc
+    itself rejects each such line: ``-code`` without ``-arch``, ``-arch=sm_XY`` with ``-code``, an
+    options file it cannot open)."""
 
 
-def read_targets(argv: Sequence[str]) -> tuple[list[tuple[str, list[str]]], list[str], int, bool]:
+class Refused(Exception):
+    """An option this program does not know and that could carry a target or name an input: the
+    compile fails, naming it."""
+
+
+def split_options(text: str) -> list[str]:
+    """The words of an options file as nvcc reads them: split on blanks; double quotes group and
+    are removed; outside them a backslash keeps the next character; single quotes are plain."""
+    words: list[str] = []
+    word: list[str] = []
+    have = quoted = False
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and not quoted:
+            word.append(text[i + 1])
+            have = True
+            i += 2
+            continue
+        if ch == '"':
+            quoted, have = not quoted, True
+        elif ch == "\\":
+            pass
+        elif ch.isspace() and not quoted:
+            if have:
+                words.append("".join(word))
+            word, have = [], False
+        else:
+            word.append(ch)
+            have = True
+        i += 1
+    if have:
+        words.append("".join(word))
+    return words
+
+
+def _read_options(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise Unreadable(f"cannot open options file {path}: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise Unreadable(f"options file {path} is over {MAX_FILE_BYTES} bytes")
+    return data.decode("utf-8", "surrogateescape")
+
+
+def expand(argv: Sequence[str], read: Any = _read_options) -> tuple[list[str], list[str]]:
+    """``argv`` with each ``--options-file F`` / ``-optf F,G`` (``=`` spellings too) replaced by the
+    words of its files, nested files included, as nvcc does (relative names from the working
+    folder); and the files read. Unreadable when one cannot be read or there are too many."""
+    if not any(a.startswith(OPTIONS_FILE) for a in argv):
+        return list(argv), []
+    out: list[str] = []
+    files: list[str] = []
+    todo = [list(argv)]
+    while todo:
+        args = todo[-1]
+        if not args:
+            todo.pop()
+            continue
+        got = _option(args, 0, OPTIONS_FILE)
+        if got is None:
+            out.append(args.pop(0))
+            continue
+        value, used = got
+        del args[:used]
+        names = [n for n in value.split(",") if n]
+        if not names:
+            raise Unreadable("an options file option without a file")
+        words: list[str] = []
+        for name in names:
+            files.append(name)
+            if len(files) > MAX_FILES or len(todo) > 16:
+                raise Unreadable(f"more than {MAX_FILES} options files, or nested too deep")
+            words += split_options(read(name))
+        todo.append(words)
+    return out, files
+
+
+class Options:
+    """nvcc's options (``config["options"]``, from ``data/nvcc_options.json``, each list one string of
+    words): ``value`` take a value, ``flag`` none, ``joined`` also take it joined (``-I/usr/include``)."""
+
+    def __init__(self, table: dict[str, str]) -> None:
+        self.value = frozenset(table.get("value", "").split())
+        self.flag = frozenset(table.get("flag", "").split())
+        self.joined = tuple(table.get("joined", "").split())
+
+    def known(self, arg: str) -> bool:
+        """Whether nvcc knows option ``arg`` (``-o``, ``-o=v``, ``-Iv``)."""
+        name = arg.split("=", 1)[0]
+        if name in self.flag or name in self.value:
+            return "=" not in arg or name in self.value
+        return len(arg) > 2 and arg[:2] in self.joined
+
+
+def risky(arg: str) -> bool:
+    """Whether an option nvcc does not know could carry a target or name an input file."""
+    low = arg.lower()
+    if any(w in low for w in TARGET_WORDS):
+        return True
+    for prefix in ("sm_", "compute_", "lto_"):
+        at = low.find(prefix)
+        if at >= 0 and low[at + len(prefix):at + len(prefix) + 1].isdigit():
+            return True
+    return low.split("=", 1)[-1].strip("\"'").endswith(INPUT_SUFFIXES)
+
+
+def read_targets(argv: Sequence[str], options: Options) -> tuple[list[tuple[str, list[str]]], list[str], int, bool]:
     """(target entries, the other arguments, where the first target option was, whether a CUDA
-    source or a device-link step is on the line). Raises Unreadable."""
+    source or a device-link step is on the line). As nvcc reads them: ``-gencode`` entries add up,
+    so do ``-code`` values; the last ``-arch`` wins. Raises Unreadable, Refused."""
     entries: list[tuple[str, list[str]]] = []
     rest: list[str] = []
     first = -1
@@ -137,25 +234,25 @@ def read_targets(argv: Sequence[str]) -> tuple[list[tuple[str, list[str]]], list
             else:
                 code += _codes(value)
             continue
-        if arg.startswith(UNREADABLE):
-            raise Unreadable(f"{arg}: the options file may name targets")
+        if arg.startswith("-") and len(arg) > 1 and not options.known(arg) and risky(arg):
+            raise Refused(arg)
         if arg in ("-dlink", "--device-link", "-dlto", "--dlink-time-opt"):
             device = True
         if arg in ("-x", "--x") and i + 1 < len(argv) and argv[i + 1] == "cu":
             device = True
-        if arg in ("-x=cu", "--x=cu", "-xcu"):
+        if arg in ("-x=cu", "--x=cu"):
             device = True
         if not arg.startswith("-") and arg.endswith(CUDA_SUFFIXES):
             device = True
         rest.append(arg)
         i += 1
-        if arg in VALUE_OPTIONS and i < len(argv):  # its value is no input file
+        if arg in options.value and i < len(argv):  # its value is no input file
             rest.append(argv[i])
             i += 1
-    if len(arch) > 1 or (code and not arch):
-        raise Unreadable("several -arch, or -code without -arch")
+    if code and not arch:
+        raise Unreadable("-code without -arch")
     if arch:
-        a = arch[0]
+        a = arch[-1]
         if a in SPECIAL:
             entries.append((a, []))
         elif a.startswith("sm_"):
@@ -173,15 +270,19 @@ def decide(argv: Sequence[str], config: dict[str, Any]) -> tuple[str, list[str],
     ``config``: ``sass`` and ``ptx`` (the chosen code targets), ``gencode`` (target -> its
     ``-gencode=...`` option), ``ptx_for`` (SASS target -> the PTX target the ``ptx`` setting adds
     with it). Actions: ``untouched`` (runs as given, environment too), ``kept`` (already exactly
-    the chosen ones), ``rewritten``, ``added``, ``whole`` (lists none of the chosen targets).
+    the chosen ones), ``rewritten``, ``added``, ``whole`` (lists none of the chosen targets),
+    ``refused`` (an unknown option that could carry a target or name an input: the targets listed
+    are that option). ``argv`` has its options files expanded (``expand``).
     """
     args = list(argv)
     if any(a in INFO or a in NOT_COMPILES for a in args):
         return "untouched", args, [], []
     try:
-        entries, rest, first, device = read_targets(args)
+        entries, rest, first, device = read_targets(args, Options(config.get("options") or {}))
     except Unreadable:
         return "untouched", args, [], []
+    except Refused as exc:
+        return "refused", args, [str(exc)], []
     if not entries and not device:
         return "untouched", args, [], []
     sass, ptx = set(config["sass"]), set(config["ptx"])
@@ -263,13 +364,33 @@ def _record(path: str, line: dict[str, Any]) -> None:
         pass  # the record is for the log; the compile must not fail for it
 
 
+def _refuse(option: str, record: str | None, sources: list[str]) -> None:
+    if record:
+        _record(record, {"tool": "nvcc", "action": "refused", "listed": [option], "now": [], "sources": sources[:8]})
+    sys.stderr.write(
+        f"nvcc (pinned by rocm-build-backend): error: unknown option {option!r} could name a GPU target or an "
+        "input file, so the targets of this compile cannot be held to the build's\n"
+        "hint: spell it as an nvcc option this program knows (-gencode, -arch, -code, --options-file), "
+        "or build with enforce = false under [tool.rocm-build-backend]\n")
+    raise SystemExit(2)
+
+
 def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
-    """Decide, record, and replace this process with the real nvcc."""
+    """Expand options files, decide, record, and replace this process with the real nvcc."""
     args = list(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ)
     prepend = env.get("NVCC_PREPEND_FLAGS", "")
     theirs = prepend.split() if any(w.startswith(GENCODE + ARCH + CODE) for w in prepend.split()) else []
-    action, new, listed, now = decide(theirs + args, config)
+    try:
+        line, files = expand(theirs + args)
+    except Unreadable:  # nvcc cannot read it either and says so
+        line, files = [], []
+    action, new, listed, now = decide(line, config) if line else ("untouched", args, [], [])
+    paths = [a for a in (line or args) if not a.startswith("-") and a.endswith(CUDA_SUFFIXES)]
+    sources = [os.path.basename(p) for p in paths]
+    record = env.get(RECORD_VAR)
+    if action == "refused":
+        _refuse(listed[0], record if not _probe(paths) else None, sources)
     if action == "untouched":
         new = args
     else:
@@ -277,12 +398,12 @@ def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
             env["NVCC_PREPEND_FLAGS"] = _without_arch(prepend)
         if "NVCC_APPEND_FLAGS" in env:
             env["NVCC_APPEND_FLAGS"] = _without_arch(env["NVCC_APPEND_FLAGS"])
-        record = env.get(RECORD_VAR)
-        paths = [a for a in args if not a.startswith("-") and a.endswith(CUDA_SUFFIXES)]
         if record and not _probe(paths):
             # (CMake's own probes of the compiler, under CMakeFiles/, are rewritten but not recorded)
-            sources = [os.path.basename(p) for p in paths]
-            _record(record, {"tool": "nvcc", "action": action, "listed": listed, "now": now, "sources": sources[:8]})
+            entry = {"tool": "nvcc", "action": action, "listed": listed, "now": now, "sources": sources[:8]}
+            if files:
+                entry["options_files"] = [os.path.basename(f) for f in files[:8]]
+            _record(record, entry)
     real = config["nvcc"]
     try:
         os.execve(real, [real] + new, env)

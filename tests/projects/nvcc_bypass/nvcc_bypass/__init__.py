@@ -1,0 +1,1 @@
+"""A CUDA library built around the pinned nvcc, and a prebuilt fatbin."""
