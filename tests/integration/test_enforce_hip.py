@@ -1,0 +1,70 @@
+"""HIP enforcement rewrites the command line: shapes that appending flags cannot hold, built through
+the shim with a real frontend and the real compilers on this machine without a GPU: hipcc (HIP 5.2,
+gfx90a) with ``--offload-arch=native``, a ``-fgpu-rdc`` link step that lists its own target, and
+a response file naming one; CMake's HIP language with clang-19 (gfx942) with ``native`` and a
+response file. Each wheel is read back with the audit and its stamp's enforcement record checked."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import PROJECTS, cmake_hip_env, only_wheel, run
+from rocm_build_backend.binary.audit import audit_wheel
+from rocm_build_backend.wheel.stamp import read_stamp
+
+needs_hipcc = pytest.mark.skipif(shutil.which("hipcc") is None, reason="needs hipcc")
+
+
+def per_file(wheel: Path) -> dict[str, list[str]]:
+    return {f.path.rsplit("/", 1)[-1].split(".")[0]: sorted(f.targets) for f in audit_wheel(wheel).files if f.targets}
+
+
+def build(name: str, tmp_path: Path, env: dict[str, str], *settings: str, ok: bool = True) -> tuple[Path | None, str]:
+    src = tmp_path / name
+    shutil.copytree(PROJECTS / name, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info"))
+    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out", src]
+    for setting in settings:
+        argv += ["-C", setting]
+    proc = run(argv, env=env, cwd=src)
+    log = proc.stdout + proc.stderr
+    assert (proc.returncode == 0) == ok, log[-4000:]
+    return (only_wheel(tmp_path / "out") if ok else None), log
+
+
+@needs_hipcc
+@pytest.mark.parametrize("shape, listed", [("native", "native"), ("rdc", "gfx908"), ("rsp", "gfx908")])
+def test_hipcc_shapes_hold_exactly_the_target(tmp_path, build_env, shape, listed):
+    """hipcc passes native on to clang (which fails here before an appended reset applies), makes
+    the device code of a -fgpu-rdc build at the link, where HIPCC_COMPILE_FLAGS_APPEND is not put,
+    and copies a response file's words after the appended flags: each is rewritten to gfx90a."""
+    build_env["HIP_SHAPE"] = shape
+    wheel, log = build("hipcc_shapes", tmp_path, build_env, "rocm-build-backend.targets=gfx90a")
+    assert per_file(wheel) == {"_kernels": ["gfx90a"]}
+    enforced = read_stamp(wheel)["enforced"]
+    steps = 2 if shape == "rdc" else 1  # the rdc build's compile and its link
+    assert (enforced["compiles"], enforced["rewritten"]) == (steps, steps), enforced
+    assert enforced["dropped"] == ([] if listed == "native" else [listed])
+
+
+def test_clang_cmake_native_and_response_file(tmp_path, build_env):
+    """CMake's HIP language with clang-19, targets gfx942: a target option of ``native`` and a
+    response file naming gfx908, each in the target's own compile options (after every flag CMake
+    gives), rewritten by the launcher."""
+    pytest.importorskip("scikit_build_core")
+    if shutil.which("clang++-19") is None or shutil.which("cmake") is None:
+        pytest.skip("needs clang++-19 and cmake")
+    build_env.update(cmake_hip_env(tmp_path))
+    rsp = tmp_path / "arch.rsp"
+    rsp.write_text("-O2 '--offload-arch=gfx908'\n")
+    for option, dropped in (("--offload-arch=native", ["gfx906"]), (f"@{rsp}", ["gfx906", "gfx908"])):
+        out = tmp_path / option.strip("-@=").replace("/", "_")
+        out.mkdir()
+        wheel, _ = build("cmake_hip_hardcoded", out, build_env, "rocm-build-backend.targets=gfx942",
+                         f"cmake.define.KERNELS_ARCH_OPTION={option}")
+        assert per_file(wheel) == {"libkernels": ["gfx942"]}
+        enforced = read_stamp(wheel)["enforced"]
+        assert enforced["rewritten"] == 1 and enforced["dropped"] == dropped, enforced
