@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PROJECTS, cmake_hip_env, only_wheel, run
+from helpers import PROJECTS, ROOT, cmake_hip_env, only_wheel, run
 from rocm_build_backend.binary.audit import audit_wheel
 from rocm_build_backend.wheel.stamp import read_stamp
 
@@ -29,7 +29,7 @@ def build(name: str, tmp_path: Path, env: dict[str, str], *settings: str, ok: bo
     argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out", src]
     for setting in settings:
         argv += ["-C", setting]
-    proc = run(argv, env=env, cwd=src)
+    proc = run(argv, env={**env, "PYTHONPATH": str(ROOT)}, cwd=src)  # this tree's package
     log = proc.stdout + proc.stderr
     assert (proc.returncode == 0) == ok, log[-4000:]
     return (only_wheel(tmp_path / "out") if ok else None), log
@@ -63,7 +63,7 @@ def test_clang_cmake_native_and_response_file(tmp_path, build_env):
     for option, dropped in (("--offload-arch=native", ["gfx906"]), (f"@{rsp}", ["gfx906", "gfx908"])):
         out = tmp_path / option.strip("-@=").replace("/", "_")
         out.mkdir()
-        wheel, _ = build("cmake_hip_hardcoded", out, build_env, "rocm-build-backend.targets=gfx942",
+        wheel, _ = build("cmake_hip_hardcoded", out, build_env, "rocm-build-backend.targets=gfx942", "rocm-build-backend.compiler=clang++-19",
                          f"cmake.define.KERNELS_ARCH_OPTION={option}")
         assert per_file(wheel) == {"libkernels": ["gfx942"]}
         enforced = read_stamp(wheel)["enforced"]

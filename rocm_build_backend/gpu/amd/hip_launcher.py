@@ -288,12 +288,15 @@ def quote(word: str) -> str:
 
 def _record(action: str, what: str, argv: Sequence[str], listed: Sequence[str], targets: Sequence[str]) -> None:
     record = os.environ.get(RECORD_VAR)
-    inputs = [a for a in argv[1:] if not a.startswith(("-", "@"))]
-    if not record or _probe(inputs):  # CMake's own compiler checks
+    words = list(argv[1:])
+    inputs = [a for i, a in enumerate(words) if not a.startswith(("-", "@"))
+              and not (i and words[i - 1] in VALUE_OPTIONS)]
+    sources = [a for a in inputs if a.endswith(SOURCE_SUFFIXES)]
+    if not record or _probe(sources):  # CMake's own compiler checks
         return
-    sources = [os.path.basename(p) for p in inputs if p.endswith(SOURCE_SUFFIXES + (".o", ".a"))]
+    shown = sources if what == "compile" else inputs
     line = {"tool": "hip", "action": action, "step": what, "listed": list(listed),
-            "now": list(targets), "sources": sources[:8]}
+            "now": list(targets), "sources": [os.path.basename(p) for p in shown][:8]}
     try:
         fd = os.open(record, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
