@@ -239,7 +239,7 @@ def decide(argv: Sequence[str], flags: Sequence[str]) -> tuple[str, list[str], l
     named = any(i not in _own_copy(words, flags) for i in removed)
     compiles = (kind["compile"] or kind["hip"]) and (kind["hip"] or named)
     link = kind["rdc"] and not kind["compile"] and not kind["hip"] and (kind["hip_link"] or kind["objects"])
-    what = "compile" if compiles else "link"
+    what = "compile" if kind["compile"] or kind["hip"] else "link"
     if kind["preprocess"]:
         compiles = link = False
     if not (compiles or link or (kind["preprocess"] and named)):
