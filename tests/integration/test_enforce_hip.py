@@ -50,6 +50,14 @@ def test_hipcc_shapes_hold_exactly_the_target(tmp_path, build_env, shape, listed
     assert enforced["dropped"] == ([] if listed == "native" else [listed])
 
 
+@needs_hipcc
+def test_an_option_that_may_name_a_target_unread_stops_the_build(tmp_path, build_env):
+    build_env["HIP_SHAPE"] = "xarch"
+    _, log = build("hipcc_shapes", tmp_path, build_env, "rocm-build-backend.targets=gfx90a", ok=False)
+    assert "option -Xarch_device -mcpu=gfx908 may name a GPU target" in log
+    assert not list((tmp_path / "out").glob("*.whl"))
+
+
 def test_clang_cmake_native_and_response_file(tmp_path, build_env):
     """CMake's HIP language with clang-19, targets gfx942: a target option of ``native`` and a
     response file naming gfx908, each in the target's own compile options (after every flag CMake

@@ -52,17 +52,16 @@ def flags(targets: Sequence[str]) -> list[str]:
 
 def describe(targets: Sequence[str], ptx: str) -> list[str]:
     """The plan's words for what enforcement does (pure)."""
-    return [f"enforce: every HIP compile ends with {' '.join(flags(targets))} "
-            "(hipcc: HIPCC_COMPILE_FLAGS_APPEND; CMake's HIP language: CMAKE_HIP_COMPILER_LAUNCHER), "
-            "whatever targets the project lists",
-            "enforce: a pinned HIP compiler (hipcc's HIP_CLANG_PATH, CMAKE_HIP_COMPILER_LAUNCHER) rewrites "
-            f"each HIP compile and -fgpu-rdc link to --offload-arch={' --offload-arch='.join(targets)} "
-            "(response files read, native replaced); an option it cannot read stops the build"]
+    chosen = " ".join(f"--offload-arch={t}" for t in targets)
+    return [f"enforce: every HIP compile and -fgpu-rdc link is rewritten to {chosen} by a pinned HIP "
+            "compiler (hipcc: HIP_CLANG_PATH; CMake's HIP language: CMAKE_HIP_COMPILER_LAUNCHER; response "
+            "files read, native replaced, an option it cannot read stops the build), and "
+            f"HIPCC_COMPILE_FLAGS_APPEND ends with {' '.join(flags(targets))}, whatever targets the project lists"]
 
 
 def outcome(listed: Sequence[str], targets: Sequence[str]) -> str:
     """What a HIP compile that lists ``listed`` builds (for the plan's words): the targets, always."""
-    return f"every HIP compile ends with {' '.join(flags(targets))}"
+    return f"every HIP compile and -fgpu-rdc link is rewritten to {' '.join(targets)}"
 
 
 def plan_env(targets: Sequence[str], ptx: str, planned: Mapping[str, str]) -> dict[str, str]:
@@ -128,8 +127,10 @@ def clang_folder(env: Mapping[str, str]) -> Path | None:
 
 
 def _listing(folder: Path) -> list[str]:
+    """What names the view (the folder above's entries, the clang drivers); the other entries of
+    ``folder`` are left out, so that a tool installed beside clang does not move the folder."""
     try:
-        return sorted(os.listdir(folder.parent)) + [f"{folder.name}/{n}" for n in sorted(os.listdir(folder))]
+        return sorted(os.listdir(folder.parent)) + sorted(n for n in os.listdir(folder) if _DRIVER.fullmatch(n))
     except OSError:
         return []
 

@@ -1,10 +1,12 @@
 """Compile csrc/kernels.hip with hipcc (``HIPCC``; or clang with ``-x hip``) in one of three shapes
-that appending flags cannot hold to the build's targets, chosen by ``HIP_SHAPE``:
+that appending flags cannot hold to the build's targets (and one it refuses), chosen by ``HIP_SHAPE``:
 
 - ``native``: ``--offload-arch=native`` (clang asks amdgpu-arch for the machine's GPUs);
 - ``rdc``: relocatable device code, compiled with ``-fgpu-rdc -c``, then a link step that lists
   its own ``--offload-arch=gfx908`` (the device code is made at the link);
-- ``rsp``: the target in a response file, ``@csrc/arch.rsp`` (``--offload-arch=gfx908``).
+- ``rsp``: the target in a response file, ``@csrc/arch.rsp`` (``--offload-arch=gfx908``);
+- ``xarch``: a target given to the device side with ``-Xarch_device -mcpu=gfx908``, an option
+  enforcement does not read (the build stops and names it).
 
 ``HIP_EXTRA`` adds options to every compiler run (``-nogpuinc -nogpulib`` for a clang without the
 HIP runtime)."""
@@ -17,7 +19,8 @@ import subprocess
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-ARCH = {"native": ["--offload-arch=native"], "rdc": ["--offload-arch=gfx908"], "rsp": ["@csrc/arch.rsp"]}
+ARCH = {"native": ["--offload-arch=native"], "rdc": ["--offload-arch=gfx908"], "rsp": ["@csrc/arch.rsp"],
+        "xarch": ["-Xarch_device", "-mcpu=gfx908"]}
 
 
 class ShapeBuild(build_ext):
