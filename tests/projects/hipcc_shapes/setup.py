@@ -1,5 +1,6 @@
-"""Compile csrc/kernels.hip with hipcc (``HIPCC``; or clang with ``-x hip``) in one of three shapes
-that appending flags cannot hold to the build's targets (and one it refuses), chosen by ``HIP_SHAPE``:
+"""Compile csrc/kernels.hip with hipcc (``HIPCC``; or clang with ``-x hip``) in shapes
+that appending flags cannot hold to the build's targets (and one it refuses), one extension
+``hipcc_shapes._<shape>`` per shape named in ``HIP_SHAPES`` (comma-separated):
 
 - ``native``: ``--offload-arch=native`` (clang asks amdgpu-arch for the machine's GPUs);
 - ``rdc``: relocatable device code, compiled with ``-fgpu-rdc -c``, then a link step that lists
@@ -29,14 +30,14 @@ class ShapeBuild(build_ext):
         os.makedirs(os.path.dirname(output), exist_ok=True)
         compiler = shlex.split(os.environ.get("HIPCC") or shutil.which("hipcc") or "hipcc")
         extra = shlex.split(os.environ.get("HIP_EXTRA", ""))
-        shape = os.environ.get("HIP_SHAPE", "native")
+        shape = ext.name.rsplit("_", 1)[-1]
         arch = ARCH[shape]
         if shape != "rdc":
             subprocess.run([*compiler, *extra, *arch, "-fPIC", "-shared", *ext.sources, "-o", output], check=True)
             return
         objects = []
         for source in ext.sources:
-            obj = os.path.join(self.build_temp, os.path.basename(source) + ".o")
+            obj = os.path.join(self.build_temp, f"{shape}-{os.path.basename(source)}.o")
             os.makedirs(self.build_temp, exist_ok=True)
             subprocess.run([*compiler, *extra, "-fgpu-rdc", "-fPIC", "-c", *arch, source, "-o", obj], check=True)
             objects.append(obj)
@@ -45,6 +46,7 @@ class ShapeBuild(build_ext):
 
 
 setup(
-    ext_modules=[Extension("hipcc_shapes._kernels", ["csrc/kernels.hip"])],
+    ext_modules=[Extension(f"hipcc_shapes._{shape}", ["csrc/kernels.hip"])
+                 for shape in os.environ.get("HIP_SHAPES", "native").split(",")],
     cmdclass={"build_ext": ShapeBuild},
 )
