@@ -1,8 +1,10 @@
 """HIP enforcement rewrites the command line: shapes that appending flags cannot hold, built through
 the shim with a real frontend and the real compilers on this machine without a GPU: hipcc (HIP 5.2,
-gfx90a) with ``--offload-arch=native``, a ``-fgpu-rdc`` link step that lists its own target, and
-a response file naming one, and an option that may name a target unread; CMake's HIP language
-with clang-19 (gfx942) with ``native``. Each wheel is read back with the audit and its stamp's enforcement record checked."""
+gfx90a) with ``--offload-arch=native``, a ``-fgpu-rdc`` link step that lists its own target, and a
+response file naming one; CMake's HIP language with clang-19 (gfx942) with ``native`` and with a
+``-fgpu-rdc`` link that lists its own target. Each wheel is read back with the audit and its
+stamp's enforcement record checked. (An option that may name a target unread, in front of
+clang-19: tests/unit/test_hip_launcher.py.)"""
 
 from __future__ import annotations
 
@@ -48,25 +50,22 @@ def test_hipcc_shapes_hold_exactly_the_target(tmp_path, build_env):
     assert (enforced["compiles"], enforced["rewritten"], enforced["dropped"]) == (4, 4, ["gfx908"]), enforced
 
 
-@needs_hipcc
-def test_an_option_that_may_name_a_target_unread_stops_the_build(tmp_path, build_env):
-    build_env["HIP_SHAPES"] = "xarch"
-    _, log = build("hipcc_shapes", tmp_path, build_env, "rocm-build-backend.targets=gfx90a", ok=False)
-    assert "option -Xarch_device -mcpu=gfx908 may name a GPU target" in log
-    assert not list((tmp_path / "out").glob("*.whl"))
-
-
-def test_clang_cmake_native(tmp_path, build_env):
+@pytest.mark.parametrize("define, steps", [("KERNELS_ARCH_OPTION=--offload-arch=native", 1), ("KERNELS_RDC=ON", 2)],
+                         ids=["native", "rdc-link"])
+def test_clang_cmake_native_and_rdc_link(tmp_path, build_env, define, steps):
     """CMake's HIP language with clang-19, targets gfx942: a target option of ``native`` in the
-    target's own compile options (after every flag CMake gives), rewritten by the launcher. (A
-    response file in front of clang-19: tests/unit/test_hip_launcher.py.)"""
+    target's own compile options (after every flag CMake gives), rewritten by the launcher; a
+    -fgpu-rdc build whose link lists gfx908 (clang-19 would make a gfx908 code object there from
+    gfx942 objects), rewritten by our HIPCXX. (A response file in front of clang-19:
+    tests/unit/test_hip_launcher.py.)"""
     pytest.importorskip("scikit_build_core")
     if shutil.which("clang++-19") is None or shutil.which("cmake") is None:
         pytest.skip("needs clang++-19 and cmake")
     build_env.update(cmake_hip_env(tmp_path))
     wheel, _ = build("cmake_hip_hardcoded", tmp_path, build_env, "rocm-build-backend.targets=gfx942",
                      "rocm-build-backend.compiler=clang++-19",
-                     "cmake.define.KERNELS_ARCH_OPTION=--offload-arch=native")
+                     f"cmake.define.{define}")
     assert per_file(wheel) == {"libkernels": ["gfx942"]}
     enforced = read_stamp(wheel)["enforced"]
-    assert (enforced["rewritten"], enforced["dropped"]) == (1, ["gfx906"]), enforced
+    dropped = ["gfx906"] if steps == 1 else ["gfx906", "gfx908"]
+    assert (enforced["compiles"], enforced["rewritten"], enforced["dropped"]) == (steps, steps, dropped), enforced

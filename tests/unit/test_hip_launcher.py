@@ -200,3 +200,30 @@ def test_the_view_of_hipccs_clang_folder(tmp_path):
     assert got["HIP_CLANG_PATH"] == str(view / "bin")
     assert amd_enforce.clang_folder({"HIP_CLANG_PATH": str(view / "bin")}) == root / "bin"
     assert amd_enforce.clang_folder({"PATH": str(tmp_path / "none")}) is None
+
+
+def test_hipcxx_is_led_through_a_view_of_its_folder(tmp_path):
+    """CMake's HIP compiler (HIPCXX) gets the same name in a view: the one of hipcc's clang folder
+    when it is there, else a view of its own folder; a compiler of that view is ours, which the
+    launcher in front of it passes on untouched."""
+    root = _fake_rocm(tmp_path)
+    other = tmp_path / "llvm19" / "bin"
+    other.mkdir(parents=True)
+    (other / "clang++-19").write_text("#!/bin/sh\n")
+    (other / "clang++-19").chmod(0o755)
+    for hipcxx, view in ((str(root / "bin" / "clang++-15"), "llvm"), (str(other / "clang++-19"), "cxx")):
+        work = tmp_path / f"work-{view}"
+        work.mkdir()
+        env = {"PATH": str(root / "bin"), "HIPCXX": hipcxx}
+        amd_enforce.fill(work, work, ["gfx90a"], "none", env, sys.executable)
+        got = amd_enforce.variables(work, env)
+        assert got["HIPCXX"] == str(work / view / "bin" / Path(hipcxx).name)
+        assert amd_enforce.hip_compiler({**env, "HIPCXX": got["HIPCXX"]}) == Path(hipcxx)
+        assert "HIPCXX" not in amd_enforce.variables(work, {**env, "HIPCXX": "g++"})
+
+
+def test_the_launcher_passes_a_compile_for_our_own_compiler_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(hip_launcher, "__file__", str(tmp_path / "hip_launcher.py"))
+    (tmp_path / "llvm" / "bin").mkdir(parents=True)
+    assert hip_launcher.ours(str(tmp_path / "llvm" / "bin" / "clang++"))
+    assert not hip_launcher.ours("/usr/bin/clang++")

@@ -12,9 +12,12 @@ Appending ``--no-offload-arch=all --offload-arch=<each target>`` is not enough (
   ``cpp_extension`` (``ROCM_HOME/bin/hipcc``), Makefile-style setup.py files and CMake projects
   that call hipcc have every compile and link rewritten;
 - CMake's HIP language runs clang++ itself: ``CMAKE_HIP_COMPILER_LAUNCHER`` runs the program in
-  front of every compile (a launcher the user already has, ``ccache``, runs after ours); CMake
-  has no linker launcher for HIP, so a CMake ``-fgpu-rdc`` link that lists its own targets is
-  left to the audit;
+  front of every compile (a launcher the user already has, ``ccache``, runs after ours). CMake
+  has no linker launcher for HIP: when ``HIPCXX`` names the clang (one word), it is replaced by
+  the same name in a view of its folder (the one above for hipcc, or one of its own; the HIP
+  package finds ``../lib/clang`` beside the compiler), so a new build tree's links (a
+  ``-fgpu-rdc`` link that lists its own targets) are rewritten too; the launcher passes a
+  compile to that compiler untouched, so it is decided once;
 - hipcc appends ``HIPCC_COMPILE_FLAGS_APPEND`` to its compiles: the plan puts the reset and the
   targets there (``plan_env``), which holds a hipcc whose clang is not reached; the pinned
   compiler knows that copy as the build's own.
@@ -36,7 +39,7 @@ from typing import Mapping, Sequence
 
 from rocm_build_backend.gpu.amd import hip_launcher
 
-VARIABLES = ("HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_HIP_COMPILER_LAUNCHER", "HIP_CLANG_PATH")
+VARIABLES = ("HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_HIP_COMPILER_LAUNCHER", "HIP_CLANG_PATH", "HIPCXX")
 RESET = "--no-offload-arch=all"
 MARKER = ".rocm-build-backend-view.json"
 _DRIVER = re.compile(r"(amd)?clang(\+\+)?(-\d+)?")  # the clang names hipcc runs
@@ -54,7 +57,7 @@ def describe(targets: Sequence[str], ptx: str) -> list[str]:
     """The plan's words for what enforcement does (pure)."""
     chosen = " ".join(f"--offload-arch={t}" for t in targets)
     return [f"enforce: every HIP compile and -fgpu-rdc link is rewritten to {chosen} by a pinned HIP "
-            "compiler (hipcc: HIP_CLANG_PATH; CMake's HIP language: CMAKE_HIP_COMPILER_LAUNCHER; response "
+            "compiler (hipcc: HIP_CLANG_PATH; CMake's HIP language: CMAKE_HIP_COMPILER_LAUNCHER, HIPCXX; response "
             "files read, native replaced, an option it cannot read stops the build), and "
             f"HIPCC_COMPILE_FLAGS_APPEND ends with {' '.join(flags(targets))}, whatever targets the project lists"]
 
@@ -110,11 +113,8 @@ def clang_folder(env: Mapping[str, str]) -> Path | None:
     the folder it was made from; None when there is no hipcc or no clang beside it."""
     given = env.get("HIP_CLANG_PATH", "")
     if given:
-        marker = Path(given).parent / MARKER
-        try:
-            return Path(json.loads(marker.read_text(encoding="utf-8"))["bin"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return Path(given) if _has_driver(Path(given)) else None
+        real = _real_folder(Path(given))
+        return real if _has_driver(real) else None
     roots = [env.get("ROCM_PATH", ""), env.get("HIP_PATH", "")]
     found = shutil.which("hipcc", path=env.get("PATH", os.defpath))
     if found:
@@ -135,10 +135,32 @@ def _listing(folder: Path) -> list[str]:
         return []
 
 
+def _real_folder(folder: Path) -> Path:
+    """The folder a view of ours was made from (``folder`` itself when it is none)."""
+    try:
+        return Path(json.loads((folder.parent / MARKER).read_text(encoding="utf-8"))["bin"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return folder
+
+
+def hip_compiler(env: Mapping[str, str]) -> Path | None:
+    """The clang that ``HIPCXX`` names for CMake's HIP language (one word, a clang driver's name),
+    found on PATH, a view of ours standing for the folder it was made from; None when it is unset
+    or not a clang."""
+    word = env.get("HIPCXX", "").strip()
+    found = shutil.which(word, path=env.get("PATH", os.defpath)) if word and " " not in word else None
+    if not found or not _DRIVER.fullmatch(Path(found).name):
+        return None
+    return _real_folder(Path(found).parent) / Path(found).name
+
+
 def identity(targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> str:
     """Everything the folder will hold, as text (its hash names the folder)."""
     folder = clang_folder(env)
     view = f"\n{folder}\n" + "\n".join(_listing(folder)) if folder else ""
+    cxx = hip_compiler(env)
+    if cxx is not None and cxx.parent != folder:
+        view += f"\n{cxx.parent}\n" + "\n".join(_listing(cxx.parent))
     return program_text(targets) + starter(python, Path("x")) + view
 
 
@@ -172,16 +194,25 @@ def fill(directory: Path, home: Path, targets: Sequence[str], ptx: str, env: Map
     folder = clang_folder(env)
     if folder is not None:
         _view(directory / "llvm", folder, python, home / "hip_launcher.py")
+    cxx = hip_compiler(env)
+    if cxx is not None and cxx.parent != folder:
+        _view(directory / "cxx", cxx.parent, python, home / "hip_launcher.py")
 
 
 def variables(directory: Path, env: Mapping[str, str]) -> dict[str, str]:
     """``CMAKE_HIP_COMPILER_LAUNCHER``: ours, then the user's own launcher when there is one;
-    ``HIP_CLANG_PATH``: the view's ``bin`` when there is one."""
+    ``HIP_CLANG_PATH``: the view's ``bin`` when there is one; ``HIPCXX``: ours in front of the
+    user's clang when they named one."""
     ours = str(directory / "hip-launcher")
     user = env.get("CMAKE_HIP_COMPILER_LAUNCHER", "").strip()
     out = {"CMAKE_HIP_COMPILER_LAUNCHER": ours + (";" + user if user and ours not in user else "")}
     if (directory / "llvm" / MARKER).is_file():
         out["HIP_CLANG_PATH"] = str(directory / "llvm" / "bin")
+    cxx = hip_compiler(env)
+    for view in (directory / "llvm", directory / "cxx"):
+        if cxx is not None and (view / MARKER).is_file() and _real_folder(view / "bin") == cxx.parent:
+            out["HIPCXX"] = str(view / "bin" / cxx.name)
+            break
     return out
 
 

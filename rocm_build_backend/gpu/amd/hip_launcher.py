@@ -1,10 +1,12 @@
 """The pinned HIP compiler: rewrites each clang command line to build exactly the chosen targets.
 
-It runs in front of clang two ways (``gpu/amd/enforce.py`` writes both): as
-``CMAKE_HIP_COMPILER_LAUNCHER`` (CMake's HIP language runs ``launcher clang++ ARGS``), and as the
+It runs in front of clang three ways (``gpu/amd/enforce.py`` writes them): as
+``CMAKE_HIP_COMPILER_LAUNCHER`` (CMake's HIP language runs ``launcher clang++ ARGS``), as the
 ``clang``/``clang++`` of a view of hipcc's clang folder (``HIP_CLANG_PATH``), so every clang run
-hipcc makes comes here, links included. Either way it is started as ``python -I -S
-hip_launcher.py COMPILER ARGS`` and ends by running ``COMPILER`` with the rewritten arguments.
+hipcc makes comes here, links included, and as ``HIPCXX`` (CMake's HIP compiler, links
+included; the launcher passes a compile for that one on untouched, so it is decided once).
+Each way it is started as ``python -I -S hip_launcher.py COMPILER ARGS`` and ends by running
+``COMPILER`` with the rewritten arguments.
 
 Appending ``--no-offload-arch=all --offload-arch=X`` is not enough: clang resolves
 ``--offload-arch=native`` (it runs ``amdgpu-arch``) before it applies the reset, so a machine
@@ -22,8 +24,9 @@ the device code for that list. So the command line is rewritten, the way clang r
   hipcc puts on its compiles) is recognised and not counted as the project's;
 - a compile (``-c``, ``-S``, ``--cuda-device-only``, or a HIP source compiled and linked in one
   run), a preprocessing run that lists targets, and a ``-fgpu-rdc`` link step (``--hip-link`` or
-  object inputs: the device code is made there) are rewritten; other runs (a link without ``-fgpu-rdc``, ``--version``) run as given, and so do
-  compiles that are not HIP and list no target (a C file hipcc passes on);
+  object inputs: the device code is made there) are rewritten; other runs (a link without
+  ``-fgpu-rdc``, ``--version``) run as given, and so do compiles that are not HIP and list no
+  target (a C file hipcc passes on);
 - an option that could name a target in a way not read here (``-Xarch_device``,
   ``-Xarch_amdgcn``, ``-Xopenmp-target``, ``-fopenmp-targets=``, ``--offload=``, ``-Xclang
   -target-cpu``, ``-mcpu=gfx...``, ``-march=gfx...``) stops the run: exit 2 with the option named.
@@ -324,13 +327,21 @@ def _run(command: Sequence[str]) -> None:
     raise SystemExit(os.waitstatus_to_exitcode(status))
 
 
+def ours(compiler: str) -> bool:
+    """Whether ``compiler`` is a starter of this program's folder (CMake's launcher in front of our
+    ``HIPCXX``): that one decides, so the compile is decided and recorded once."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    return os.path.realpath(compiler).startswith(here + os.sep)
+
+
 def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
         sys.stderr.write("hip-launcher (rocm-build-backend): no compiler to run\n")
         raise SystemExit(2)
     try:
-        action, command, listed, what = decide(args, config["flags"])
+        passed_on = any(ours(a) for a in args[:2] if os.sep in a and not a.startswith("-"))  # [ccache] our HIPCXX
+        action, command, listed, what = ("untouched", args, [], "") if passed_on else decide(args, config["flags"])
     except Refused as exc:
         sys.stderr.write(f"hip-launcher (rocm-build-backend): error: cannot hold this compile to the "
                          f"targets {' '.join(config['targets'])}: option {exc} may name a GPU target "

@@ -1,13 +1,11 @@
-"""Compile csrc/kernels.hip with hipcc (``HIPCC``; or clang with ``-x hip``) in shapes
-that appending flags cannot hold to the build's targets (and one it refuses), one extension
+"""Compile csrc/kernels.hip with hipcc (``HIPCC``; or clang with ``-x hip``) in shapes that
+appending flags cannot hold to the build's targets, one extension
 ``hipcc_shapes._<shape>`` per shape named in ``HIP_SHAPES`` (comma-separated):
 
 - ``native``: ``--offload-arch=native`` (clang asks amdgpu-arch for the machine's GPUs);
 - ``rdc``: relocatable device code, compiled with ``-fgpu-rdc -c``, then a link step that lists
   its own ``--offload-arch=gfx908`` (the device code is made at the link);
-- ``rsp``: the target in a response file, ``@csrc/arch.rsp`` (``--offload-arch=gfx908``);
-- ``xarch``: a target given to the device side with ``-Xarch_device -mcpu=gfx908``, an option
-  enforcement does not read (the build stops and names it).
+- ``rsp``: the target in a response file, ``@csrc/arch.rsp`` (``--offload-arch=gfx908``).
 
 ``HIP_EXTRA`` adds options to every compiler run (``-nogpuinc -nogpulib`` for a clang without the
 HIP runtime)."""
@@ -20,8 +18,7 @@ import subprocess
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-ARCH = {"native": ["--offload-arch=native"], "rdc": ["--offload-arch=gfx908"], "rsp": ["@csrc/arch.rsp"],
-        "xarch": ["-Xarch_device", "-mcpu=gfx908"]}
+ARCH = {"native": ["--offload-arch=native"], "rdc": ["--offload-arch=gfx908"], "rsp": ["@csrc/arch.rsp"]}
 
 
 class ShapeBuild(build_ext):
