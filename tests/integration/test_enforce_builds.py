@@ -114,8 +114,8 @@ def test_hipcc_with_its_own_offload_arch(tmp_path, build_env):
     wheel, log = build("hipcc_hardcoded", tmp_path, build_env, "rocm-build-backend.targets=gfx90a")
     assert per_file(wheel) == {"_kernels": ["gfx90a"]}
     assert "switch setup.py L17 --offload-arch (hard-coded): lists gfx906 gfx908" in log
-    assert read_stamp(wheel)["enforced"]["how"][0].startswith("enforce: every HIP compile ends with "
-                                                               "--no-offload-arch=all --offload-arch=gfx90a")
+    assert read_stamp(wheel)["enforced"]["how"][0].startswith("enforce: every HIP compile and -fgpu-rdc link "
+                                                               "is rewritten to --offload-arch=gfx90a")
 
 
 @needs_hipcc

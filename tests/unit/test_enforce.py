@@ -11,7 +11,6 @@ import pytest
 from rocm_build_backend.builder.enforce import Enforced, install, read_record
 from rocm_build_backend.errors import EnforcementError
 from rocm_build_backend.gpu.amd import enforce as amd_enforce
-from rocm_build_backend.gpu.amd import hip_launcher
 from rocm_build_backend.gpu.nvidia import enforce as nv_enforce
 from rocm_build_backend.gpu.nvidia.pinned_nvcc import Options, Unreadable, decide, expand, json_line, read_targets, split_options
 
@@ -143,22 +142,6 @@ def test_the_rewritten_line_keeps_each_entrys_virtual_architecture():
 def test_json_line_is_json():
     line = {"tool": "nvcc", "sources": ['we"ird\\name\n.cu', "é.cu"], "action": "kept"}
     assert json.loads(json_line(line)) == line
-
-
-@pytest.mark.parametrize("argv, action, listed", [
-    (["clang++", "-x", "hip", "-c", "k.hip", "-o", "k.o", "--offload-arch=gfx906", "--offload-arch=gfx908"],
-     "rewritten", ["gfx906", "gfx908"]),
-    (["clang++", "-c", "k.hip", "--offload-arch=gfx90a"], "kept", ["gfx90a"]),
-    (["clang++", "-c", "k.hip"], "added", []),
-    (["clang++", "-c", "k.hip", "--offload-arch=gfx908", "--no-offload-arch=gfx908"], "added", []),
-    (["clang++", "-E", "k.hip", "--offload-arch=gfx908"], "untouched", []),
-    (["clang++", "k.o", "-o", "lib.so", "-shared"], "untouched", []),
-])
-def test_hip_launcher_decisions(argv, action, listed):
-    flags = ["--no-offload-arch=all", "--offload-arch=gfx90a"]
-    got, command, got_listed = hip_launcher.decide(argv, flags)
-    assert (got, got_listed) == (action, listed)
-    assert command == (argv if action == "untouched" else argv + flags)
 
 
 def test_without_a_toolkit_install_says_so(tmp_path, monkeypatch):

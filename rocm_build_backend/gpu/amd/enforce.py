@@ -1,36 +1,51 @@
-"""Enforcement for AMD builds: the chosen targets come last on every HIP compile.
+"""Enforcement for AMD builds: every HIP compile and ``-fgpu-rdc`` link builds exactly the chosen targets.
 
-clang applies its offload options in order, and ``--no-offload-arch=all`` empties the list, so
-``--no-offload-arch=all --offload-arch=<each target>`` at the end of a compile overrides whatever
-the project listed before (``--offload-arch=gfx908``, ``--amdgpu-target=``, a CMake
-``CMAKE_HIP_ARCHITECTURES`` of its own). Two ways put them last:
+Appending ``--no-offload-arch=all --offload-arch=<each target>`` is not enough (clang resolves
+``--offload-arch=native`` before the reset applies; hipcc's link steps do not get
+``HIPCC_COMPILE_FLAGS_APPEND``), so the command lines are rewritten by the pinned HIP compiler
+(``hip_launcher.py``), which the build reaches three ways:
 
-- hipcc appends ``HIPCC_COMPILE_FLAGS_APPEND`` to its clang command line (HIP 5.x's hipcc.pl and
-  6.x's hipcc both read it): the plan puts the flags there (``plan_env``), after the user's
-  other flags, so torch's ``cpp_extension`` (``ROCM_HOME/bin/hipcc``), Makefile-style setup.py
-  files and CMake projects that call hipcc all get them;
-- CMake's HIP language runs clang++ itself: ``CMAKE_HIP_COMPILER_LAUNCHER`` runs the launcher
-  (``hip_launcher.py``) in front of every compile, which appends them (``fill``, ``variables``);
-  a launcher the user already has (``ccache``) runs after ours.
+- hipcc runs the clang of ``HIP_CLANG_PATH`` (HIP 5.x's hipcc.pl and 6.x's hipcc both read it):
+  it points at a *view* of hipcc's clang folder whose ``clang``/``clang++`` (every clang driver
+  name the real folder has) are ours and whose other entries, and those of the folder above
+  (``../lib/clang/<version>/include``, which hipcc adds), link to the real ones. So torch's
+  ``cpp_extension`` (``ROCM_HOME/bin/hipcc``), Makefile-style setup.py files and CMake projects
+  that call hipcc have every compile and link rewritten;
+- CMake's HIP language runs clang++ itself: ``CMAKE_HIP_COMPILER_LAUNCHER`` runs the program in
+  front of every compile (a launcher the user already has, ``ccache``, runs after ours). CMake
+  has no linker launcher for HIP: when ``HIPCXX`` names the clang (one word), it is replaced by
+  the same name in a view of its folder (the one above for hipcc, or one of its own; the HIP
+  package finds ``../lib/clang`` beside the compiler), so a new build tree's links (a
+  ``-fgpu-rdc`` link that lists its own targets) are rewritten too; the launcher passes a
+  compile to that compiler untouched, so it is decided once;
+- hipcc appends ``HIPCC_COMPILE_FLAGS_APPEND`` to its compiles: the plan puts the reset and the
+  targets there (``plan_env``), which holds a hipcc whose clang is not reached; the pinned
+  compiler knows that copy as the build's own.
 
-A project that runs clang itself with its own ``--offload-arch`` is not reached: the audit finds
-what it built. Pure apart from the one folder ``fill`` writes.
+A project that runs clang itself from its own path with its own ``--offload-arch`` is not
+reached: the audit finds what it built. Pure apart from the one folder ``fill`` writes.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
+import shutil
 import stat
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from rocm_build_backend.gpu.amd import hip_launcher
 
-VARIABLES = ("HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_HIP_COMPILER_LAUNCHER")
+VARIABLES = ("HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_HIP_COMPILER_LAUNCHER", "HIP_CLANG_PATH", "HIPCXX")
 RESET = "--no-offload-arch=all"
+MARKER = ".rocm-build-backend-view.json"
+_DRIVER = re.compile(r"(amd)?clang(\+\+)?(-\d+)?")  # the clang names hipcc runs
 #: What the build log adds when no compile came through the launcher.
-UNCOUNTED = "hipcc compiles take the flags from HIPCC_COMPILE_FLAGS_APPEND and are not counted"
+UNCOUNTED = ("hipcc compiles whose clang is not the one of HIP_CLANG_PATH take the flags from "
+             "HIPCC_COMPILE_FLAGS_APPEND and are not counted")
 
 
 def flags(targets: Sequence[str]) -> list[str]:
@@ -40,14 +55,16 @@ def flags(targets: Sequence[str]) -> list[str]:
 
 def describe(targets: Sequence[str], ptx: str) -> list[str]:
     """The plan's words for what enforcement does (pure)."""
-    return [f"enforce: every HIP compile ends with {' '.join(flags(targets))} "
-            "(hipcc: HIPCC_COMPILE_FLAGS_APPEND; CMake's HIP language: CMAKE_HIP_COMPILER_LAUNCHER), "
-            "whatever targets the project lists"]
+    chosen = " ".join(f"--offload-arch={t}" for t in targets)
+    return [f"enforce: every HIP compile and -fgpu-rdc link is rewritten to {chosen} by a pinned HIP "
+            "compiler (hipcc: HIP_CLANG_PATH; CMake's HIP language: CMAKE_HIP_COMPILER_LAUNCHER, HIPCXX; response "
+            "files read, native replaced, an option it cannot read stops the build), and "
+            f"HIPCC_COMPILE_FLAGS_APPEND ends with {' '.join(flags(targets))}, whatever targets the project lists"]
 
 
 def outcome(listed: Sequence[str], targets: Sequence[str]) -> str:
     """What a HIP compile that lists ``listed`` builds (for the plan's words): the targets, always."""
-    return f"every HIP compile ends with {' '.join(flags(targets))}"
+    return f"every HIP compile and -fgpu-rdc link is rewritten to {' '.join(targets)}"
 
 
 def plan_env(targets: Sequence[str], ptx: str, planned: Mapping[str, str]) -> dict[str, str]:
@@ -67,35 +84,136 @@ def program_text(targets: Sequence[str]) -> str:
             "if __name__ == \"__main__\":\n    main(CONFIG)\n")
 
 
-def starter(python: str, program: Path) -> str:
+def starter(python: str, program: Path, compiler: str = "") -> str:
+    """The ``sh`` program that starts the launcher; with ``compiler``, a clang of the view that
+    runs that real compiler through it."""
+    what = ("clang written by rocm-build-backend: it holds each HIP compile and -fgpu-rdc link to the\n"
+            "# targets chosen for the build, then runs the real clang" if compiler else
+            "HIP compile launcher written by rocm-build-backend: it holds each compile to the targets\n"
+            "# chosen for the build, then runs it")
+    real = f" {shlex.quote(compiler)}" if compiler else ""
     return ("#!/bin/sh\n"
-            "# HIP compile launcher written by rocm-build-backend: it puts the targets chosen for the\n"
-            "# build last on the compile, then runs it (see the program it starts).\n"
+            f"# {what} (see the program it starts).\n"
             f"py={shlex.quote(python)}\n"
             "[ -x \"$py\" ] || py=python3  # the interpreter of the build that wrote this is gone\n"
-            f"exec \"$py\" -I -S {shlex.quote(str(program))} \"$@\"\n")
+            f"exec \"$py\" -I -S {shlex.quote(str(program))}{real} \"$@\"\n")
+
+
+def _has_driver(folder: Path) -> bool:
+    try:
+        return any(_DRIVER.fullmatch(n) for n in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def clang_folder(env: Mapping[str, str]) -> Path | None:
+    """The folder whose clang hipcc runs, found as hipcc does: ``HIP_CLANG_PATH``, else
+    ``<ROCm>/llvm/bin``, else ``<ROCm>/bin`` for ``ROCM_PATH``, ``HIP_PATH`` and the folder above
+    hipcc's own (``/usr`` for a distribution's hipcc in ``/usr/bin``). A view of ours stands for
+    the folder it was made from; None when there is no hipcc or no clang beside it."""
+    given = env.get("HIP_CLANG_PATH", "")
+    if given:
+        real = _real_folder(Path(given))
+        return real if _has_driver(real) else None
+    roots = [env.get("ROCM_PATH", ""), env.get("HIP_PATH", "")]
+    found = shutil.which("hipcc", path=env.get("PATH", os.defpath))
+    if found:
+        roots.append(str(Path(os.path.realpath(found)).parent.parent))
+    for root in filter(None, roots):
+        for folder in (Path(root) / "llvm" / "bin", Path(root) / "bin"):
+            if _has_driver(folder):
+                return folder
+    return None
+
+
+def _listing(folder: Path) -> list[str]:
+    """What names the view (the folder above's entries, the clang drivers); the other entries of
+    ``folder`` are left out, so that a tool installed beside clang does not move the folder."""
+    try:
+        return sorted(os.listdir(folder.parent)) + sorted(n for n in os.listdir(folder) if _DRIVER.fullmatch(n))
+    except OSError:
+        return []
+
+
+def _real_folder(folder: Path) -> Path:
+    """The folder a view of ours was made from (``folder`` itself when it is none)."""
+    try:
+        return Path(json.loads((folder.parent / MARKER).read_text(encoding="utf-8"))["bin"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return folder
+
+
+def hip_compiler(env: Mapping[str, str]) -> Path | None:
+    """The clang that ``HIPCXX`` names for CMake's HIP language (one word, a clang driver's name),
+    found on PATH, a view of ours standing for the folder it was made from; None when it is unset
+    or not a clang."""
+    word = env.get("HIPCXX", "").strip()
+    found = shutil.which(word, path=env.get("PATH", os.defpath)) if word and " " not in word else None
+    if not found or not _DRIVER.fullmatch(Path(found).name):
+        return None
+    return _real_folder(Path(found).parent) / Path(found).name
 
 
 def identity(targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> str:
     """Everything the folder will hold, as text (its hash names the folder)."""
-    return program_text(targets) + starter(python, Path("x"))
+    folder = clang_folder(env)
+    view = f"\n{folder}\n" + "\n".join(_listing(folder)) if folder else ""
+    cxx = hip_compiler(env)
+    if cxx is not None and cxx.parent != folder:
+        view += f"\n{cxx.parent}\n" + "\n".join(_listing(cxx.parent))
+    return program_text(targets) + starter(python, Path("x")) + view
+
+
+def _executable(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IRUSR | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _view(view: Path, folder: Path, python: str, program: Path) -> None:
+    """``view``: the folder above ``folder`` with ``folder``'s clang drivers ours (each runs the
+    real one through the launcher) and every other entry a link to the real one."""
+    (view / "bin").mkdir(parents=True)
+    for name in os.listdir(folder.parent):
+        if name != folder.name and name != "bin":
+            os.symlink(folder.parent / name, view / name)
+    for name in os.listdir(folder):
+        if _DRIVER.fullmatch(name):
+            _executable(view / "bin" / name, starter(python, program, str(folder / name)))
+        else:
+            os.symlink(folder / name, view / "bin" / name)
+    (view / MARKER).write_text(json.dumps({"bin": str(folder)}) + "\n", encoding="utf-8")
 
 
 def fill(directory: Path, home: Path, targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> None:
-    """Write the launcher program and its ``sh`` starter into ``directory``, which is then moved
-    to ``home`` (the starter names the program there)."""
+    """Write the launcher program, its ``sh`` starter and the view of hipcc's clang folder (when
+    there is a hipcc) into ``directory``, which is then moved to ``home`` (the starters name the
+    program there)."""
     (directory / "hip_launcher.py").write_text(program_text(targets), encoding="utf-8")
-    path = directory / "hip-launcher"
-    path.write_text(starter(python, home / "hip_launcher.py"), encoding="utf-8")
-    path.chmod(path.stat().st_mode | stat.S_IRUSR | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    _executable(directory / "hip-launcher", starter(python, home / "hip_launcher.py"))
     (directory / "targets.json").write_text(json.dumps(list(targets)) + "\n", encoding="utf-8")
+    folder = clang_folder(env)
+    if folder is not None:
+        _view(directory / "llvm", folder, python, home / "hip_launcher.py")
+    cxx = hip_compiler(env)
+    if cxx is not None and cxx.parent != folder:
+        _view(directory / "cxx", cxx.parent, python, home / "hip_launcher.py")
 
 
 def variables(directory: Path, env: Mapping[str, str]) -> dict[str, str]:
-    """``CMAKE_HIP_COMPILER_LAUNCHER``: ours, then the user's own launcher when there is one."""
+    """``CMAKE_HIP_COMPILER_LAUNCHER``: ours, then the user's own launcher when there is one;
+    ``HIP_CLANG_PATH``: the view's ``bin`` when there is one; ``HIPCXX``: ours in front of the
+    user's clang when they named one."""
     ours = str(directory / "hip-launcher")
     user = env.get("CMAKE_HIP_COMPILER_LAUNCHER", "").strip()
-    return {"CMAKE_HIP_COMPILER_LAUNCHER": ours + (";" + user if user and ours not in user else "")}
+    out = {"CMAKE_HIP_COMPILER_LAUNCHER": ours + (";" + user if user and ours not in user else "")}
+    if (directory / "llvm" / MARKER).is_file():
+        out["HIP_CLANG_PATH"] = str(directory / "llvm" / "bin")
+    cxx = hip_compiler(env)
+    for view in (directory / "llvm", directory / "cxx"):
+        if cxx is not None and (view / MARKER).is_file() and _real_folder(view / "bin") == cxx.parent:
+            out["HIPCXX"] = str(view / "bin" / cxx.name)
+            break
+    return out
 
 
 class AmdEnforcer:
