@@ -8,6 +8,7 @@ pick the same tests as ``tests/unit``.
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,12 @@ import pytest
 from helpers import clean_build_env
 
 _LAYERS = ("unit", "integration")
+
+# A shell that starts a job in the background starts it with SIGINT ignored, and Python keeps it
+# ignored, as do the programs the tests start. The signal tests need Ctrl-C as a terminal gives it:
+# Python's own handler here, and (a caught signal is reset at exec) the default in every child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
