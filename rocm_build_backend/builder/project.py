@@ -82,9 +82,10 @@ _TAIL_LINES = 400  # of the build's output, kept to say why it failed
 _LINE = 4096  # bytes of one line kept
 
 
-def _tee_runner(tail: deque[str]) -> Callable[..., None]:
+def _tee_runner(tail: deque[str], echo: bool = True) -> Callable[..., None]:
     """A pyproject-hooks runner: the hook's output goes to our stderr as it comes (stdout stays
-    for the wheel's path), and its last lines are kept in ``tail``."""
+    for the wheel's path), and its last lines are kept in ``tail``. Without ``echo`` (``-q``) the
+    output is shown only when the hook fails: its last lines."""
     def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
         env = dict(os.environ)
         env.update(extra_environ or {})
@@ -92,9 +93,12 @@ def _tee_runner(tail: deque[str]) -> Callable[..., None]:
             out = proc.stdout
             assert out is not None
             while raw := out.readline(1 << 16):  # a long line comes in pieces: memory stays bounded
-                sys.stderr.buffer.write(raw)
-                sys.stderr.buffer.flush()
+                if echo:
+                    sys.stderr.buffer.write(raw)
+                    sys.stderr.buffer.flush()
                 tail.append(raw[:_LINE].decode("utf-8", "replace"))
+        if proc.returncode and not echo:
+            sys.stderr.write("".join(tail))
         if proc.returncode:
             raise subprocess.CalledProcessError(proc.returncode, cmd)
 
@@ -146,7 +150,7 @@ def plan_json(prepared: Prepared, stale: list[StaleTree]) -> dict[str, Any]:
     return data
 
 
-def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> Built:
+def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any], *, echo: bool = True) -> Built:
     """Build PATH's wheel through the shim with its own declared backend, without isolation.
 
     Returns the wheel, its stamp and the other wheels in the output folder built for other
@@ -157,7 +161,7 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
     outdir.mkdir(parents=True, exist_ok=True)
     settings = shim_settings(path, config_settings)
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
-    caller = BuildBackendHookCaller(str(path), SHIM, runner=_tee_runner(tail), python_executable=sys.executable)
+    caller = BuildBackendHookCaller(str(path), SHIM, runner=_tee_runner(tail, echo), python_executable=sys.executable)
     try:
         name = caller.build_wheel(str(outdir), settings)
     except subprocess.CalledProcessError as exc:

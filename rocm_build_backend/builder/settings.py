@@ -28,6 +28,9 @@ PREFIX = "rocm-build-backend."
 ENV_PREFIX = "ROCM_BUILD_BACKEND_"
 TABLE = "[tool.rocm-build-backend]"
 
+SETTINGS_HINT = "the settings are listed in docs/reference/settings.md"
+PLAN_HINT = "run `rocm-build-backend plan` to check them without building"  # left out by plan itself
+
 # Variables with our prefix that are not build settings (read at run time by the import guard).
 _RUNTIME_ENV = {"ROCM_BUILD_BACKEND_GUARD_OFF", "ROCM_BUILD_BACKEND_ENFORCE_RECORD"}
 
@@ -280,8 +283,7 @@ def load_settings(
                 continue
             origin[attr] = channel
     if problems:
-        raise ConfigError(problems, hint="the settings are listed in docs/reference/settings.md; "
-                          "run `rocm-build-backend plan` to check them without building")
+        raise ConfigError(problems, hint=f"{SETTINGS_HINT}; {PLAN_HINT}")
     return Settings(**values, origin=origin)
 
 

@@ -7,15 +7,20 @@ import sys
 from pathlib import Path
 
 from rocm_build_backend.cli.common import (
-    AddVerb, build_settings, print_json,
+    AddVerb, C_HELP, JSON_HELP, PATH_HELP, build_settings, print_json,
 )
-from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from rocm_build_backend.builder.project import plan_json, plan_project
+    from rocm_build_backend.builder.settings import PLAN_HINT, SETTINGS_HINT
 
-    prepared, stale = plan_project(Path(args.path), build_settings(args))
+    try:
+        prepared, stale = plan_project(Path(args.path), build_settings(args))
+    except ConfigError as exc:  # not "run plan" to the user running plan
+        exc.hint = SETTINGS_HINT if exc.hint == f"{SETTINGS_HINT}; {PLAN_HINT}" else exc.hint
+        raise
     clean = prepared.project.settings.stale == "clean"
     data = plan_json(prepared, stale)
     if args.json:
@@ -39,7 +44,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     3 no GPU found (the hook's own code, see ``builder.project.failed``)."""
     from rocm_build_backend.builder.project import build_project
 
-    built = build_project(Path(args.path), Path(args.outdir) if args.outdir else None, build_settings(args))
+    built = build_project(Path(args.path), Path(args.outdir) if args.outdir else None, build_settings(args),
+                          echo=not args.quiet)
     for path, targets in built.stale:
         print(f"warning: {path} in the output folder was built for {' '.join(targets) or 'no GPU target'}",
               file=sys.stderr)
@@ -69,22 +75,22 @@ def cmd_configure(args: argparse.Namespace) -> int:
 
 def register(add: AddVerb) -> None:
     sp = add("plan", cmd_plan, "show what a build would get, without building")
-    sp.add_argument("path", nargs="?", default=".")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("path", nargs="?", default=".", help=PATH_HELP)
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="plan"))
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
-    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE", help=C_HELP)
 
 
     sp = add("build", cmd_build, "build a project's wheel through the shim (no build isolation)")
-    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("path", nargs="?", default=".", help=PATH_HELP)
     sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist)")
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
-    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE", help=C_HELP)
     sp.add_argument("--json", action="store_true", help="print what was built as JSON (the build log stays on stderr)")
 
 
     sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")
-    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("path", nargs="?", default=".", help=PATH_HELP)
     sp.add_argument("--diff", action="store_true", help="show the change as a unified diff; write nothing")
     sp.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     sp.add_argument("--json", action="store_true", help="print what changed (or would change) as JSON")
