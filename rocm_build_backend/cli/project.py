@@ -70,6 +70,9 @@ def cmd_configure(args: argparse.Namespace) -> int:
         from rocm_build_backend.binary.printable import printable
 
         print(printable(result.message))  # names the backend the file declares
+    if not args.json:
+        for note in result.notes:  # the pin and its hash, what an isolated build lacks: stderr
+            print(note if note.startswith("warning:") else f"note: {note}", file=sys.stderr)
     return 0
 
 
