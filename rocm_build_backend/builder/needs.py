@@ -44,7 +44,7 @@ def imported_modules(setup_py: Path) -> list[str]:
 
 
 def _names(requires: Iterable[object]) -> set[str]:
-    out = set()
+    out: set[str] = set()
     for item in requires:
         try:
             out.add(canonicalize_name(Requirement(str(item)).name))
