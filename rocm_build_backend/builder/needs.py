@@ -20,8 +20,9 @@ from rocm_build_backend.files import read_regular
 
 # imported module -> the build requirement configure adds for it
 BUILD_REQUIREMENTS = {"torch": "torch"}
-# what every setuptools build has, or the shim brings
-_PROVIDED = {"setuptools", "distutils", "pkg_resources", "wheel", "rocm_build_backend"}
+# what every setuptools build has, or the shim brings: setuptools 71 and later put their vendored
+# packaging and wheel on sys.path when imported
+_PROVIDED = {"setuptools", "distutils", "pkg_resources", "wheel", "packaging", "rocm_build_backend"}
 _MAX_SETUP_PY = 1 << 20
 
 
@@ -56,8 +57,9 @@ def _names(requires: Iterable[object]) -> set[str]:
 def missing(project: Path, requires: Iterable[object]) -> tuple[list[str], list[str]]:
     """(requirements to add, modules to warn about) for ``project``'s ``setup.py`` against ``requires``.
 
-    A module of the project itself (a file or folder beside ``setup.py``) and the standard
-    library are not missing."""
+    A module of the project itself (a file or folder beside ``setup.py``, or one folder down,
+    where a ``setup.py`` that extends ``sys.path`` finds it: CuPy's ``install/cupy_builder``) and
+    the standard library are not missing."""
     setup_py = project / "setup.py"
     if not setup_py.is_file():
         return [], []
@@ -66,7 +68,7 @@ def missing(project: Path, requires: Iterable[object]) -> tuple[list[str], list[
     for module in imported_modules(setup_py):
         if module in sys.stdlib_module_names or module in _PROVIDED:
             continue
-        if (project / f"{module}.py").exists() or (project / module).is_dir():
+        if any(any(project.glob(pattern)) for pattern in (module, f"{module}.py", f"*/{module}", f"*/{module}.py")):
             continue
         requirement = BUILD_REQUIREMENTS.get(module)
         if requirement is not None:

@@ -381,8 +381,9 @@ def test_diff_of_a_file_without_a_final_newline_applies_with_patch(tmp_path):
 TORCH_SETUP = """\
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
-import numpy, pybind11
+import numpy, pybind11, packaging.version
 import versioneer  # the project's own module, beside setup.py
+import cupy_builder  # the project's own package, one folder down (sys.path extended)
 import os.path
 
 setup(name="ext", cmdclass={"build_ext": BuildExtension})
@@ -405,6 +406,7 @@ def test_it_pins_this_version_and_says_how_to_add_its_hash(tmp_path):
 def test_a_torch_extension_gets_torch_and_hears_what_isolation_lacks(tmp_path):
     (tmp_path / "setup.py").write_text(TORCH_SETUP)
     (tmp_path / "versioneer.py").write_text("")
+    (tmp_path / "install" / "cupy_builder").mkdir(parents=True)
     (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=64", "numpy"]\n'
                                             'build-backend = "setuptools.build_meta"\n')
     result = configure(tmp_path)
@@ -412,7 +414,8 @@ def test_a_torch_extension_gets_torch_and_hears_what_isolation_lacks(tmp_path):
     assert requires == ["setuptools>=64", "numpy", PIN, "torch"] and result.added == (PIN, "torch")
     torch_note, lacking = result.notes[1:]
     assert torch_note.startswith("added torch to requires (setup.py imports it)") and "--no-build-isolation" in torch_note
-    assert lacking.startswith("warning: setup.py imports pybind11, which requires does not list")  # not numpy, versioneer, os
+    # not numpy (listed), packaging (setuptools brings it), versioneer, cupy_builder (the project's), os
+    assert lacking.startswith("warning: setup.py imports pybind11, which requires does not list")
 
 
 def test_a_setup_py_only_torch_project_gets_torch_too(tmp_path):
@@ -437,5 +440,5 @@ def test_the_cli_prints_the_notes_on_stderr(tmp_path):
     assert proc.returncode == 0 and proc.stdout.startswith("would write ")
     lines = proc.stderr.splitlines()
     assert lines[0].startswith(f"note: {PIN} is pinned") and lines[1].startswith("note: added torch")
-    assert lines[2].startswith("warning: setup.py imports numpy, pybind11, versioneer")
+    assert lines[2].startswith("warning: setup.py imports numpy, pybind11, versioneer, cupy_builder,")
     assert not (tmp_path / "pyproject.toml").exists()
