@@ -11,7 +11,8 @@ One module per group of verbs; each has a ``register(add)`` that adds its verbs'
 
 Every verb exits with the codes in ``EXIT_CODES``; library errors become one ``error:`` line and
 one ``hint:`` line, never a traceback (``-v`` adds it, for a bug report). ``-q`` keeps a build's
-own output off the terminal unless it fails. The ``error:``, ``warning:`` and ``hint:`` words are
+own output off the terminal unless it fails; long work (``index``, ``check --env``) shows its
+progress on stderr when that is a terminal, unless ``-q``. The ``error:``, ``warning:`` and ``hint:`` words are
 coloured on a terminal, never with ``NO_COLOR`` set, always with ``FORCE_COLOR`` set.
 """
 
@@ -21,9 +22,11 @@ import argparse
 import difflib
 import os
 import sys
+import time
 import traceback
-from typing import Mapping, Sequence, TextIO
+from typing import Callable, Mapping, Sequence, TextIO
 
+from rocm_build_backend import progress
 from rocm_build_backend._version import __version__
 from rocm_build_backend.cli import gpu, project, thin, wheels
 from rocm_build_backend.cli.common import Command
@@ -91,6 +94,32 @@ def painted(line: str, on: bool) -> str:
     return f"{_PAINT[word]}{word}\033[0m{line[len(word):]}"
 
 
+class Progress:
+    """A progress line on a terminal: ``what: done/total``, rewritten in place at most ten times
+    a second, wiped when the work is done (``done == total``) and when the command ends."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream, self.clock, self.last, self.shown = stream, clock, float("-inf"), False
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if total and done >= total:  # finished: the command's own output comes next
+            self.close()
+            return
+        now = self.clock()
+        if now - self.last < 0.1:
+            return
+        self.last = now
+        self.stream.write(f"\r\033[K{what}: {done}" + (f"/{total}" if total else "") + " ")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = False
+
+
 def _unknown_verb(p: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
     """The first word when it is no verb: argparse's own message lists them all, with no guess."""
     verb = next((a for a in argv if not a.startswith("-")), None)
@@ -113,12 +142,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(painted(f"hint: {hint}rocm-build-backend --help says what each does", on), file=sys.stderr)
         return 2
     args = p.parse_args(argv)
+    shown = Progress(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
+    progress.set_reporter(shown)
     try:
         code: int = args.func(args)
         return code
     except RocmBuildBackendError as exc:
         from rocm_build_backend.binary.printable import printable
 
+        if shown is not None:
+            shown.close()
         for line in exc.lines():  # names and values from files and arguments: escaped
             print(painted(printable(line), on), file=sys.stderr)
         if args.verbose:
@@ -134,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:
+        progress.set_reporter(None)
+        if shown is not None:
+            shown.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

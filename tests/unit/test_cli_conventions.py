@@ -11,9 +11,12 @@ from collections import deque
 
 import pytest
 
-from helpers import copy_sample, run_main
+from helpers import copy_sample, install_dist, make_wheel, run_main
+from rocm_build_backend import progress
 from rocm_build_backend.builder.project import _tee_runner
-from rocm_build_backend.cli import color, painted, parser
+from rocm_build_backend.cli import Progress, color, painted, parser
+from rocm_build_backend.wheel.check.environment import check_environment
+from rocm_build_backend.wheel.index.run import build_index
 from rocm_build_backend.errors import UnknownTargetError
 from rocm_build_backend.gpu.products import names, product_targets
 from rocm_build_backend.gpu.targets import meant, parse_targets
@@ -136,3 +139,50 @@ def test_quiet_shows_a_builds_output_only_when_it_fails(capfd, fails):
     runner = _tee_runner(deque(maxlen=10))
     runner([sys.executable, "-c", "print('compiling')"])
     assert "compiling" in capfd.readouterr().err
+
+
+def test_the_progress_line_is_rewritten_in_place_and_wiped_when_done():
+    now = [0.0]
+    tty = _Tty()
+    line = Progress(tty, clock=lambda: now[0])
+    line("reading wheels", 1, 3)
+    now[0] = 0.05
+    line("reading wheels", 2, 3)  # within a tenth of a second: not drawn again
+    now[0] = 0.5
+    line("reading wheels", 2, 3)
+    line("reading wheels", 3, 3)  # done: wiped before the command's own output
+    assert tty.getvalue() == ("\r\033[Kreading wheels: 1/3 " "\r\033[Kreading wheels: 2/3 " "\r\033[K")
+    line.close()
+    assert tty.getvalue().endswith("\r\033[K") and tty.getvalue().count("\r\033[K") == 3
+
+
+@pytest.fixture
+def steps():
+    seen: list[tuple[str, int, int]] = []
+    progress.set_reporter(lambda what, done, total: seen.append((what, done, total)))
+    yield seen
+    progress.set_reporter(None)
+
+
+def test_index_and_check_env_report_their_progress(tmp_path, steps):
+    for i in range(9):
+        make_wheel(tmp_path / "wheels", f"demo{i}", "1.0", device={f"demo{i}/_k.so": ["gfx942"]})
+    assert build_index(tmp_path / "wheels", tmp_path / "out").exit_code == 0
+    reads = [s for s in steps if s[0] == "reading wheels"]
+    assert sorted(done for _, done, _ in reads) == list(range(1, 10)) and {t for *_, t in reads} == {9}
+    steps.clear()
+    for name in ("one", "two"):
+        install_dist(tmp_path / "site", name, {f"{name}/__init__.py": b""})
+    check_environment("python", ["gfx942"], locations=[tmp_path / "site"])
+    assert steps == [("checking distributions", 1, 0), ("checking distributions", 2, 0),
+                     ("checking distributions", 2, 2)]
+
+
+@pytest.mark.parametrize("tty, quiet, shown", [(True, False, True), (False, False, False), (True, True, False)])
+def test_progress_is_shown_only_on_a_terminal_without_quiet(capsys, monkeypatch, tty, quiet, shown):
+    reporters = []
+    monkeypatch.setattr(progress, "set_reporter", reporters.append)
+    if tty:
+        monkeypatch.setattr(sys, "stderr", _Tty())
+    run_main(capsys, *(["-q"] if quiet else []), "targets")
+    assert isinstance(reporters[0], Progress) is shown and reporters[-1] is None
