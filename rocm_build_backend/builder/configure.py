@@ -39,7 +39,8 @@ from rocm_build_backend.files import kind_of, read_regular, replace_if_unchanged
 REQUIREMENT = "rocm-build-backend"
 PIN = f"{REQUIREMENT}=={__version__}"  # what configure adds: this exact version, never a later upload
 HASH_NOTE = (f"{PIN} is pinned; to check its hash too, build with `uv build --build-constraints FILE "
-             f"--require-hashes`, FILE holding `{PIN} --hash=sha256:...` (`pip hash` of the wheel you trust)")
+             f"--require-hashes` (or PIP_BUILD_CONSTRAINT=FILE), FILE holding `{PIN} --hash=sha256:...` and "
+             "every other build requirement with its hashes (docs/how-to/declare-safely.md)")
 SCHEMA_VERSION = 1  # of Configured.to_json
 
 
