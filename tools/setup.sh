@@ -16,5 +16,6 @@ if ((${#need[@]})); then
     "${apt[@]}" install -y -qq \
         hipcc clang-19 clang-tools-19 lld-19 llvm-19 rocminfo cmake ninja-build >/dev/null
 fi
-python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --upgrade pip
-python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
+pip=(python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore)
+"${pip[@]}" --upgrade "pip>=25.1"   # 25.1 reads PEP 735 dependency groups (--group)
+"${pip[@]}" -e . --group test       # this package, editable, and the test tools of pyproject.toml

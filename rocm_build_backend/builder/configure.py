@@ -30,11 +30,17 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from tomlkit.items import InlineTable
 
+from rocm_build_backend._version import __version__
+from rocm_build_backend.builder.needs import missing
 from rocm_build_backend.builder.project import LEGACY, SHIM
 from rocm_build_backend.errors import CANNOT_TELL, ConfigError, RocmBuildBackendError
 from rocm_build_backend.files import kind_of, read_regular, replace_if_unchanged
 
 REQUIREMENT = "rocm-build-backend"
+PIN = f"{REQUIREMENT}=={__version__}"  # what configure adds: this exact version, never a later upload
+HASH_NOTE = (f"{PIN} is pinned; to check its hash too, build with `uv build --build-constraints FILE "
+             f"--require-hashes` (or PIP_BUILD_CONSTRAINT=FILE), FILE holding `{PIN} --hash=sha256:...` and "
+             "every other build requirement with its hashes (docs/how-to/declare-safely.md)")
 SCHEMA_VERSION = 1  # of Configured.to_json
 
 
@@ -59,11 +65,14 @@ class Configured:
     after: str
     written: bool = False  # False with write=False, or when nothing changed
     wrapped: str | None = None  # the backend the shim now wraps; None when it already built through it
+    added: tuple[str, ...] = ()  # requirements added to [build-system] requires
+    notes: tuple[str, ...] = ()  # what to know: the pin, what an isolated build will lack
 
     def to_json(self) -> dict[str, Any]:
         """``configure --json``: schema ``data/schemas/configure.schema.json``, docs/json/configure.md."""
         return {"schema_version": SCHEMA_VERSION, "file": str(self.file), "changed": self.changed,
-                "written": self.written, "wrapped": self.wrapped, "message": self.message, "diff": self.diff()}
+                "written": self.written, "wrapped": self.wrapped, "message": self.message, "diff": self.diff(),
+                "requires_added": list(self.added), "notes": list(self.notes)}
 
     def diff(self) -> str:
         """A unified diff of the change ("" when nothing changes)."""
@@ -107,6 +116,11 @@ def _parse(text: str, file: Path) -> dict[str, Any]:
 
 
 def _has_requirement(requires: list[Any]) -> bool:
+    return _ours(requires) is not None
+
+
+def _ours(requires: list[Any]) -> Requirement | None:
+    """The requirement on this package in ``requires``, if any."""
     for item in requires:
         if not isinstance(item, str):
             continue
@@ -115,11 +129,11 @@ def _has_requirement(requires: list[Any]) -> bool:
         except InvalidRequirement:
             continue
         if canonicalize_name(name) == REQUIREMENT:
-            return True
-    return False
+            return Requirement(item)
+    return None
 
 
-def _expected(before: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
+def _expected(before: dict[str, Any], extra: list[str]) -> tuple[dict[str, Any], dict[str, Any], str]:
     """The [build-system] and [tool.rocm-build-backend] the edit must produce, and the wrapped backend."""
     system = dict(before.get("build-system") or {})
     ours = dict((before.get("tool") or {}).get(_TABLE) or {})
@@ -132,7 +146,7 @@ def _expected(before: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], s
     requires = system.get("requires", ["setuptools>=40.8.0"] if wrapped == LEGACY else [])
     if not isinstance(requires, list):
         raise ConfigError(["[build-system] requires is not a list"], hint='write requires = ["..."]')
-    system["requires"] = list(requires) if _has_requirement(requires) else [*requires, REQUIREMENT]
+    system["requires"] = [*requires, *([] if _has_requirement(requires) else [PIN]), *extra]
     system["build-backend"] = SHIM
     ours["backend"] = wrapped
     if "backend-path" in system:
@@ -140,7 +154,7 @@ def _expected(before: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], s
     return system, ours, wrapped
 
 
-def _edit(text: str, system: dict[str, Any], ours: dict[str, Any]) -> list[str]:
+def _edit(text: str, system: dict[str, Any], ours: dict[str, Any], extra: list[str]) -> list[str]:
     """Candidate new texts, best first: the same document with the two tables edited."""
     try:
         import tomlkit
@@ -153,8 +167,11 @@ def _edit(text: str, system: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     if table is not None:
         if "requires" not in table:
             table["requires"] = system["requires"]
-        elif not _has_requirement(list(table["requires"])):
-            table["requires"].append(REQUIREMENT)
+        else:
+            if not _has_requirement(list(table["requires"])):
+                table["requires"].append(PIN)
+            for item in extra:
+                table["requires"].append(item)
         table["build-backend"] = SHIM
         if "backend-path" in table:
             del table["backend-path"]
@@ -245,19 +262,21 @@ def _regular_or_absent(file: Path, write: bool) -> bool:
     return True
 
 
-_NEW_FILE = (f'[build-system]\nrequires = ["setuptools>=40.8.0", "{REQUIREMENT}"]\nbuild-backend = "{SHIM}"\n\n'
-             f'[tool.{_TABLE}]\nbackend = "{LEGACY}"\n')
+def _new_file(extra: list[str]) -> str:
+    requires = ", ".join(f'"{r}"' for r in ["setuptools>=40.8.0", PIN, *extra])
+    return (f'[build-system]\nrequires = [{requires}]\nbuild-backend = "{SHIM}"\n\n'
+            f'[tool.{_TABLE}]\nbackend = "{LEGACY}"\n')
 
 
-def _new_text(file: Path, before: str) -> tuple[str, str]:
+def _new_text(file: Path, before: str, extra: list[str]) -> tuple[str, str]:
     """(new text, wrapped backend) for an existing pyproject.toml; ConfigError when it cannot be done safely."""
     data = _parse(before, file)
-    system, ours, wrapped = _expected(data)
+    system, ours, wrapped = _expected(data, extra)
     crlf = "\r\n" in before
-    hint = (f'edit it by hand: build-backend = "{SHIM}", add "{REQUIREMENT}" to requires, '
+    hint = (f'edit it by hand: build-backend = "{SHIM}", add "{PIN}" to requires, '
             f'and backend = "{wrapped}" under [tool.rocm-build-backend]')
     try:
-        edited = _edit(before, system, ours)
+        edited = _edit(before, system, ours, extra)
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:  # a layout tomlkit cannot edit
         raise ConfigError([f"cannot edit {file} safely ({type(exc).__name__}: {exc})"], hint=hint) from None
     candidates = [text.replace("\r\n", "\n").replace("\n", "\r\n") if crlf else text for text in edited]
@@ -268,10 +287,30 @@ def _new_text(file: Path, before: str) -> tuple[str, str]:
     return after, wrapped
 
 
+def _notes(requires: list[Any], added: list[str], lacking: list[str]) -> tuple[str, ...]:
+    """What the user should know about the edit: the pin and its hash, what an isolated build lacks."""
+    own = _ours(requires)
+    notes = [HASH_NOTE] if own is None else []
+    if own is not None and not any(s.operator in ("==", "===") for s in own.specifier):
+        notes.append(f"warning: requires lists '{own}' without an exact version: a later upload of that name "
+                     f"would run as the build backend; write {PIN}")
+    if "torch" in added:
+        notes.append("added torch to requires (setup.py imports it): an isolated build installs the torch your index "
+                     "serves, which may be another GPU vendor's build; for the torch installed here, build with "
+                     "--no-build-isolation, or point the frontend at that torch's index")
+    if lacking:
+        notes.append(f"warning: setup.py imports {', '.join(lacking)}, which requires does not list: an isolated "
+                     "build will lack them; add their distributions to requires, or build with --no-build-isolation")
+    return tuple(notes)
+
+
 def configure(path: Path, *, write: bool = True) -> Configured:
     """Make PATH build through the shim, wrapping its current backend; with ``write=False`` only say how.
 
-    A project with only setup.py gets a pyproject.toml that wraps setuptools' legacy backend.
+    A project with only setup.py gets a pyproject.toml that wraps setuptools' legacy backend. The
+    shim is added as an exact pin of this version, with the build requirements ``setup.py``
+    shows it needs (``torch``); ``notes`` say how to check the pin's hash and what an isolated
+    build will lack.
     """
     path = path.resolve()
     file = path / "pyproject.toml"
@@ -279,16 +318,25 @@ def configure(path: Path, *, write: bool = True) -> Configured:
     if not _regular_or_absent(file, write):
         if not (path / "setup.py").is_file():
             raise ConfigError([f"{path} has no pyproject.toml or setup.py"], hint="give a Python project's folder")
+        extra, lacking = missing(path, ["setuptools"])
+        text = _new_file(extra)
         done = Configured(file, True, f"{'wrote' if write else 'would write'} {file}: builds through "
-                          f"rocm-build-backend, wrapping {LEGACY}", "", _NEW_FILE, written=write, wrapped=LEGACY)
+                          f"rocm-build-backend, wrapping {LEGACY}", "", text, written=write, wrapped=LEGACY,
+                          added=(PIN, *extra), notes=_notes([], extra, lacking))
         if write:
-            _write_atomically(file, _NEW_FILE, None)
+            _write_atomically(file, text, None)
         return done
     before = _read_text(file)
-    if (_parse(before, file).get("build-system") or {}).get("build-backend") == SHIM:
+    data = _parse(before, file)
+    if (data.get("build-system") or {}).get("build-backend") == SHIM:
         return Configured(file, False, f"{file} already builds through rocm-build-backend", before, before)
-    after, wrapped = _new_text(file, before)
+    requires = (data.get("build-system") or {}).get("requires")
+    requires = list(requires) if isinstance(requires, list) else []
+    extra, lacking = missing(path, requires)
+    after, wrapped = _new_text(file, before, extra)
     if write:
         _write_atomically(file, after, before)
+    added = ([] if _has_requirement(requires) else [PIN]) + extra
     return Configured(file, True, f"{verb} {file}: builds through rocm-build-backend, wrapping {wrapped}",
-                      before, after, written=write, wrapped=wrapped)
+                      before, after, written=write, wrapped=wrapped, added=tuple(added),
+                      notes=_notes(requires, extra, lacking))

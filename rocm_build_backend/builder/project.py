@@ -93,9 +93,10 @@ _TAIL_LINES = 400  # of the build's output, kept to say why it failed
 _LINE = 4096  # bytes of one line kept
 
 
-def _tee_runner(tail: deque[str], received: list[int]) -> Callable[..., None]:
+def _tee_runner(tail: deque[str], received: list[int], echo: bool = True) -> Callable[..., None]:
     """A pyproject-hooks runner: the hook's output goes to our stderr as it comes (stdout stays
-    for the wheel's path), and its last lines are kept in ``tail``. The hook runs in a session of
+    for the wheel's path), and its last lines are kept in ``tail``. Without ``echo`` (``-q``) the
+    output is shown only when the hook fails: its last lines. The hook runs in a session of
     its own; SIGINT, SIGTERM and SIGHUP to us go to its process group (``interrupt.forwarded``)
     and are kept in ``received``; we wait for it, and what is left of its group when it ended on a
     signal is killed, so that nothing of the build outlives the command."""
@@ -107,14 +108,17 @@ def _tee_runner(tail: deque[str], received: list[int]) -> Callable[..., None]:
             out = proc.stdout
             assert out is not None
             while raw := out.readline(1 << 16):  # a long line comes in pieces: memory stays bounded
-                sys.stderr.buffer.write(raw)
-                sys.stderr.buffer.flush()
+                if echo:
+                    sys.stderr.buffer.write(raw)
+                    sys.stderr.buffer.flush()
                 tail.append(raw[:_LINE].decode("utf-8", "replace"))
             proc.wait()
             if received:
                 end_group(proc.pid)
         if received:
             raise BuildInterrupted(received[0])
+        if proc.returncode and not echo:
+            sys.stderr.write("".join(tail))
         if proc.returncode:
             raise subprocess.CalledProcessError(proc.returncode, cmd)
 
@@ -175,7 +179,7 @@ def plan_json(prepared: Prepared, stale: list[StaleTree]) -> dict[str, Any]:
     return data
 
 
-def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any]) -> Built:
+def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str, Any], *, echo: bool = True) -> Built:
     """Build PATH's wheel through the shim with its own declared backend, without isolation.
 
     Returns the wheel, its stamp and the other wheels in the output folder built for other
@@ -187,7 +191,7 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
     settings = shim_settings(path, config_settings)
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
     received: list[int] = []
-    caller = BuildBackendHookCaller(str(path), SHIM, runner=_tee_runner(tail, received),
+    caller = BuildBackendHookCaller(str(path), SHIM, runner=_tee_runner(tail, received, echo),
                                     python_executable=sys.executable)
     before = _entries(outdir)
     try:

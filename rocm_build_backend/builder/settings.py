@@ -28,18 +28,28 @@ PREFIX = "rocm-build-backend."
 ENV_PREFIX = "ROCM_BUILD_BACKEND_"
 TABLE = "[tool.rocm-build-backend]"
 
+SETTINGS_HINT = "the settings are listed in docs/reference/settings.md"
+PLAN_HINT = "run `rocm-build-backend plan` to check them without building"  # left out by plan itself
+
 # Variables with our prefix that are not build settings (read at run time by the import guard).
 _RUNTIME_ENV = {"ROCM_BUILD_BACKEND_GUARD_OFF", "ROCM_BUILD_BACKEND_ENFORCE_RECORD"}
 
 
-def _choice(*allowed: str) -> Callable[[Any], Any]:
-    def parse(value: Any) -> str:
+class Choice:
+    """A parser that takes one of a few words (case and spaces aside); its words are its schema."""
+
+    def __init__(self, *allowed: str) -> None:
+        self.allowed = allowed
+
+    def __call__(self, value: Any) -> str:
         text = str(value).strip().lower()
-        if text not in allowed:
-            raise ValueError("expected " + " or ".join(f"'{a}'" for a in allowed))
+        if text not in self.allowed:
+            raise ValueError("expected " + " or ".join(f"'{a}'" for a in self.allowed))
         return text
 
-    return parse
+
+def _choice(*allowed: str) -> Choice:
+    return Choice(*allowed)
 
 
 def _bool(value: Any) -> bool:
@@ -104,13 +114,11 @@ def _targets(value: Any) -> str | list[str]:
 
 
 def _ptx(value: Any) -> str:
-
-    return str(_choice(*PTX_CHOICES)(value))
+    return Choice(*PTX_CHOICES)(value)
 
 
 def _vendor(value: Any) -> str:
-
-    return str(_choice("auto", *vendor_names())(value))
+    return Choice("auto", *vendor_names())(value)  # at call time: a vendor registered later counts
 
 
 def _paths(value: Any) -> list[str]:
@@ -138,6 +146,41 @@ def _text(value: Any) -> str:
     return str(value).strip()
 
 
+_DIGITS = {"type": "string", "pattern": r"^\s*\+?[0-9]+\s*$"}  # -C and env give text; pyproject may too
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+def value_schema(parse: Callable[[Any], Any]) -> tuple[dict[str, Any], str]:
+    """The JSON Schema of the ``pyproject.toml`` values a parser takes, and its type in words.
+
+    The settings schema and reference are generated from these; a new parser gets its entry here
+    (a ``Choice`` needs none). Checks the schema cannot express (a GPU target's name, a number
+    given as text) stay with the parser, which validates every channel.
+    """
+    if parse in (_ptx, _vendor):
+        parse = Choice(*PTX_CHOICES) if parse is _ptx else Choice("auto", *vendor_names())
+    if isinstance(parse, Choice):
+        return {"enum": list(parse.allowed)}, ", ".join(f'`"{a}"`' for a in parse.allowed)
+    known: dict[Callable[[Any], Any], tuple[dict[str, Any], str]] = {
+        _bool: ({"anyOf": [{"type": "boolean"}, {"enum": ["1", "true", "yes", "on", "0", "false", "no", "off", ""]}]},
+                "boolean"),
+        _jobs: ({"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1, "maximum": MAX_JOBS_LIMIT}, _DIGITS]},
+                f'`"auto"` or 1-{MAX_JOBS_LIMIT}'),
+        _gib: ({"anyOf": [{"type": "integer", "minimum": 1, "maximum": MEMORY_LIMIT_GIB}, _DIGITS]},
+               f"1-{MEMORY_LIMIT_GIB}"),
+        _targets: ({"anyOf": [{"type": "string", "pattern": "[^\\s,;]"}, dict(_STRINGS, minItems=1)]},
+                   '`"auto"`, a list of targets, or one string of them'),
+        _paths: ({"anyOf": [{"type": "string"}, _STRINGS]}, "list of paths"),
+        _backend: ({"type": "string", "pattern": f"^\\s*{_IDENT}(:{_IDENT})?\\s*$",
+                    "not": {"pattern": "^\\s*rocm_build_backend([.:]|\\s*$)"}}, "`module:object`"),
+        _text: ({"type": "string"}, "string"),
+    }
+    if parse not in known:
+        raise KeyError(f"no schema for the settings parser {parse!r}: add one to value_schema")
+    return known[parse]
+
+
 @dataclass(frozen=True)
 class Settings:
     """The settings of one build. ``origin`` says which channel each value came from."""
@@ -152,7 +195,7 @@ class Settings:
     memory_per_job: int = field(default=4, metadata={"parse": _gib, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"})
     compiler: str = field(default="auto", metadata={"parse": _text, "doc": "the HIP compiler to check targets with: `auto`, a name on PATH, or a path"})
     compiler_check: bool = field(default=True, metadata={"parse": _bool, "doc": "check before the build that the compiler accepts every target (skipped with `verify = \"off\"`)"})
-    verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets; `\"off\"` also says the project has no GPU code: it then builds without a GPU or targets"})
+    verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets: `\"error\"` deletes the wheel and fails on a missing target, `\"warn\"` keeps it and prints a warning; `\"off\"` skips the audit and also says the project has no GPU code: it then builds without a GPU or targets"})
     switches: str = field(default="apply", metadata={"parse": _choice("apply", "name"), "doc": "the project's own switch that turns its GPU build on (an off-by-default CMake option gating CUDA or HIP, a `FORCE_CUDA`-style variable gating a torch `CUDAExtension`): `\"apply\"` turns it on when the targets are GPU targets and `verify` is not `\"off\"` (`docs/switches.md`); `\"name\"` only names it in the plan"})
     stale: str = field(default="error", metadata={"parse": _choice("error", "clean"), "doc": "what to do with build trees made for other targets"})
     local_version: bool = field(default=False, metadata={"parse": _bool, "doc": "add the targets to the version as a local label: `1.0+gfx942`"})
@@ -241,8 +284,7 @@ def load_settings(
                 continue
             origin[attr] = channel
     if problems:
-        raise ConfigError(problems, hint="the settings are listed in the README; "
-                          "run `rocm-build-backend plan` to check them without building")
+        raise ConfigError(problems, hint=f"{SETTINGS_HINT}; {PLAN_HINT}")
     return Settings(**values, origin=origin)
 
 

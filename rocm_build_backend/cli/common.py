@@ -15,6 +15,13 @@ from rocm_build_backend.errors import RocmBuildBackendError
 Command = Callable[[argparse.Namespace], int]
 # the build settings every verb that detects honours, as a build reads them (builder/settings.py)
 SYSFS_ENV, TARGETS_ENV = "ROCM_BUILD_BACKEND_SYSFS_ROOT", "ROCM_BUILD_BACKEND_TARGETS"
+TARGETS_WHERE = " in --targets"  # errors name the option the user typed
+JSON_HELP = "print the result as one JSON document on stdout (its fields: docs/json/{verb}.md)"
+PATH_HELP = "the project's folder, which holds its pyproject.toml or setup.py (default: the current folder)"
+SOURCE_HELP = ("the project's folder (default: the current folder), an sdist (.tar.gz, .zip), or NAME==VERSION "
+               "(its sdist, through pip's configured index)")
+C_HELP = ("a build setting, as a frontend passes it: -C rocm-build-backend.KEY=VALUE for this tool's settings "
+          "(docs/reference/settings.md), any other KEY for the project's backend; repeatable")
 AddVerb = Callable[[str, Command, str], argparse.ArgumentParser]  # name, function, help -> its parser
 
 
@@ -106,6 +113,10 @@ def build_settings(args: argparse.Namespace) -> dict[str, Any]:
     """-C settings, with --targets as -C rocm-build-backend.targets (the same list, or an error)."""
     settings = config_settings(args.config_setting)
     if args.targets is not None:
+        from rocm_build_backend.gpu.targets import parse_targets
+
+        if args.targets.strip().lower() != "auto":  # an error names --targets, not the -C it becomes
+            parse_targets(args.targets, where=TARGETS_WHERE)
         key = "rocm-build-backend.targets"
         given = settings.get(key)
         if given is not None and given != args.targets:
@@ -122,15 +133,15 @@ def check_devices(args: argparse.Namespace) -> tuple[list[Any], list[str], bool 
     from rocm_build_backend.wheel.check.wheels import devices_from_detection, generic_ok_for, host_rocm_version
     from rocm_build_backend.gpu.targets import parse_targets
 
-    given, notes = getattr(args, "targets", None), []
+    given, notes, where = getattr(args, "targets", None), [], TARGETS_WHERE
     if given is None and not args.root and not any(getattr(args, _dest(r.option), None) for r in _recorded()):
-        given = targets_from_env()
+        given, where = targets_from_env(), f" in {TARGETS_ENV}"
         if given is not None:
             notes.append(f"targets from {TARGETS_ENV}={given}")
     if given is not None:
         from rocm_build_backend.wheel.index.plan import named_targets
 
-        return parse_targets(named_targets(given)), notes, True
+        return parse_targets(named_targets(given), where=where), notes, True
     found = detection(args, keep_features=True)
     devices, seen = devices_from_detection(found)
     root = Path(args.root) if args.root else (sysfs_root_from_env() or Path("/"))

@@ -7,7 +7,7 @@ import sys
 
 from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
-    AddVerb, detect_args, detection, print_json,
+    AddVerb, JSON_HELP, detect_args, detection, print_json,
 )
 from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
 
@@ -52,11 +52,11 @@ def cmd_detect(args: argparse.Namespace) -> int:
 def register(add: AddVerb) -> None:
     sp = add("targets", cmd_targets, "list the known GPU targets")
     sp.add_argument("--all", action="store_true", help="include every vendor's targets, not only the first vendor's (AMD)")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="targets"))
 
 
     sp = add("detect", cmd_detect, "show this machine's GPUs and the targets a build would get")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="detect"))
     sp.add_argument("--features", action="store_true", help="keep xnack/sramecc modes in the build targets")
     detect_args(sp)
 

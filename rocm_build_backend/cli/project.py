@@ -7,17 +7,22 @@ import sys
 from pathlib import Path
 
 from rocm_build_backend.cli.common import (
-    AddVerb, build_settings, print_json,
+    AddVerb, C_HELP, JSON_HELP, PATH_HELP, SOURCE_HELP, build_settings, print_json,
 )
-from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from rocm_build_backend.builder.project import plan_json, plan_project
     from rocm_build_backend.builder.sdist import source
+    from rocm_build_backend.builder.settings import PLAN_HINT, SETTINGS_HINT
 
-    with source(args.path, None) as src:  # an sdist is unpacked for the plan as for the build
-        prepared, stale = plan_project(src.folder, build_settings(args))
+    try:
+        with source(args.path, None) as src:  # an sdist is unpacked for the plan as for the build
+            prepared, stale = plan_project(src.folder, build_settings(args))
+    except ConfigError as exc:  # not "run plan" to the user running plan
+        exc.hint = SETTINGS_HINT if exc.hint == f"{SETTINGS_HINT}; {PLAN_HINT}" else exc.hint
+        raise
     clean = prepared.project.settings.stale == "clean"
     data = plan_json(prepared, stale)
     if args.json:
@@ -45,7 +50,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from rocm_build_backend.builder.sdist import source
 
     with source(args.path, Path(args.outdir) if args.outdir else None) as src:
-        built = build_project(src.folder, src.outdir, build_settings(args))
+        built = build_project(src.folder, src.outdir, build_settings(args), echo=not args.quiet)
         if src.folder != Path(args.path):  # an sdist, or NAME==VERSION: name what was given
             built.project = src.sdist or Path(args.path)
     for path, targets in built.stale:
@@ -76,31 +81,31 @@ def cmd_configure(args: argparse.Namespace) -> int:
         from rocm_build_backend.binary.printable import printable
 
         print(printable(result.message))  # names the backend the file declares
+    if not args.json:
+        for note in result.notes:  # the pin and its hash, what an isolated build lacks: stderr
+            print(note if note.startswith("warning:") else f"note: {note}", file=sys.stderr)
     return 0
 
 
 def register(add: AddVerb) -> None:
     sp = add("plan", cmd_plan, "show what a build would get, without building")
-    sp.add_argument("path", nargs="?", default=".", help="the project's folder, an sdist (.tar.gz, .zip), or "
-                    "NAME==VERSION (its sdist, through pip's configured index)")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("path", nargs="?", default=".", help=SOURCE_HELP)
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="plan"))
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
-    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE", help=C_HELP)
 
 
     sp = add("build", cmd_build, "build a project's wheel through the shim (no build isolation)")
-    sp.add_argument("path", nargs="?", default=".",
-                    help="the project's folder, an sdist (.tar.gz, .zip), or NAME==VERSION (its sdist, "
-                         "through pip's configured index)")
+    sp.add_argument("path", nargs="?", default=".", help=SOURCE_HELP)
     sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist; beside an "
                     "sdist; ./dist for NAME==VERSION)")
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
-    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE")
+    sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE", help=C_HELP)
     sp.add_argument("--json", action="store_true", help="print what was built as JSON (the build log stays on stderr)")
 
 
     sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")
-    sp.add_argument("path", nargs="?", default=".")
+    sp.add_argument("path", nargs="?", default=".", help=PATH_HELP)
     sp.add_argument("--diff", action="store_true", help="show the change as a unified diff; write nothing")
     sp.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     sp.add_argument("--json", action="store_true", help="print what changed (or would change) as JSON")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
-    AddVerb, print_json,
+    TARGETS_WHERE, AddVerb, JSON_HELP, print_json,
 )
 
 
@@ -21,7 +21,7 @@ def cmd_thin(args: argparse.Namespace) -> int:
     from rocm_build_backend.gpu.targets import parse_targets
     from rocm_build_backend.wheel.thin.run import thin_wheel
 
-    result = thin_wheel(Path(args.wheel), parse_targets(args.targets), Path(args.outdir), force=args.force,
+    result = thin_wheel(Path(args.wheel), parse_targets(args.targets, where=TARGETS_WHERE), Path(args.outdir), force=args.force,
                         keep_layout=args.keep_layout)
     if args.json:
         print_json(result.to_json())
@@ -45,20 +45,20 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 def register(add: AddVerb) -> None:
     sp = add("thin", cmd_thin, "write a copy of a wheel whose GPU code is only what loads on the targets")
-    sp.add_argument("wheel", metavar="WHEEL")
+    sp.add_argument("wheel", metavar="WHEEL", help="the wheel to read (it is never changed)")
     sp.add_argument("--targets", required=True, help="the GPUs to keep code for (gfx942, sm_90, ...)")
     sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheel goes (default: .)")
     sp.add_argument("--force", action="store_true",
                     help="replace an earlier thin result for other targets under the same name")
     sp.add_argument("--keep-layout", action="store_true", help=KEEP_LAYOUT)
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="thin"))
 
 
     sp = add("split", cmd_split, "write one thinned wheel per target (or AMD family), with a local version")
-    sp.add_argument("wheel", metavar="WHEEL")
-    sp.add_argument("--per", choices=["target", "family"], default="target")
+    sp.add_argument("wheel", metavar="WHEEL", help="the wheel to read (it is never changed)")
+    sp.add_argument("--per", choices=["target", "family"], default="target", help="one wheel per GPU target (default) or per AMD family")
     sp.add_argument("-o", "--outdir", default=".", metavar="DIR", help="where the new wheels go (default: .)")
     sp.add_argument("--force", action="store_true",
                     help="replace earlier split results for other targets under the same names")
     sp.add_argument("--keep-layout", action="store_true", help=KEEP_LAYOUT)
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="split"))

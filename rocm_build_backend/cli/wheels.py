@@ -10,7 +10,7 @@ from typing import Any
 
 from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
-    AddVerb, check_devices, detect_args, detection, print_json, targets_from_env,
+    TARGETS_ENV, TARGETS_WHERE, AddVerb, JSON_HELP, check_devices, detect_args, detection, print_json, targets_from_env,
 )
 from rocm_build_backend.errors import RocmBuildBackendError
 
@@ -74,7 +74,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if given is not None:
         from rocm_build_backend.wheel.index.plan import named_targets
 
-        targets = parse_targets(named_targets(given))
+        targets = parse_targets(named_targets(given), where=TARGETS_WHERE if args.targets is not None else
+                                f" in {TARGETS_ENV}")
     else:
         from rocm_build_backend.gpu.detect import require_targets
 
@@ -110,7 +111,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     targets: Any = None
     if args.targets is not None:  # with --family, family names too: build_index parses them
         names = named_targets(args.targets)
-        targets = names if args.family else parse_targets(names)
+        targets = names if args.family else parse_targets(names, where=TARGETS_WHERE)
     out, wheels = index_paths(args)
     if args.add or args.remove:
         from rocm_build_backend.wheel.index.publish import publish
@@ -194,13 +195,13 @@ def build_targets(devices: list[Any]) -> str:
 
 def register(add: AddVerb) -> None:
     sp = add("audit", cmd_audit, "list the GPU code that wheels, .so files and code objects hold")
-    sp.add_argument("paths", nargs="+", metavar="PATH")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("paths", nargs="+", metavar="PATH", help="wheels, shared libraries (.so) or code objects to read")
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="audit"))
 
 
     sp = add("check", cmd_check, "will each wheel's GPU code load on this machine's GPUs?")
-    sp.add_argument("wheels", nargs="*", metavar="WHEEL")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("wheels", nargs="*", metavar="WHEEL", help="the wheels to check (none: give --env)")
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="check"))
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
     sp.add_argument("--env", nargs="?", const="", metavar="PYTHON",
                     help="check the installed distributions of PYTHON's environment (default: this one)")
@@ -215,12 +216,12 @@ def register(add: AddVerb) -> None:
 
 
     sp = add("cache", cmd_cache, "find (and purge) cached wheels made for other GPUs")
-    sp.add_argument("action", choices=["list", "purge"])
-    sp.add_argument("--tool", choices=["pip", "uv", "all"], default="all")
+    sp.add_argument("action", choices=["list", "purge"], help="list the cached wheels made for other GPUs, or purge them")
+    sp.add_argument("--tool", choices=["pip", "uv", "all"], default="all", help="whose cache to read (default: all)")
     sp.add_argument("--cache-dir", metavar="DIR", action="append", help="a cache folder (default: pip's and uv's own)")
     sp.add_argument("--targets", help="the targets that fit (default: this machine's GPUs)")
     sp.add_argument("--yes", action="store_true", help="really remove (purge)")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="cache"))
     detect_args(sp)
 
 
@@ -256,5 +257,5 @@ def register(add: AddVerb) -> None:
                     help="also write OUT/variants/simple/: every variant wheel and its <name>-<version>-variants.json")
     sp.add_argument("--split", action="store_true",
                     help="split wheels with code for several targets per target on the way in; index the split wheels")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="index"))
 

@@ -104,7 +104,9 @@ def require_targets(detection: Detection, vendor: str | None = None) -> list[Gpu
 
     ``vendor``: only that vendor's targets count, and the message speaks of its probes and
     its spelling of targets (a build with ``vendor = "nvidia"``); None: every vendor's, the
-    message of the vendors whose software is installed."""
+    probes of the vendors whose software is installed, in words that name no vendor, and an
+    example target of every vendor (the machine may build for a GPU it does not have: a CUDA
+    project on a machine with only AMD's tools installed)."""
     chosen = [v for v in vendors() if vendor is None or v.name == vendor]
     targets = [t for t in detection.targets if vendor is None or t.vendor == vendor]
     if targets:
@@ -116,12 +118,12 @@ def require_targets(detection: Detection, vendor: str | None = None) -> list[Gpu
     if detection.devices and "hidden" in detection.causes:
         seen = "; ".join(f"{d.target} {d.reason}" for d in detection.devices if vendor is None or d.target.vendor == vendor)
     specific = _unique(h for v in chosen for h in v.hints(detection.causes))
-    examples = [v.example for v in chosen if v.name in names]
+    examples = [v.example for v in chosen if vendor is None or v.name in names]
     example = f"set targets, e.g. {' or '.join(examples)}"
     hint = "; ".join(specific[:2])
     hint = f"{hint}; or {example}" if hint else example
-    looked_for = detection.looked_for if vendor is None else _label(vendor)
+    looked_for = "" if vendor is None else _label(vendor) + " "
     others = [str(t) for t in detection.targets if vendor is not None and t.vendor != vendor]
     if others:
         seen += f"; found {' '.join(others)}, of another vendor"
-    raise NoGpuDetectedError(f"no {looked_for} GPU found ({seen})", hint=hint)
+    raise NoGpuDetectedError(f"no {looked_for}GPU found ({seen})", hint=hint)

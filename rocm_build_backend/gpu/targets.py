@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.errors import UnknownTargetError
+from rocm_build_backend.gpu.products import product_targets
 from rocm_build_backend.gpu.table import table
 from rocm_build_backend.gpu.vendor import claimant, rank, vendor_of, vendors
 
-__all__ = ["GpuTarget", "table", "suggest", "parse_target", "parse_targets", "split_targets",
+__all__ = ["GpuTarget", "table", "suggest", "meant", "parse_target", "parse_targets", "split_targets",
            "sort_targets", "join_targets"]
 
 
@@ -93,11 +94,14 @@ def _unknown(text: str, where: str) -> str:
     return msg
 
 
-def _parse_one(text: str) -> GpuTarget | str:
-    """A GpuTarget, or a problem description (the vendor that claims the name parses it)."""
+def _parse_one(text: str, where: str = "") -> GpuTarget | str:
+    """A GpuTarget, or a problem description (the vendor that claims the name parses it);
+    ``where`` (" in --targets") follows the name."""
     found = claimant(text.split(":")[0])
     got = found.parse(text) if found is not None else None
-    return _unknown(text, "") if got is None else got
+    if got is None:
+        return _unknown(text, where)
+    return got + where if isinstance(got, str) else got
 
 
 def parse_target(text: str) -> GpuTarget:
@@ -118,20 +122,45 @@ def parse_targets(value: str | Sequence[str], *, where: str = "") -> list[GpuTar
     """Parse a target list; every bad entry is reported in one UnknownTargetError.
 
     Duplicates are dropped; the order is the stable sorted order used everywhere
-    (flags, environment, stamps, local version labels).
+    (flags, environment, stamps, local version labels). A product name or a compute capability
+    (``H100``, ``9.0``, ``Radeon RX 7900 XTX``) is refused too, its hint naming the target to give.
     """
-    problems, found = [], set()
+    problems, bad, found = [], [], set()
     for text in split_targets(value):
-        got = _parse_one(text.lower())
+        got = _parse_one(text.lower(), where)
         if isinstance(got, str):
-            problems.append(got + where)
+            problems.append(got)
+            bad.append(text)
         else:
             found.add(got)
     if problems:
-        raise UnknownTargetError(
-            "; ".join(problems), hint="see the known targets: rocm-build-backend targets"
-        )
+        whole = " ".join(bad)
+        if len(bad) > 1 and not found and meant(whole):  # "Radeon RX 7900 XTX": one product, split at spaces
+            problems, bad = [f"unknown GPU target '{whole.lower()}'{where}"], [whole]
+        raise UnknownTargetError("; ".join(problems), hint=_hint(bad))
     return sort_targets(found)
+
+
+def meant(text: str) -> list[str]:
+    """The targets a name that is not a target stands for: a product in the table's ``products``
+    column (``MI300X``), or a vendor's other spelling (NVIDIA's compute capability ``9.0``)."""
+    out = product_targets(text)
+    for vendor in vendors():
+        other = getattr(vendor, "meant", None)
+        if other is not None:
+            out += [t for t in other(text.strip().lower()) if t not in out]
+    return out
+
+
+def _hint(bad: Sequence[str]) -> str:
+    said = []
+    for text in bad:
+        targets = meant(text)
+        if targets:
+            said.append(f"'{text}' is not a target name but {' or '.join(targets)} is: give "
+                        + ("that" if len(targets) == 1 else "the one for your GPU"))
+    return "; ".join(said + ["rocm-build-backend targets --all lists every target"]) if said else \
+        "see the known targets: rocm-build-backend targets"
 
 
 def target_sort_key(t: GpuTarget) -> tuple[Any, ...]:

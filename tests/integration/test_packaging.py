@@ -43,15 +43,26 @@ def wheel(sdist, tmp_path_factory) -> Path:
     return path
 
 
-def test_the_sdist_holds_the_package_and_leaves_the_tests_out(sdist):
+def test_the_sdist_holds_the_package_its_tests_and_docs(sdist):
+    """A packager can run the tests from the sdist: it holds every tracked file they read."""
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "PKG-INFO",
             "rocm_build_backend/py.typed", "rocm_build_backend/data/stamp.schema.json", "rocm_build_backend/data/schemas/thin.schema.json",
-            "rocm_build_backend/api.py"} <= names
-    assert not [n for n in names if n.startswith(("tests/", "sample_projects/", "bench/"))]
+            "rocm_build_backend/data/schemas/settings.schema.json", "rocm_build_backend/api.py",
+            "docs/index.md", "docs/reference/settings.md", "tests/conftest.py", ".ci/run", "tools/setup.sh"} <= names
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (the tests run from an sdist): no list of tracked files")
+    tracked = run(["git", "ls-files", "tests", "sample_projects", "docs", "tools", "examples", ".ci"], cwd=ROOT, check=True)
+    assert set(tracked.stdout.split()) <= names
+    assert not [n for n in names if n.startswith("bench/") or "__pycache__" in n]
     shipped = {n for n in names if n.startswith("rocm_build_backend/") and n.endswith(".py")}
     assert shipped == {p.relative_to(ROOT).as_posix() for p in (ROOT / "rocm_build_backend").rglob("*.py")}
+
+
+def zf_text(wheel: Path, name: str) -> str:
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.read(name).decode()
 
 
 def test_the_wheel_carries_the_license_and_py_typed(wheel):
@@ -63,7 +74,15 @@ def test_the_wheel_carries_the_license_and_py_typed(wheel):
     assert "rocm_build_backend/py.typed" in names
     assert meta["License-Expression"] == "MIT" and meta.get_all("License-File") == ["LICENSE"]
     assert license_text.startswith("MIT License") and "rocm-build-backend contributors" in license_text
-    assert "Typing :: Typed" in meta.get_all("Classifier")
+    classifiers = meta.get_all("Classifier")
+    assert "Typing :: Typed" in classifiers
+    assert [c for c in classifiers if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)] == [
+        f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 15)]
+    assert meta["Requires-Python"] == ">=3.10"
+    assert "AMD ROCm" in meta["Summary"] and "NVIDIA CUDA" in meta["Summary"]
+    assert meta.get_all("Provides-Extra") is None  # the test tools are a dependency group, not an extra
+    entry_points = zf_text(wheel, f"{dist_info}/entry_points.txt")
+    assert "[validate_pyproject.tool_schema]\nrocm-build-backend = rocm_build_backend.data:settings_schema" in entry_points
     # the zstd decoder for compressed device code is in the default install, not behind an extra
     plain = [r for r in meta.get_all("Requires-Dist") if "extra ==" not in r]
     assert 'backports.zstd>=1.0; python_version < "3.14"' in plain, plain

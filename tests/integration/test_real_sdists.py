@@ -24,7 +24,7 @@ import pytest
 
 import realinputs
 from rocm_build_backend.builder.profiles import TARGET_LISTS, all_profiles, profile_for, select_profile
-from rocm_build_backend.builder.configure import SHIM, configure
+from rocm_build_backend.builder.configure import PIN, SHIM, configure
 from rocm_build_backend.builder.projectname import find_name
 from rocm_build_backend.gpu.targets import parse_targets
 from helpers import MARKER, ROOT, CorpusError, copy_tree, load_pins, pinned_file, sdist_tree
@@ -86,7 +86,9 @@ def test_configure_changes_only_build_system_and_our_table(real, tmp_path):
     assert after["build-system"]["build-backend"] == SHIM
     old_requires = (before.get("build-system") or {}).get("requires", [])
     assert after["build-system"]["requires"][: len(old_requires)] == old_requires
-    assert after["build-system"]["requires"][-1] == "rocm-build-backend"
+    # the exact pin of this version, then what setup.py imports that requires lacks (torch)
+    assert after["build-system"]["requires"][-len(result.added):] == list(result.added)
+    assert result.added[0] == PIN and set(result.added[1:]) <= {"torch"}
     assert after["tool"]["rocm-build-backend"]["backend"] == pin["backend"]
     assert configure(project).changed is False
 

@@ -7,6 +7,7 @@ matrix. The repair command runs on a real wheel in ``tests/integration/test_sbom
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -70,11 +71,45 @@ def test_the_workflow_validates_against_the_github_workflow_schema(tmp_path):
 
 def test_the_merge_step_adds_every_jobs_wheels_to_the_index():
     publish = _workflow()["jobs"]["publish"]
-    assert publish["needs"] == "build" and publish["concurrency"]["cancel-in-progress"] is False
-    runs = [s.get("run", "") for s in publish["steps"]]
-    assert any(MERGE in run for run in runs)
-    assert f"rocm-build-backend=={__version__}" in "\n".join(runs)
+    assert publish["needs"] == ["build", "smoke"] and publish["concurrency"]["cancel-in-progress"] is False
+    runs = "\n".join(s.get("run", "") for s in publish["steps"])
+    assert MERGE + " --json > changes.json" in runs
     assert MERGE in (ROOT / "docs" / "scale-out.md").read_text()
+    # incremental: no sync of the bucket, only the files the run wrote go up, and the state
+    # (SQLite) lives apart from the served tree
+    assert "sync" not in runs and "files_written" in runs and "pages_written" in runs
+    assert '"$STATE/.rocm-build-backend-index.sqlite3"' in runs and publish["env"]["STATE"] != publish["env"]["INDEX"]
+
+
+def test_the_shim_is_got_with_hashes_and_the_actions_are_current():
+    workflow = _workflow()
+    runs = [s.get("run", "") for job in workflow["jobs"].values() for s in job["steps"]]
+    installs = [r for r in runs if "ci/tools-requirements.txt" in r]
+    assert installs and all("--require-hashes" in r for r in installs)
+    for name in ("tools-requirements.in", "build-constraints.in"):
+        pins = [line for line in (EXAMPLE / "ci" / name).read_text().splitlines() if line.startswith("rocm-build-backend")]
+        assert pins == [f"rocm-build-backend=={__version__}"], name
+    uses = {s["uses"].split("@")[0]: s["uses"].split("@")[1] for job in workflow["jobs"].values()
+            for s in job["steps"] if "uses" in s}
+    assert uses == {"actions/checkout": "v5", "actions/setup-python": "v6", "actions/upload-artifact": "v6",
+                    "actions/download-artifact": "v7", "aws-actions/configure-aws-credentials": "v6"}
+
+
+def test_each_image_has_its_dockerfile_and_a_gpu_runs_the_wheels():
+    workflow = _workflow()
+    images = "\n".join(s.get("run", "") for s in workflow["jobs"]["images"]["steps"])
+    for vendor in ("rocm", "cuda"):
+        dockerfile = EXAMPLE / "docker" / f"{vendor}.Dockerfile"
+        assert f"ci/docker/{vendor}.Dockerfile" in images and dockerfile.is_file()
+        assert ("hipcc --version" if vendor == "rocm" else "nvcc --version") in dockerfile.read_text()
+    images_used = {entry["image"] for entry, _ in _jobs()}
+    assert images_used == {"${{ needs.images.outputs.rocm }}", "${{ needs.images.outputs.cuda }}"}
+    smoke = workflow["jobs"]["smoke"]
+    assert smoke["needs"] == "build" and "self-hosted" in smoke["runs-on"]
+    families = {entry["family"]: entry["vendor"] for entry, _ in _jobs()}
+    assert {families[f] for f in smoke["strategy"]["matrix"]["family"]} == {"amd", "nvidia"}
+    runs = "\n".join(s.get("run", "") for s in smoke["steps"])
+    assert "rocm-build-backend check dist/*.whl" in runs and "check --env" in runs
 
 
 def test_cibuildwheel_prints_the_configured_wheels_for_every_job():
@@ -107,6 +142,7 @@ def test_cibuildwheel_reads_each_jobs_settings_for_the_shim():
             assert entry["targets"] == entry["family"]
         assert settings["ROCM_BUILD_BACKEND_LOCAL_VERSION"] == "true"
         assert settings["PIP_FIND_LINKS"] == "/project/ci/wheels"
+        assert settings["PIP_CONSTRAINT"] == "/project/ci/build-constraints.txt"
         assert options.manylinux_images["x86_64"] == entry["image"]
         assert options.build_frontend.name == "build"
         for library in ("libamdhip64.so*", "libhsa-runtime64.so*", "libcudart.so*", "libcuda.so*"):
@@ -187,3 +223,45 @@ def test_the_matrix_run_as_parallel_jobs_merged_at_once_gives_the_pages_of_one_r
             for version in ("1.0", "1.1"):
                 assert local_version(version, e["targets"].split(";")) in page, (target, version)
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+
+
+def _published_run(tmp_path: Path, bucket: Path, state: Path, dist: Path, run_no: int) -> None:
+    """One run of the publish job, with folders for the buckets: the state fetched into an empty
+    site/, the workflow's merge command, then only the files and pages it wrote uploaded, and
+    the state saved apart from the served tree."""
+    site = tmp_path / f"site-{run_no}"
+    site.mkdir()
+    if (state / ".rocm-build-backend-index.sqlite3").exists():
+        shutil.copy(state / ".rocm-build-backend-index.sqlite3", site)
+    proc = run([sys.executable, "-m", "rocm_build_backend", "index", "--add", *sorted(dist.glob("wheels-*")),
+                "-o", site, "--json"], env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    changes = json.loads(proc.stdout)
+    for path in changes["files_written"] + changes["pages_written"]:
+        (bucket / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(site / path, bucket / path)
+    state.mkdir(exist_ok=True)
+    shutil.copy(site / ".rocm-build-backend-index.sqlite3", state)
+
+
+def test_the_incremental_publish_serves_what_one_run_over_every_wheel_serves(tmp_path):
+    """Two workflow runs (two tags), each publishing only what it wrote on top of the bucket, with
+    only the state carried between them: the bucket then serves the pages of one run over every
+    wheel, and holds no state, lock or staging file."""
+    from helpers import make_wheel
+
+    bucket, state, every = tmp_path / "bucket", tmp_path / "state", tmp_path / "every"
+    for run_no, (version, families) in enumerate([("1.0", ("gfx94X-dcgpu", "sm_90")), ("1.1", ("gfx94X-dcgpu",))]):
+        dist = tmp_path / f"dist-{run_no}"
+        for family in families:
+            targets = ["gfx942"] if family.startswith("gfx") else ["sm_90"]
+            for folder in (dist / f"wheels-{family}", every):
+                make_wheel(folder, "your-project", local_version(version, targets), dist="your_project",
+                           device={"your_project/_k.so": targets})
+        _published_run(tmp_path, bucket, state, dist, run_no)
+    one = tmp_path / "one"
+    assert publish(one, add=[every]).exit_code == 0
+    assert _pages(bucket) == _pages(one) and (bucket / "index.html").read_bytes() == (one / "index.html").read_bytes()
+    served = {p.relative_to(bucket).as_posix() for p in bucket.rglob("*") if p.is_file()}
+    assert not [p for p in served if p.startswith(".") or "/." in p], served
+    assert inconsistencies(bucket) == []

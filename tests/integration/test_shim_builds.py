@@ -140,7 +140,7 @@ BAD = [
     ("conflict", {"PYTORCH_ROCM_ARCH": "gfx1030"}, ["rocm-build-backend.targets=gfx90a"], "PYTORCH_ROCM_ARCH=gfx1030", "gfx90a"),
     ("unknown setting", {"ROCM_BUILD_BACKEND_TARGET": "gfx90a"}, [], "unknown setting ROCM_BUILD_BACKEND_TARGET", "did you mean 'targets'"),
     ("bad value", {}, ["rocm-build-backend.verify=sometimes"], "bad value 'sometimes'", "verify"),
-    ("auto, no GPU", {"ROCM_BUILD_BACKEND_SYSFS_ROOT": "EMPTY"}, [], "no AMD GPU found", "ROCM_BUILD_BACKEND_TARGETS="),
+    ("auto, no GPU", {"ROCM_BUILD_BACKEND_SYSFS_ROOT": "EMPTY"}, [], "no GPU found", "ROCM_BUILD_BACKEND_TARGETS="),
 ]
 
 

@@ -10,7 +10,7 @@ else:
 import pytest
 
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.builder.configure import configure
+from rocm_build_backend.builder.configure import PIN, configure
 
 ORIGINAL = """\
 # A project like PyTorch's, with comments we must keep.
@@ -36,7 +36,7 @@ def test_wraps_the_declared_backend_and_keeps_comments(tmp_path):
     data = tomllib.loads(text)
     assert changed and "setuptools.build_meta" in message
     assert data["build-system"]["build-backend"] == "rocm_build_backend"
-    assert data["build-system"]["requires"] == ["setuptools>=70", "wheel", "rocm-build-backend"]
+    assert data["build-system"]["requires"] == ["setuptools>=70", "wheel", PIN]
     assert data["tool"]["rocm-build-backend"]["backend"] == "setuptools.build_meta"
     for comment in ("# A project like PyTorch's", "# setuptools, pinned", "# keep me", "# name comment"):
         assert comment in text
@@ -98,7 +98,7 @@ def test_requirement_with_extras_stays_valid(tmp_path):
             'build-backend = "scikit_build_core.build"\n\n[project]\nname = "llama_cpp_python"\n'
             'dynamic = ["version"]\n')
     _, after, _ = _configure_and_load(tmp_path, text)
-    assert after["build-system"]["requires"] == ["scikit-build-core[pyproject]>=0.9.2", "rocm-build-backend"]
+    assert after["build-system"]["requires"] == ["scikit-build-core[pyproject]>=0.9.2", PIN]
     assert after["tool"]["rocm-build-backend"] == {"backend": "scikit_build_core.build"}
 
 
@@ -106,7 +106,7 @@ def test_torch_extra_in_a_multiline_array(tmp_path):
     text = ('[build-system]\nrequires = [\n    "setuptools>=64",\n    "torch[cpu]>=2",\n]\n'
             'build-backend = "setuptools.build_meta"\n\n[project]\nname = "demo"\n')
     _, after, after_text = _configure_and_load(tmp_path, text)
-    assert after["build-system"]["requires"] == ["setuptools>=64", "torch[cpu]>=2", "rocm-build-backend"]
+    assert after["build-system"]["requires"] == ["setuptools>=64", "torch[cpu]>=2", PIN]
     assert '    "torch[cpu]>=2",\n' in after_text
 
 
@@ -115,7 +115,7 @@ def test_bracket_in_a_comment_inside_the_array(tmp_path):
             '    "wheel",  # ] closes nothing\n]\nbuild-backend = "setuptools.build_meta"\n\n'
             '[project]\nname = "demo"\nversion = "1"\n')
     _, after, after_text = _configure_and_load(tmp_path, text)
-    assert after["build-system"]["requires"] == ["setuptools", "wheel", "rocm-build-backend"]
+    assert after["build-system"]["requires"] == ["setuptools", "wheel", PIN]
     assert "# ] closes nothing" in after_text and "# needs >= 64 [see below]" in after_text
 
 
@@ -236,7 +236,7 @@ def test_cli_diff_shows_the_change_and_writes_nothing(tmp_path):
     proc = _cli(tmp_path, "--diff")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("--- a/pyproject.toml\n+++ b/pyproject.toml\n")
-    assert '+requires = [' not in proc.stdout and '+    "rocm-build-backend",' in proc.stdout
+    assert '+requires = [' not in proc.stdout and f'+    "{PIN}",' in proc.stdout
     assert (tmp_path / "pyproject.toml").read_text() == ORIGINAL
 
 
@@ -272,7 +272,7 @@ def test_tool_tables_spread_over_the_file(tmp_path):
     assert after["tool"]["rocm-build-backend"] == {"backend": "scikit_build_core.build"}
     assert after_text.startswith(text.split("[tool.pytest")[0].replace(
         'build-backend = "scikit_build_core.build"', 'build-backend = "rocm_build_backend"').replace(
-        '>=0.9.2"]', '>=0.9.2", "rocm-build-backend"]'))
+        '>=0.9.2"]', f'>=0.9.2", "{PIN}"]'))
 
 
 def test_file_without_a_final_newline(tmp_path):
@@ -374,3 +374,71 @@ def test_diff_of_a_file_without_a_final_newline_applies_with_patch(tmp_path):
     if shutil.which("patch"):
         subprocess.run(["patch", "-p1", "-s"], input=result.diff(), text=True, cwd=tmp_path, check=True)
         assert (tmp_path / "pyproject.toml").read_text() == result.after
+
+
+# -- safe by default: an exact pin, the build requirements setup.py shows, what isolation lacks --
+
+TORCH_SETUP = """\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+import numpy, pybind11, packaging.version
+import versioneer  # the project's own module, beside setup.py
+import cupy_builder  # the project's own package, one folder down (sys.path extended)
+import os.path
+
+setup(name="ext", cmdclass={"build_ext": BuildExtension})
+"""
+
+
+def test_it_pins_this_version_and_says_how_to_add_its_hash(tmp_path):
+    from rocm_build_backend._version import __version__
+
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=64"]\n'
+                                            'build-backend = "setuptools.build_meta"\n')
+    result = configure(tmp_path)
+    assert PIN == f"rocm-build-backend=={__version__}" and result.added == (PIN,)
+    assert tomllib.loads((tmp_path / "pyproject.toml").read_text())["build-system"]["requires"] == ["setuptools>=64", PIN]
+    (note,) = result.notes
+    assert "--require-hashes" in note and f"{PIN} --hash=sha256:" in note
+    assert result.to_json()["requires_added"] == [PIN] and result.to_json()["notes"] == [note]
+
+
+def test_a_torch_extension_gets_torch_and_hears_what_isolation_lacks(tmp_path):
+    (tmp_path / "setup.py").write_text(TORCH_SETUP)
+    (tmp_path / "versioneer.py").write_text("")
+    (tmp_path / "install" / "cupy_builder").mkdir(parents=True)
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=64", "numpy"]\n'
+                                            'build-backend = "setuptools.build_meta"\n')
+    result = configure(tmp_path)
+    requires = tomllib.loads((tmp_path / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert requires == ["setuptools>=64", "numpy", PIN, "torch"] and result.added == (PIN, "torch")
+    torch_note, lacking = result.notes[1:]
+    assert torch_note.startswith("added torch to requires (setup.py imports it)") and "--no-build-isolation" in torch_note
+    # not numpy (listed), packaging (setuptools brings it), versioneer, cupy_builder (the project's), os
+    assert lacking.startswith("warning: setup.py imports pybind11, which requires does not list")
+
+
+def test_a_setup_py_only_torch_project_gets_torch_too(tmp_path):
+    (tmp_path / "setup.py").write_text(TORCH_SETUP)
+    result = configure(tmp_path)
+    requires = tomllib.loads((tmp_path / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert requires == ["setuptools>=40.8.0", PIN, "torch"] and "torch" in result.added
+
+
+def test_an_unpinned_shim_already_listed_is_warned_about(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools", "rocm-build-backend>=0.1"]\n'
+                                            'build-backend = "setuptools.build_meta"\n')
+    result = configure(tmp_path)
+    assert result.added == ()
+    (note,) = result.notes
+    assert note.startswith("warning: requires lists 'rocm-build-backend>=0.1' without an exact version") and PIN in note
+
+
+def test_the_cli_prints_the_notes_on_stderr(tmp_path):
+    (tmp_path / "setup.py").write_text(TORCH_SETUP)
+    proc = _cli(tmp_path, "--dry-run")
+    assert proc.returncode == 0 and proc.stdout.startswith("would write ")
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith(f"note: {PIN} is pinned") and lines[1].startswith("note: added torch")
+    assert lines[2].startswith("warning: setup.py imports numpy, pybind11, versioneer, cupy_builder,")
+    assert not (tmp_path / "pyproject.toml").exists()

@@ -595,9 +595,9 @@ def test_no_gpu_message_names_each_probe(tmp_path):
     with pytest.raises(NoGpuDetectedError) as info:
         D.require_targets(got)
     err = info.value
-    assert err.message == ("no AMD GPU found (KFD: no GPU nodes (1 CPU node); "
+    assert err.message == ("no GPU found (KFD: no GPU nodes (1 CPU node); "
                            "rocminfo: 'ROCk module is NOT loaded, possibly no GPU devices')")
-    assert "Secure Boot" in err.hint and err.hint.endswith("set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942")
+    assert "Secure Boot" in err.hint and err.hint.endswith("set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942 or ROCM_BUILD_BACKEND_TARGETS=sm_90 (or TORCH_CUDA_ARCH_LIST=9.0)")
     assert err.exit_code == 3 and str(err).splitlines()[1].startswith("hint: ")
 
 
@@ -628,15 +628,15 @@ def test_driver_missing_with_amd_gpu_on_pci(tmp_path):
     with pytest.raises(NoGpuDetectedError) as info:
         D.require_targets(got)
     assert "AMD GPU is on the PCI bus" in info.value.hint
-    assert info.value.message == "no AMD GPU found (KFD: no KFD topology (amdgpu driver not loaded))"
+    assert info.value.message == "no GPU found (KFD: no KFD topology (amdgpu driver not loaded))"
 
 
 def test_no_specific_hint_without_evidence():
     got = D.detect(recorded={}, env={})
     with pytest.raises(NoGpuDetectedError) as info:
         D.require_targets(got)
-    assert info.value.hint == "set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942"
-    assert info.value.message == "no AMD GPU found (no probe ran)"
+    assert info.value.hint == "set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942 or ROCM_BUILD_BACKEND_TARGETS=sm_90 (or TORCH_CUDA_ARCH_LIST=9.0)"
+    assert info.value.message == "no GPU found (no probe ran)"
 
 
 def test_all_hidden_error(tmp_path):

@@ -88,8 +88,8 @@ def test_an_edit_made_between_the_read_and_the_write_is_kept(tmp_path, monkeypat
     theirs = file.read_text() + '\n[tool.theirs]\nx = 1\n'
     real = C._new_text
 
-    def meanwhile(path, before):  # someone saves the file while configure works on it
-        out = real(path, before)
+    def meanwhile(path, before, *rest):  # someone saves the file while configure works on it
+        out = real(path, before, *rest)
         file.write_text(theirs)
         return out
 

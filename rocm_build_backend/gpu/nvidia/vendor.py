@@ -9,6 +9,7 @@ replay under the probe names ``nvidia-smi`` (``--query-gpu=index,name,compute_ca
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Sequence
 
 from rocm_build_backend.gpu.nvidia import loader
@@ -19,6 +20,8 @@ from rocm_build_backend.gpu.vendor import RecordedOutput
 if TYPE_CHECKING:
     from rocm_build_backend.gpu.device import Probing, VendorDetection
 
+_CC = re.compile(r"([0-9]{1,2})\.([0-9])([af]?)(?:\+ptx)?")
+_SM = re.compile(r"sm([0-9]{2,3})([af]?)")
 _HINTS = {
     "nvidia_not_found": "on an NVIDIA machine, check the driver with nvidia-smi",
     "cuda_visible_devices": "fix CUDA_VISIBLE_DEVICES (GPU indices or UUIDs as nvidia-smi -L prints them)",
@@ -54,6 +57,15 @@ class _Nvidia:
         except Exception as exc:  # noqa: BLE001 - UnknownTargetError: an unknown number suggests names
             message = getattr(exc, "message", str(exc))
             return None if "unknown NVIDIA compute capability" in message else message
+
+    def meant(self, text: str) -> list[str]:
+        """The target a compute capability stands for: ``9.0`` (PyTorch's, nvidia-smi's spelling),
+        ``9.0a``, ``sm90`` -> ``sm_90``, ``sm_90a``; [] for anything else."""
+        m = _CC.fullmatch(text) or _SM.fullmatch(text)
+        if m is None:
+            return []
+        name = f"sm_{m.group(1)}{m.group(2) or ''}{m.group(3)}" if m.re is _CC else f"sm_{m.group(1)}{m.group(2)}"
+        return [name] if isinstance(self.parse(name), GpuTarget) else []
 
     def table_key(self, processor: str) -> str:
         m = CUDA_TARGET_NAME.fullmatch(processor)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from rocm_build_backend import progress
 from rocm_build_backend.binary.audit import sorted_targets
 from rocm_build_backend.errors import CANNOT_TELL, DEFINITE_NO
 from rocm_build_backend.files import read_regular
@@ -248,6 +249,7 @@ def check_environment(
     for location in dirs:
         for dist in distributions(location):
             n_dists += 1
+            progress.step("checking distributions", n_dists)
             n_files += len(dist.files)
             paths, opened = device_candidates(dist, seen)
             n_candidates += len(paths)
@@ -255,6 +257,7 @@ def check_environment(
             check = _judge(dist, paths, devs, generic_ok, cache, strict)
             if check is not None:
                 checks.append(check)
+    progress.step("checking distributions", n_dists, n_dists)  # done
     cache.save()
     scanned = {"distributions": n_dists, "files": n_files, "opened": n_opened, "audited": n_candidates,
                "cached": cache.hits}

@@ -20,6 +20,7 @@ It writes no page and removes nothing that an earlier run wrote.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import time
@@ -31,6 +32,7 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from rocm_build_backend import progress
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.wheel.index.files import (
     INCOMING,
@@ -252,7 +254,14 @@ def read_all(lay: Layout, items: list[Item]) -> dict[str, Read]:
             (lay.files_dir / INCOMING).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise write_failed(exc, lay.out_dir, lay.files_dir / INCOMING) from None
-    return parallel(lambda item: _read(lay, item), items, key=lambda item: item.fn)
+    done = itertools.count(1)  # next() is atomic: the reading threads share it
+
+    def read(item: Item) -> Read:
+        got = _read(lay, item)
+        progress.step("reading wheels", next(done), len(items))
+        return got
+
+    return parallel(read, items, key=lambda item: item.fn)
 
 
 def drop_stages(reads: dict[str, Read]) -> None:
