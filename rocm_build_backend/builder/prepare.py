@@ -24,7 +24,7 @@ from rocm_build_backend.builder.plan import BuildPlan, Host, build_inputs, make_
 from rocm_build_backend.builder.settings import Settings
 from rocm_build_backend.builder.source import Project
 from rocm_build_backend.builder.switches import Finding, scan
-from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
+from rocm_build_backend.errors import ConfigError, NoGpuDetectedError, ToolchainError
 from rocm_build_backend.gpu.build import Toolchain, choose_vendor
 from rocm_build_backend.gpu.detect import detect, require_targets
 from rocm_build_backend.gpu.targets import join_targets, parse_targets
@@ -152,6 +152,7 @@ class Prepared:
     plan: BuildPlan
     compiler: Toolchain | None
     detection: Detection | None
+    compiler_problem: ToolchainError | None = None  # ``plan`` only: the check failed, the plan goes on
 
 
 def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, str]) -> Toolchain | None:
@@ -162,22 +163,31 @@ def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, s
     return side.check_toolchain(side.code_targets(resolved.targets, inputs), inputs)
 
 
-def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True) -> Prepared:
-    """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing."""
+def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True,
+            keep_going: bool = False) -> Prepared:
+    """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing. With
+    ``keep_going`` (``plan``) a compiler that cannot emit a target is kept as
+    ``compiler_problem`` and the plan is made all the same."""
     env = os.environ if env is None else env
     settings = project.settings
     resolved = resolve_targets(settings, env)
     targets = resolved.targets
     compiler: Toolchain | None = None
     # a project that declares it has no GPU code (verify = "off") compiles nothing for the targets
+    problem: ToolchainError | None = None
     if check_compiler and settings.compiler_check and settings.verify != "off":
-        compiler = _check_toolchain(resolved, settings, env)
+        try:
+            compiler = _check_toolchain(resolved, settings, env)
+        except ToolchainError as exc:
+            if not keep_going:
+                raise
+            problem = exc
     kind = backend_kind(settings.backend)
     findings, extensions = read_source(project.source_dir, kind, env)
     plan = make_plan(targets, resolved.source, settings, env, backend_kind=kind,
                      config_settings=project.forward, host=host_facts(), dist_name=project.dist_name,
                      source_detail=resolved.detail, findings=findings, extensions=extensions)
-    return Prepared(project, plan, compiler, resolved.detection)
+    return Prepared(project, plan, compiler, resolved.detection, problem)
 
 
 def show(prepared: Prepared) -> None:

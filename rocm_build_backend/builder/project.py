@@ -84,7 +84,7 @@ def plan_project(path: Path, config_settings: Mapping[str, Any]) -> tuple[Prepar
     path = project_folder(path)
     project = load_project(shim_settings(path, config_settings), source_dir=path)
     wrapped_backend(project)  # a backend the build could not import stops the plan as it would the build
-    prepared = prepare(project)
+    prepared = prepare(project, keep_going=True)
     stale = find_stale(path, [str(t) for t in prepared.plan.targets], extra=backend_build_dirs(project))
     return prepared, stale
 
@@ -174,6 +174,8 @@ def plan_json(prepared: Prepared, stale: list[StaleTree]) -> dict[str, Any]:
     data.update(prepared.plan.to_json())
     compiler = prepared.compiler.to_json() if prepared.compiler else None
     data["compiler"] = {k: v for k, v in compiler.items() if k != "path"} if compiler else None
+    problem = prepared.compiler_problem
+    data["compiler_problem"] = {"message": problem.message, "hint": problem.hint} if problem else None
     data["stale"] = [{"path": str(t.path), "built_for": t.built_for, "owned": t.owned,
                       "action": "remove" if clean and t.owned else "stop"} for t in stale]
     return data

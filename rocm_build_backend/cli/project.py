@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from rocm_build_backend.cli.common import (
     AddVerb, C_HELP, JSON_HELP, PATH_HELP, SOURCE_HELP, build_settings, print_json,
@@ -27,7 +28,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     data = plan_json(prepared, stale)
     if args.json:
         print_json(data)
-        return 0
+    else:
+        _print_plan(prepared, stale, data, clean)
+    if prepared.compiler_problem is not None:  # the plan is shown; the check's verdict decides the exit
+        raise prepared.compiler_problem
+    return 0
+
+
+def _print_plan(prepared: Any, stale: list[Any], data: dict[str, Any], clean: bool) -> None:
     for line in prepared.plan.summary():
         print(line)
     if prepared.compiler:
@@ -38,7 +46,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         else:
             why = "" if tree.owned else ", and nothing proves a build of this project made it"
             print(f"warning: stale build tree {tree.path} (built for {tree.built_for}{why}) will stop the build")
-    return 0
 
 
 def cmd_build(args: argparse.Namespace) -> int:

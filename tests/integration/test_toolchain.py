@@ -40,6 +40,41 @@ def test_rejected_target_is_one_clear_error(env):
     assert "LLVM 17" in exc.value.hint
 
 
+def test_the_hint_names_an_installed_compiler_that_accepts_the_targets(env, tmp_path):
+    c = find_compiler("hipcc", env=env)
+    with pytest.raises(ToolchainError) as exc:
+        require_supported(c, parse_targets("gfx942"), env=env)
+    assert "clang++-19 (clang 19" in exc.value.hint and "ROCM_BUILD_BACKEND_COMPILER=clang++-19" in exc.value.hint
+    # a PATH with hipcc alone: no other compiler to name, the general way out
+    only = tmp_path / "only-hipcc"
+    only.mkdir()
+    (only / "hipcc").symlink_to(c.path)
+    bare = {**env, "PATH": str(only)}
+    with pytest.raises(ToolchainError) as exc:
+        require_supported(find_compiler("hipcc", env=bare), parse_targets("gfx942"), env=bare)
+    assert "installed here" not in exc.value.hint and "install a newer ROCm" in exc.value.hint
+
+
+def test_plan_shows_the_plan_and_names_the_compiler_that_can(env, tmp_path):
+    """Debian's hipcc rejects gfx942: plan still shows what a build gets, and exits 1 naming clang++-19."""
+    import json
+    import sys
+
+    from helpers import ROOT, validate_json
+
+    argv = [sys.executable, "-m", "rocm_build_backend", "plan", ROOT / "sample_projects" / "setuptools_hip",
+            "--targets", "gfx942"]
+    text = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, timeout=300)
+    assert text.returncode == 1, text.stderr
+    assert "PYTORCH_ROCM_ARCH=gfx942" in text.stdout  # the plan is there
+    assert text.stderr.splitlines()[-2].startswith("error: hipcc (HIP 5.2") and "clang++-19" in text.stderr.splitlines()[-1]
+    js = subprocess.run([str(a) for a in [*argv, "--json"]], capture_output=True, text=True, env=env, timeout=300)
+    assert js.returncode == 1
+    doc = validate_json("plan", js.stdout)
+    assert doc["targets"] == ["gfx942"] and doc["compiler"] is None
+    assert "clang++-19" in doc["compiler_problem"]["hint"] and json.loads(js.stdout) == doc
+
+
 def test_clang19_emits_newer_targets(env):
     c = find_compiler("clang-19", env=env)
     verdict = check_targets(c, parse_targets("gfx942;gfx1151;gfx1201;gfx950"), env=env)

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rocm_build_backend.errors import ToolchainError
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target
@@ -219,8 +219,33 @@ def check_targets(compiler: Compiler, targets: Sequence[GpuTarget], *, env: Mapp
     return {t: verdict[t] for t in wanted}
 
 
+def _installed_others(compiler: Compiler, env: Mapping[str, str], run: Callable[..., Any]) -> Iterator[Compiler]:
+    """The other HIP compilers installed here (``amdclang++``, ``clang++-NN`` on PATH), newest
+    first: what the user could point the ``compiler`` setting at."""
+    seen = {os.path.realpath(compiler.path)}
+    names = ["amdclang++", "/opt/rocm/bin/amdclang++", *(f"clang++-{v}" for v in range(30, 13, -1)), "clang++"]
+    for name in names:
+        path = _which(name, env)
+        if path is None or os.path.realpath(path) in seen:
+            continue
+        seen.add(os.path.realpath(path))
+        yield _probe_version(name, path, run, env)
+
+
+def able_compiler(compiler: Compiler, targets: Sequence[GpuTarget], *, env: Mapping[str, str] | None = None,
+                  run: Callable[..., Any] | None = None) -> Compiler | None:
+    """An installed compiler other than ``compiler`` that emits code for every one of ``targets``."""
+    env = os.environ if env is None else env
+    run = run or subprocess.run
+    for other in _installed_others(compiler, env, run):
+        if not any(check_targets(other, targets, env=env, run=run).values()):
+            return other
+    return None
+
+
 def require_supported(compiler: Compiler, targets: Sequence[GpuTarget], **kw: Any) -> None:
-    """Raise ToolchainError naming the compiler, its version and every target it rejects."""
+    """Raise ToolchainError naming the compiler, its version and every target it rejects; the
+    hint names an installed compiler that accepts them all, when there is one."""
     verdict = check_targets(compiler, targets, **kw)
     bad = {t: why for t, why in verdict.items() if why}
     if not bad:
@@ -233,9 +258,13 @@ def require_supported(compiler: Compiler, targets: Sequence[GpuTarget], **kw: An
             needs.append(f"{t} needs LLVM {llvm} or newer")
     names = ", ".join(bad)
     first = next(iter(bad.values()))
-    raise ToolchainError(
-        f"{compiler.describe()} cannot emit code for {names}: {first}",
-        hint=("; ".join(needs) + "; " if needs else "")
-        + "install a newer ROCm, choose other targets, or point the compiler setting at one that can "
-        "(ROCM_BUILD_BACKEND_COMPILER=/opt/rocm/bin/amdclang++)",
-    )
+    able = able_compiler(compiler, targets, **kw)
+    if able is not None:
+        way = (f"{able.describe()}, installed here, accepts {' '.join(str(t) for t in targets)}: check with it "
+               f"(ROCM_BUILD_BACKEND_COMPILER={able.name}) and build with it (the project's HIP compiler: "
+               f"HIPCXX or CMAKE_HIP_COMPILER)")
+    else:
+        way = ("install a newer ROCm, choose other targets, or point the compiler setting at one that can "
+               "(ROCM_BUILD_BACKEND_COMPILER=/opt/rocm/bin/amdclang++)")
+    raise ToolchainError(f"{compiler.describe()} cannot emit code for {names}: {first}",
+                         hint=("; ".join(needs) + "; " if needs else "") + way)
