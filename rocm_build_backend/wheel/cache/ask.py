@@ -22,7 +22,6 @@ times out or prints too much counts as no answer. It removes nothing.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import re
 import shutil
@@ -70,9 +69,9 @@ def _one_path(text: str | None, cwd: Path) -> Path | None:
 
 
 def pip_command(prefix: Path, platform: str) -> list[str] | None:
-    """``python -m pip`` for the Python at ``prefix``; None when it has no pip to ask."""
-    if Path(prefix) == Path(sys.prefix):
-        return [sys.executable, "-m", "pip"] if importlib.util.find_spec("pip") else None
+    """``python -m pip`` for the Python at ``prefix``; None when there is no Python there."""
+    if Path(prefix) == Path(sys.prefix):  # a Python without pip fails to answer: no answer
+        return [sys.executable, "-m", "pip"]  # (not importlib's find_spec: setuptools hooks it for pip)
     python = Path(prefix) / ("Scripts/python.exe" if platform.startswith("win") else "bin/python")
     return [str(python), "-m", "pip"] if python.is_file() else None
 
