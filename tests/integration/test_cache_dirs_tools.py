@@ -54,6 +54,8 @@ def uv_says(env: dict, cwd: Path) -> Path:
 PIP_CASES = {
     "default": {},
     "PIP_CACHE_DIR": {"env": {"PIP_CACHE_DIR": "{t}/from-env"}},
+    "empty PIP_CACHE_DIR": {"files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"},
+                            "env": {"PIP_CACHE_DIR": ""}},
     "PIP_CONFIG_FILE": {"files": {"cfg/pip.conf": "[global]\ncache-dir = {t}/from-config-file\n"},
                         "env": {"PIP_CONFIG_FILE": "{t}/cfg/pip.conf"}},
     "user config": {"files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"}},

@@ -94,7 +94,7 @@ def _pip_sections(text: str | None) -> dict[str, str] | None:
             value = ast.literal_eval(m["value"])
         except (ValueError, SyntaxError):
             continue
-        if isinstance(value, str):
+        if isinstance(value, str) and value:  # pip takes an empty value (PIP_CACHE_DIR=) as unset
             sections[m["section"]] = value
     return sections
 
