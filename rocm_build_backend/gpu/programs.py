@@ -36,13 +36,14 @@ class Ran:
 
 
 def run_capped(argv: Sequence[str], *, env: Mapping[str, str], timeout: float,
-               limit: int = OUTPUT_LIMIT) -> Ran:
-    """Run ``argv`` with stdin from /dev/null; stop it after ``timeout`` s or ``limit`` bytes.
+               limit: int = OUTPUT_LIMIT, cwd: str | os.PathLike[str] | None = None) -> Ran:
+    """Run ``argv`` (in ``cwd``, default this process's folder) with stdin from /dev/null; stop
+    it after ``timeout`` s or ``limit`` bytes.
 
     Raises OSError when the program cannot start.
     """
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=dict(env), start_new_session=True)
+                            stderr=subprocess.PIPE, env=dict(env), start_new_session=True, cwd=cwd)
     try:
         out, err, timed_out, too_large = _collect(proc, time.monotonic() + timeout, limit)
         if timed_out or too_large:

@@ -1,8 +1,11 @@
-"""Where pip and uv keep their caches: our reading of their variables and configuration files,
-held to the real tools' own answers (``pip cache dir``, ``uv cache dir``) for each mechanism."""
+"""Where pip and uv keep their caches: both ways of finding them, held to the real tools' own
+answers (``pip cache dir``, ``uv cache dir``) for each mechanism. Asking the tools (the default)
+and reading their variables and files (``ask=False``, and where a tool is missing) must agree.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.wheel.cache.dirs import find_caches
-from helpers import write_file
+from helpers import ROOT, write_file
 UV = shutil.which("uv")
 
 
@@ -27,7 +30,12 @@ def world(tmp_path):
 
 
 def ours(tool: str, env: dict, cwd: Path, **kw) -> Path:
-    return next(loc.path for loc in find_caches(env, home=Path(env["HOME"]), cwd=cwd, **kw) if loc.tool == tool)
+    """The folder found both ways: the tool asked, and its files read; the same, and said so."""
+    asked, read = (next(loc for loc in find_caches(env, home=Path(env["HOME"]), cwd=cwd, ask=a, **kw)
+                        if loc.tool == tool) for a in (True, False))
+    assert asked.path == read.path
+    assert asked.source == f"{read.source} ({tool} agrees)"
+    return read.path
 
 
 def pip_says(env: dict, cwd: Path, python: str = sys.executable) -> Path:
@@ -46,6 +54,8 @@ def uv_says(env: dict, cwd: Path) -> Path:
 PIP_CASES = {
     "default": {},
     "PIP_CACHE_DIR": {"env": {"PIP_CACHE_DIR": "{t}/from-env"}},
+    "empty PIP_CACHE_DIR": {"files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"},
+                            "env": {"PIP_CACHE_DIR": ""}},
     "PIP_CONFIG_FILE": {"files": {"cfg/pip.conf": "[global]\ncache-dir = {t}/from-config-file\n"},
                         "env": {"PIP_CONFIG_FILE": "{t}/cfg/pip.conf"}},
     "user config": {"files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"}},
@@ -120,3 +130,55 @@ def test_uv_cache_dir_as_uv_finds_it(world, case):
     cwd = tmp / "proj" / "sub"
     cwd.mkdir(parents=True, exist_ok=True)
     assert ours("uv", env, cwd) == uv_says(env, cwd)
+
+
+def test_a_tools_answer_wins_where_its_files_cannot_be_read(world):
+    """A configuration file over 1 MiB is not read here; the tools read it, and their answer wins."""
+    tmp, home, env = world
+    padding = "#" + "x" * (1 << 20) + "\n"
+    conf = write_file(tmp / "big/pip.conf", padding + f"[global]\ncache-dir = {tmp}/big-pip\n")
+    write_file(tmp / "proj/uv.toml", padding + f'cache-dir = "{tmp}/big-uv"\n')
+    env["PIP_CONFIG_FILE"] = str(conf)
+    cwd = tmp / "proj"
+    read = {loc.tool: loc for loc in find_caches(env, home=home, cwd=cwd, ask=False)}
+    asked = {loc.tool: loc for loc in find_caches(env, home=home, cwd=cwd)}
+    assert read["pip"].path == home / ".cache/pip" != pip_says(env, cwd)
+    assert (asked["pip"].path, asked["pip"].source) == (tmp / "big-pip", "`pip config list`: [global] cache-dir")
+    if UV:
+        assert read["uv"].path == home / ".cache/uv" != uv_says(env, cwd)
+        assert (asked["uv"].path, asked["uv"].source) == (tmp / "big-uv", "`uv cache dir`")
+
+
+def test_without_the_tools_their_files_answer(world):
+    """uv not on PATH, and a Python with no pip (a virtual environment made without it): the
+    variables and files are read, and the folders are the same; ``cache list`` lists pip's
+    wheels from the layout (a ``.whl`` named without a version, which ``pip cache list`` never
+    lists, shows which way was taken)."""
+    tmp, home, env = world
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=300)
+    deps = tmp / "deps"
+    deps.mkdir()
+    for name in ("packaging", "pyproject_hooks", "tomlkit", "backports"):
+        (deps / name).symlink_to(Path(__import__(name).__path__[0]))
+    write_file(tmp / "pipc/wheels/aa/bb/plain-1.0-py3-none-any.whl", "not a zip")
+    write_file(tmp / "pipc/wheels/aa/bb/noversion.whl", "not a zip")
+    write_file(tmp / "home/.config/uv/uv.toml", f'cache-dir = "{tmp}/uvc"\n')
+    bare = dict(env, PATH=str(venv / "bin"), PIP_CACHE_DIR=str(tmp / "pipc"),
+                PYTHONPATH=os.pathsep.join([str(ROOT), str(deps)]))
+    with_tools = dict(bare, PATH=env["PATH"])
+    results = {}
+    for name, run_env, python in (("bare", bare, venv / "bin/python"), ("tools", with_tools, sys.executable)):
+        proc = subprocess.run([str(python), "-m", "rocm_build_backend", "cache", "list", "--targets", "gfx90a",
+                               "--json"], env=run_env, cwd=tmp, capture_output=True, text=True, timeout=120)
+        assert proc.returncode in (0, 1), proc.stderr
+        results[name] = json.loads(proc.stdout)
+    caches = {n: [(c["tool"], c["path"], c["source"]) for c in r["caches"]] for n, r in results.items()}
+    assert caches["bare"] == [("pip", f"{tmp}/pipc", "PIP_CACHE_DIR"),
+                              ("uv", f"{tmp}/uvc", f"{tmp}/home/.config/uv/uv.toml cache-dir")]
+    assert caches["tools"][0] == ("pip", f"{tmp}/pipc", "PIP_CACHE_DIR (pip agrees)")
+    if UV:
+        assert caches["tools"][1] == ("uv", f"{tmp}/uvc", f"{tmp}/home/.config/uv/uv.toml cache-dir (uv agrees)")
+    wheels = {n: sorted(e["wheel"] for e in r["entries"] if e["tool"] == "pip") for n, r in results.items()}
+    assert wheels == {"bare": ["noversion.whl", "plain-1.0-py3-none-any.whl"],
+                      "tools": ["plain-1.0-py3-none-any.whl"]}

@@ -10,10 +10,14 @@ import os
 import subprocess
 import sys
 
+import shutil
+
 import pytest
 
 from rocm_build_backend.wheel.cache.dirs import find_caches
 from helpers import ROOT, write_file
+
+UV = shutil.which("uv")
 
 
 @pytest.fixture
@@ -31,7 +35,10 @@ def test_pip_install_section_overrides_global(world):
     write_file(home / ".config/pip/pip.conf", f"[global]\ncache-dir = {tmp}/g\n[install]\ncache-dir = {tmp}/i\n")
     found = [loc for loc in find_caches(env, home=home, cwd=tmp) if loc.tool == "pip"]
     assert [loc.path for loc in found] == [tmp / "i", tmp / "g"]  # pip install's, then pip wheel's
-    assert found[0].source.endswith("pip.conf [install] cache-dir")
+    assert found[0].source.endswith("pip.conf [install] cache-dir (pip agrees)")  # pip config list
+    read = [loc for loc in find_caches(env, home=home, cwd=tmp, ask=False) if loc.tool == "pip"]
+    assert [loc.path for loc in read] == [tmp / "i", tmp / "g"]
+    assert read[0].source.endswith("pip.conf [install] cache-dir")
 
 
 def test_cache_list_reads_the_configured_caches_and_says_from_where(world):
@@ -46,8 +53,8 @@ def test_cache_list_reads_the_configured_caches_and_says_from_where(world):
     assert proc.returncode == 0, proc.stderr
     caches = json.loads(proc.stdout)["caches"]
     assert [(c["tool"], c["path"]) for c in caches] == [("pip", f"{tmp}/pipc"), ("uv", f"{tmp}/uvc")]
-    assert caches[0]["source"] == f"{conf} [global] cache-dir"
-    assert caches[1]["source"] == f"{tmp}/home/.config/uv/uv.toml cache-dir"
+    assert caches[0]["source"] == f"{conf} [global] cache-dir (pip agrees)"
+    assert caches[1]["source"] == f"{tmp}/home/.config/uv/uv.toml cache-dir" + (" (uv agrees)" if UV else "")
 
 
 def test_cache_without_a_gpu_suggests_its_own_option(world):

@@ -109,4 +109,6 @@ def test_cache_json(wheels, tmp_path):
     proc = cli("cache", "list", "--json", "--targets", "gfx90a", env={"HOME": str(home), "PIP_CACHE_DIR": str(pip)},
                cwd=tmp_path)
     doc = validate("cache", proc.stdout)
-    assert [(c["tool"], c["source"]) for c in doc["caches"]] == [("pip", "PIP_CACHE_DIR"), ("uv", "uv's default")]
+    sources = [(c["tool"], c["source"].split(" (")[0]) for c in doc["caches"]]
+    assert sources == [("pip", "PIP_CACHE_DIR"), ("uv", "uv's default")]
+    assert doc["caches"][0]["source"] == "PIP_CACHE_DIR (pip agrees)"  # pip asked (pip cache dir)

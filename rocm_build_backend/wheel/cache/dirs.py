@@ -1,7 +1,9 @@
 """Where pip and uv keep their caches, and telling one cache's layout from the other's.
 
-``--cache-dir`` on the command line wins; else each tool's own rules, read from the same
-variables and files the tool reads (``find_caches``), without running the tool:
+``--cache-dir`` on the command line wins; else each tool is asked through its public commands
+(``ask.py``: ``uv cache dir``; ``pip cache dir`` with ``pip config list`` for the sections
+``pip install``, ``pip wheel`` and ``pip download`` read), and its variables and files are read
+(``find_caches``) where it cannot answer:
 
 - pip: ``PIP_CACHE_DIR``; else ``cache-dir`` in its configuration files (site-wide, the user's
   unless ``PIP_CONFIG_FILE`` names a file, ``sys.prefix/pip.conf``, then ``PIP_CONFIG_FILE``;
@@ -12,13 +14,15 @@ variables and files the tool reads (``find_caches``), without running the tool:
   system's ``/etc/uv/uv.toml`` (``UV_CONFIG_FILE`` replaces these, ``UV_NO_CONFIG`` skips
   them), else ``~/.cache/uv`` (Windows ``%LOCALAPPDATA%\\uv\\cache``).
 
-Reading the files is chosen over asking ``pip cache dir`` / ``uv cache dir``: it costs no
-process (the tools take 0.1-2 s to start), works when a tool is not installed where this runs
-(its cache may still be full), and ``pip cache dir`` answers for its own ``[cache]`` section,
-not for ``pip install``'s. The tests hold the answers to the real tools' own.
+The tool's answer wins where it gives one; the files are still read, for two reasons: a tool
+is not always installed where this runs (its cache may still be full: pip of another Python,
+uv not on PATH), and neither tool says *which* variable or file named its folder, which the
+report shows (a source the tool confirms reads "... (pip agrees)"). The files are the only
+answer for a pretend platform, home or root (the tests' worlds), which no tool can be asked
+about. The integration tests hold both paths to the real tools' answers.
 
 A folder given on the command line is recognised as pip's or uv's by its layout
-(``classify_cache``).
+(``classify_cache``): no tool has a command that says whether a folder is its cache.
 
 It reads folder names only; it judges no wheel and removes nothing.
 """
@@ -41,6 +45,7 @@ else:  # pragma: no cover - Python 3.10
 import configparser
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.cache.ask import PipAnswer, ask_both, pip_command, uv_command
 from rocm_build_backend.wheel.reader import read_regular_file
 
 
@@ -144,22 +149,35 @@ def _pip_values(files: list[Path]) -> dict[tuple[str, str], tuple[str, str]]:
     return merged
 
 
-def pip_cache_dirs(env: Mapping[str, str], home: Path, platform: str, prefix: Path,
-                   root: Path = Path("/")) -> list[CacheLocation]:
+_PIP_COMMANDS = ("install", "wheel", "download")
+
+
+def pip_cache_dirs_by_command(env: Mapping[str, str], home: Path, platform: str, prefix: Path,
+                              root: Path = Path("/")) -> dict[str, CacheLocation]:
     """Where ``pip install``, ``pip wheel`` and ``pip download`` keep their caches (each reads
-    ``[global]`` and its own section); ``PIP_CACHE_DIR`` overrides every file."""
+    ``[global]`` and its own section); ``PIP_CACHE_DIR`` overrides every file. Read from the
+    files: pip has no command that answers for another command's section (``ask.py``)."""
     if env.get("PIP_CACHE_DIR"):
-        return [CacheLocation("pip", _expanduser(env["PIP_CACHE_DIR"], home), "PIP_CACHE_DIR")]
+        loc = CacheLocation("pip", _expanduser(env["PIP_CACHE_DIR"], home), "PIP_CACHE_DIR")
+        return dict.fromkeys(_PIP_COMMANDS, loc)
     values = _pip_values(_pip_config_files(env, home, platform, prefix, root))
-    out: list[CacheLocation] = []
-    for command in ("install", "wheel", "download"):
+    out: dict[str, CacheLocation] = {}
+    for command in _PIP_COMMANDS:
         for section in (command, "global"):
             value, where = values.get((section, "cache-dir"), ("", ""))
             if value:
-                loc = CacheLocation("pip", _expanduser(value, home), f"{where} [{section}] cache-dir")
+                out[command] = CacheLocation("pip", _expanduser(value, home), f"{where} [{section}] cache-dir")
                 break
-        else:
-            loc = CacheLocation("pip", _default_dirs(env, home, platform)["pip"], "pip's default")
+        else:  # platformdirs' user cache folder, as pip picks it; no pip command prints it when [cache] is set
+            out[command] = CacheLocation("pip", _default_dirs(env, home, platform)["pip"], "pip's default")
+    return out
+
+
+def pip_cache_dirs(env: Mapping[str, str], home: Path, platform: str, prefix: Path,
+                   root: Path = Path("/")) -> list[CacheLocation]:
+    """``pip_cache_dirs_by_command``'s folders, each once, ``pip install``'s first."""
+    out: list[CacheLocation] = []
+    for loc in pip_cache_dirs_by_command(env, home, platform, prefix, root).values():
         if all(loc.path != o.path for o in out):
             out.append(loc)
     return out
@@ -232,19 +250,82 @@ def find_caches(
     cwd: Path | None = None,
     prefix: Path | None = None,
     root: Path = Path("/"),
+    tools: Sequence[str] = ("pip", "uv"),
+    ask: bool = True,
 ) -> list[CacheLocation]:
-    """Every folder pip and uv keep a cache in, as they would pick it: variables, their
-    configuration files, then their defaults. Reads files only; runs neither tool.
+    """Every folder pip and uv keep a cache in, as they pick it: each installed tool asked
+    (``ask.py``), else their variables, configuration files and defaults read here.
 
     ``cwd`` is where uv looks for a project's settings; ``prefix`` the Python whose
-    ``pip.conf`` counts (``sys.prefix``); ``root`` stands for ``/`` in the site-wide paths.
+    ``pip.conf`` counts (``sys.prefix``) and whose pip is asked; ``root`` stands for ``/`` in
+    the site-wide paths. A platform other than this one, a ``home`` other than the
+    environment's HOME or a ``root`` other than ``/`` is a pretend world no tool can be asked
+    about: then only the files are read, as with ``ask=False``.
     """
-    env = os.environ if env is None else env
+    real_env = os.environ if env is None else env
+    real = ask and (platform in (None, sys.platform) and root == Path("/")
+            and (home is None or str(home) == real_env.get("HOME")))
     platform = sys.platform if platform is None else platform
-    home = _home(env, home)
+    home = _home(real_env, home)
     cwd = Path.cwd() if cwd is None else Path(cwd)
     prefix = Path(sys.prefix) if prefix is None else Path(prefix)
-    return pip_cache_dirs(env, home, platform, prefix, root) + [uv_cache_dir(env, home, platform, cwd, root)]
+    pip_read = pip_cache_dirs_by_command(real_env, home, platform, prefix, root) if "pip" in tools else {}
+    uv_read = [uv_cache_dir(real_env, home, platform, cwd, root)] if "uv" in tools else []
+    if not real:
+        return _unique(list(pip_read.values()), cwd) + uv_read
+    pip = pip_command(prefix, platform) if pip_read else None
+    uv = uv_command(real_env) if uv_read else None
+    pip_answer, uv_dir = ask_both(pip, uv, real_env, cwd)
+    return (_pip_asked(pip_answer, pip_read, home, cwd)
+            + [_uv_asked(uv_dir, loc, cwd) for loc in uv_read])
+
+
+def _same(a: Path, b: Path, cwd: Path) -> bool:
+    return os.path.normpath(cwd / a) == os.path.normpath(cwd / b)
+
+
+def _uv_asked(asked: Path | None, read: CacheLocation, cwd: Path) -> CacheLocation:
+    """uv's own answer, named by the setting that gave it where the files agree."""
+    if asked is None:  # uv is not on PATH, or failed: the files are all there is
+        return read
+    if _same(asked, read.path, cwd):
+        return CacheLocation("uv", read.path, f"{read.source} (uv agrees)")
+    return CacheLocation("uv", asked, "`uv cache dir`")
+
+
+def _unique(locs: list[CacheLocation], cwd: Path) -> list[CacheLocation]:
+    out: list[CacheLocation] = []
+    for loc in locs:
+        if all(not _same(loc.path, o.path, cwd) for o in out):
+            out.append(loc)
+    return out
+
+
+def _pip_asked(answer: PipAnswer | None, read: dict[str, CacheLocation], home: Path,
+               cwd: Path) -> list[CacheLocation]:
+    """pip's own answers for ``pip install``, ``pip wheel`` and ``pip download``, in that order.
+
+    A section's ``cache-dir`` comes from ``pip config list``; what none sets from ``pip cache
+    dir``, unless ``[cache]`` sets one (then ``pip cache dir`` answers for itself only, and no
+    command of pip says its default folder: the default read here stands). Without pip (or
+    when ``pip config list`` fails) the files read here are the answer.
+    """
+    if answer is None:  # no pip in that Python, or it failed: the files are all there is
+        return _unique(list(read.values()), cwd)
+    sections = answer.sections
+    out: list[CacheLocation] = []
+    for command, ours in read.items():
+        section = next((s for s in (":env:", command, "global") if s in sections), None)
+        if section is not None:
+            path, said = cwd / _expanduser(sections[section], home), f"`pip config list`: [{section}] cache-dir"
+        elif "cache" not in sections and answer.cache_dir is not None:
+            path, said = answer.cache_dir, "`pip cache dir`"
+        else:  # [cache] (or nothing) answers `pip cache dir`: pip's default is read here
+            out.append(ours)
+            continue
+        out.append(CacheLocation("pip", ours.path, f"{ours.source} (pip agrees)") if _same(ours.path, path, cwd)
+                   else CacheLocation("pip", path, said))
+    return _unique(out, cwd)
 
 
 def default_cache_dirs(
@@ -293,4 +374,4 @@ def caches_to_read(
             if kind in tools:
                 out.append(CacheLocation(kind, d, "--cache-dir"))
         return out
-    return [loc for loc in find_caches(env, home=home) if loc.tool in tools]
+    return find_caches(env, home=home, tools=tools)

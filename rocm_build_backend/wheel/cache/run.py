@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target, parse_targets
+from rocm_build_backend.wheel.cache.ask import pip_command, pip_wheels
 from rocm_build_backend.wheel.cache.dirs import caches_to_read, classify_cache, default_cache_dirs  # noqa: F401
 from rocm_build_backend.wheel.cache.report import CacheEntry, CacheReport
 from rocm_build_backend.wheel.facts import FAILS, OK, UNKNOWN, WheelTargets
@@ -83,11 +84,21 @@ def _judge(entry: CacheEntry, read: Callable[[], WheelTargets], targets: Sequenc
         entry.reasons.append("the stamp disagrees with the binaries: " + "; ".join(facts.mismatch))
 
 
-def _scan_pip(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
-              audit: bool) -> tuple[list[CacheEntry], str]:
-    entries = []
+def _pip_wheels(cache: Path, env: Mapping[str, str]) -> list[Path]:
+    """pip's built wheels in ``cache``: as ``pip cache list --format=abspath`` lists them; where
+    this Python has no pip (or it fails), the ``wheels/**/*.whl`` layout read here."""
+    pip = pip_command(Path(sys.prefix), sys.platform)
+    found = pip_wheels(pip, cache, env) if pip else None
+    if found is not None:
+        return found
     wheels_dir = cache / "wheels"
-    found = sorted(wheels_dir.rglob("*.whl")) if wheels_dir.is_dir() else []
+    return sorted(wheels_dir.rglob("*.whl")) if wheels_dir.is_dir() else []
+
+
+def _scan_pip(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
+              audit: bool, env: Mapping[str, str]) -> tuple[list[CacheEntry], str]:
+    entries = []
+    found = _pip_wheels(cache, env)
     for whl in found:
         if not whl.is_file():
             continue
@@ -170,7 +181,9 @@ def _uv_refs(cache: Path) -> tuple[dict[str, Path], dict[str, list[Path]], list[
 
 
 def _scan_uv(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
-             audit: bool) -> tuple[list[CacheEntry], str]:
+             audit: bool, env: Mapping[str, str]) -> tuple[list[CacheEntry], str]:
+    """uv's unpacked wheels and built wheel files. Read from the layout: uv has no command that
+    lists its cache's entries (``uv cache`` has ``dir``, ``clean``, ``prune`` and ``size``)."""
     archives, refs, built = _uv_refs(cache)
     entries = []
     claimed = {p for ps in refs.values() for p in ps}
@@ -226,7 +239,7 @@ def list_cache(
             continue
         scan = _scan_pip if tool == "pip" else _scan_uv
         try:
-            entries, summary = scan(path, devices, generic_ok, audit)
+            entries, summary = scan(path, devices, generic_ok, audit, os.environ if env is None else env)
         except OSError as exc:
             report.caches.append((tool, path, f"cannot be read: {exc.strerror or exc}"))
             continue
@@ -271,7 +284,14 @@ def purge_cache(
     audit: bool = True,
     notes: Sequence[str] = (),
 ) -> CacheReport:
-    """Remove the cached wheels that misfit ``targets``; without ``yes`` only say what would go."""
+    """Remove the cached wheels that misfit ``targets``; without ``yes`` only say what would go.
+
+    Removed here, path by path, not through the tools: neither can target one entry.
+    ``pip cache remove PATTERN`` matches wheel *file names* in every hash folder, and the
+    same-named wheel built for another GPU (from another source URL) is exactly what must stay;
+    it also leaves ``origin.json``. ``uv cache clean PACKAGE`` removes every entry of the
+    package, every version and build. Both would remove wheels this command judged to fit.
+    """
     report = list_cache(
         targets, cache_dirs=cache_dirs, tools=tools, env=env, home=home,
         generic_ok=generic_ok, audit=audit, notes=notes,
