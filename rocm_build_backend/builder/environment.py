@@ -2,7 +2,8 @@
 
 ``with applied(plan) as world:`` sets the plan's variables, puts the pinned tools first on PATH,
 puts the pinned compilers in place (``enforce``), writes the merged setuptools configuration
-(``parallel``) and puts the compile pool in place (``pool``), then restores the environment
+(``parallel``), puts the compile pool in place (``pool``) and the compiler cache (``cache``: the
+targets in its key, behind the pinned compilers, in front of setuptools' compiles), then restores the environment
 exactly as it was, puts setuptools' ``compile`` back and removes its temporary folder. ``world.record`` is the file the pinned compilers append to (read it before the block
 ends). Computes nothing: the plan is made before.
 """
@@ -17,7 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from rocm_build_backend.builder.enforce import RECORD_VAR, install
+from rocm_build_backend.builder.cache import cache_variables, hipcc_as_cxx, key_variables
+from rocm_build_backend.builder.cachespawn import cached_spawn, pinned_under
+from rocm_build_backend.builder.cachestats import watched
+from rocm_build_backend.builder.enforce import RECORD_VAR, cache_dir, install
 from rocm_build_backend.builder.log import log
 from rocm_build_backend.builder.parallel import merged_config
 from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
@@ -51,6 +55,7 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
                 os.environ.update(pinned_env(Path(tools), dict(os.environ)))  # PATH and CMAKE_PROGRAM_PATH
             if plan.enforce is not None:
                 world.record = _enforce(plan, Path(tools) / "enforced.jsonl")
+            _cache(plan, Path(tools), stack)
             if plan.build_ext_parallel > 1:
                 os.environ["DIST_EXTRA_CONFIG"] = str(merged_config(
                     Path(tools), _at_once(plan, stack), os.environ.get("DIST_EXTRA_CONFIG")))
@@ -87,3 +92,27 @@ def _enforce(plan: BuildPlan, record: Path) -> Path | None:
     shown = " ".join(f"{k}={v}" for k, v in variables.items() if k not in ("PATH", RECORD_VAR))
     log(f"enforce: {shown}")
     return record
+
+
+def _cache(plan: BuildPlan, tools: Path, stack: ExitStack) -> None:
+    """The compiler cache: the targets in every cache's key, the cache behind the pinned programs
+    and in front of the other compiles, its counters read around the block (on ``stack``)."""
+    if plan.targets:
+        os.environ.update(key_variables([str(t) for t in plan.targets], os.environ, tools))
+    pinned = pinned_under(str(cache_dir(os.environ)))
+    changed = cache_variables(plan.cache, dict(os.environ), pinned)
+    for var, value in changed.items():
+        if value:
+            os.environ[var] = value
+        else:
+            os.environ.pop(var, None)
+    if changed:
+        log("compiler cache: " + " ".join(f"{k}={v}" for k, v in changed.items()))
+    if hipcc_as_cxx(plan.cache.kind, os.environ):
+        log("compiler cache: sccache is not put in front of CXX=hipcc (it would preprocess the .cpp files as C++): "
+            "those compiles run uncached; ccache runs there (compiler-cache = \"ccache\")")
+    if plan.cache.program is None:
+        return
+    if plan.backend.startswith("setuptools") and not stack.enter_context(cached_spawn(plan.cache, pinned)):
+        log("warning: compiler cache: this setuptools' compiler classes are not known: its compiles run uncached")
+    stack.enter_context(watched(plan.cache))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.builder import enforce
+from rocm_build_backend.builder.cache import CacheChoice
 from rocm_build_backend.builder.parallel import ALL_AT_ONCE, Extensions, Split, job_variables, split
 from rocm_build_backend.builder.profiles import (
     TARGET_LISTS,
@@ -66,6 +67,7 @@ class BuildPlan:
     build_ext_parallel: int = 1  # setuptools extensions built at once (DIST_EXTRA_CONFIG)
     parallel_reason: str = ""
     compile_pool: int = 0  # slots of the compile pool the extensions' compiles share (builder.pool); 0: none
+    cache: CacheChoice = CacheChoice()  # the compiler cache the compiles run through (builder.cache)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +89,7 @@ class BuildPlan:
             "build_ext_parallel": self.build_ext_parallel,
             "build_ext_parallel_reason": self.parallel_reason,
             "compile_pool": self.compile_pool,
+            "compiler_cache": self.cache.to_json(),
             "switches": [s.to_json() for s in self.switches],
         }
 
@@ -111,6 +114,7 @@ class BuildPlan:
         if self.pinned_tools:
             lines.append(build_side(self.vendor).pinned_note)
         lines += self.enforce or []
+        lines.append(self.cache.line())
         lines += [s.line() for s in self.switches]
         lines += self.notes
         return lines
@@ -243,11 +247,13 @@ def make_plan(
     source_detail: str = "",
     findings: Sequence[Finding] = (),
     extensions: Extensions | None = None,
+    cache: CacheChoice = CacheChoice(),
 ) -> BuildPlan:
     """Compute the variables and config settings a build gets. Pure.
 
     ``findings``: the project's own switches (``builder.switches.scan``); ``extensions``: what its
-    ``setup.py`` shows of its extensions (``builder.parallel.read_extensions``)."""
+    ``setup.py`` shows of its extensions (``builder.parallel.read_extensions``); ``cache``: the
+    compiler cache found (``builder.cache.choose_cache``)."""
     targets = list(targets)
     vendors = {t.vendor for t in targets}
     if len(vendors) > 1:
@@ -285,5 +291,5 @@ def make_plan(
         jobs_reason=why,
         profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
         source_detail=source_detail or source, vendor=vendor, enforce=enforced, switches=switches,
-        build_ext_parallel=at_once, parallel_reason=parallel_why, compile_pool=pool,
+        build_ext_parallel=at_once, parallel_reason=parallel_why, compile_pool=pool, cache=cache,
     )

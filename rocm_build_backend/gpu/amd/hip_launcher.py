@@ -9,7 +9,8 @@ every compile (``launcher clang++ ARGS``): this one appends ``--no-offload-arch=
 exactly those (checked with clang 19: ``--offload-arch=gfx908 --offload-arch=gfx906
 --no-offload-arch=all --offload-arch=gfx90a`` gives one gfx90a code object). Preprocessing
 (``-E``) and dependency-only runs (``-M``, ``-MM``) and anything that is not a compile (no
-``-c``) run as given.
+``-c``) run as given. With ``ROCM_BUILD_BACKEND_CACHE_PROGRAM`` set, a compile runs through that
+compiler cache with the final command line (the cache's key holds the targets).
 
 Each compile is appended as one JSON line to the file named by
 ``ROCM_BUILD_BACKEND_ENFORCE_RECORD`` when it is set (CMake's own compiler checks, sources under
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from typing import Any, Sequence
 
 RECORD_VAR = "ROCM_BUILD_BACKEND_ENFORCE_RECORD"
+CACHE_VAR = "ROCM_BUILD_BACKEND_CACHE_PROGRAM"  # the compiler cache to run the compile through
 ARCH_PREFIXES = ("--offload-arch=", "--amdgpu-target=", "--cuda-gpu-arch=")
 NOT_COMPILES = frozenset({"-E", "-M", "-MM", "--preprocess"})
 HIP_SUFFIXES = (".hip", ".cu", ".cpp", ".cc", ".cxx")
@@ -99,6 +101,9 @@ def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
     if not command:
         sys.stderr.write("hip-launcher (rocm-build-backend): no compiler to run\n")
         raise SystemExit(2)
+    cache = os.environ.get(CACHE_VAR, "")
+    if cache and action != "untouched" and os.path.basename(command[0]) not in ("ccache", "sccache"):
+        command = [cache] + command  # the cache sees the targets this compile really builds
     try:
         os.execvp(command[0], command)
     except OSError as exc:

@@ -30,6 +30,8 @@ own probes of the compiler (sources under ``CMakeFiles/``) are rewritten alike b
 
 This file runs as a program (``python -I -S pinned_nvcc.py ARGS``, configured by ``CONFIG`` at
 its end): the standard library only, no import of the package, nothing written but the record.
+With ``ROCM_BUILD_BACKEND_CACHE_PROGRAM`` set, a compile it decided runs as ``CACHE nvcc ARGS``
+with the rewritten arguments (its targets on the line, none left in ``NVCC_APPEND_FLAGS``).
 ``gpu/nvidia/enforce.py`` writes it; ``decide`` is pure and tested on its own.
 """
 
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from typing import Any, Sequence
 
 RECORD_VAR = "ROCM_BUILD_BACKEND_ENFORCE_RECORD"
+CACHE_VAR = "ROCM_BUILD_BACKEND_CACHE_PROGRAM"  # the compiler cache to run a decided compile through
 GENCODE = ("-gencode", "--generate-code")
 ARCH = ("-arch", "--gpu-architecture")
 CODE = ("-code", "--gpu-code")
@@ -284,8 +287,10 @@ def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
             sources = [os.path.basename(p) for p in paths]
             _record(record, {"tool": "nvcc", "action": action, "listed": listed, "now": now, "sources": sources[:8]})
     real = config["nvcc"]
+    cache = env.get(CACHE_VAR, "") if action != "untouched" else ""
+    command = ([cache] if cache else []) + [real] + new  # a cache sees the rewritten command line
     try:
-        os.execve(real, [real] + new, env)
+        os.execve(command[0], command, env)
     except OSError as exc:
         sys.stderr.write(f"nvcc (pinned by rocm-build-backend): cannot run the real nvcc {real}: {exc}\n")
         raise SystemExit(127) from None
