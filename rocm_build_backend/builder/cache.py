@@ -15,6 +15,10 @@ already puts in front of a compiler, else sccache, then ccache; ``off``: none); 
 - **in front of every other compile**: ``CMAKE_C_COMPILER_LAUNCHER`` and
   ``CMAKE_CXX_COMPILER_LAUNCHER`` (and CUDA's and HIP's where no pinned program runs), and
   setuptools' compile commands (``cachespawn.py``);
+- **one key for every copy of the sources**: the project's folder is the cache's base folder
+  (``SCCACHE_BASEDIRS``, ``CCACHE_BASEDIR``, unless the user set one), so a build in a
+  frontend's fresh copy (pip's temporary folder, uv's cache, a CI checkout) finds what an
+  earlier copy compiled;
 - **the targets in the key** where they reach the compiler only through the environment (hipcc
   reads ``HIPCC_COMPILE_FLAGS_APPEND``, nvcc ``NVCC_APPEND_FLAGS``), by each cache's documented
   means: ``CCACHE_EXTRAFILES`` names a file that holds the targets (ccache hashes its content),
@@ -41,6 +45,7 @@ PROGRAM_VAR = "ROCM_BUILD_BACKEND_CACHE_PROGRAM"  # read by the pinned programs 
 BUSTER = "SCCACHE_C_CUSTOM_CACHE_BUSTER"
 EXTRAFILES = "CCACHE_EXTRAFILES"
 KEY_FILE = "compiler-cache-key.txt"
+BASEDIR_VARS = {"sccache": "SCCACHE_BASEDIRS", "ccache": "CCACHE_BASEDIR"}
 _LANGS = ("C", "CXX", "CUDA", "HIP")
 
 
@@ -134,16 +139,21 @@ def hipcc_as_cxx(kind: str | None, env: Mapping[str, str]) -> bool:
     return kind == "sccache" and "hipcc" in os.path.basename(env.get("CXX", "").split(" ")[0])
 
 
-def cache_variables(choice: CacheChoice, env: Mapping[str, str], pinned: Callable[[str], bool]) -> dict[str, str]:
+def cache_variables(choice: CacheChoice, env: Mapping[str, str], pinned: Callable[[str], bool],
+                    source: str = "") -> dict[str, str]:
     """The variables that run ``choice``'s cache (none: the shim runs none) behind the pinned
     programs and in front of the other compiles. ``env`` is the build's environment with
     enforcement's variables in; ``pinned(path)`` tells a pinned program of this build. An empty
-    value means: unset it."""
+    value means: unset it. ``source``: the project's folder, the cache's base folder (paths below
+    it are hashed relative), unless the user set one."""
     program = choice.program
     behind = program or user_cache(env)
     out: dict[str, str] = {}
     if behind:
         out[PROGRAM_VAR] = behind
+    base = BASEDIR_VARS.get(choice.kind or "")
+    if program and source and base and not env.get(base):  # a fresh copy hits what another copy left
+        out[base] = source
     for lang in _LANGS:
         var = f"CMAKE_{lang}_COMPILER_LAUNCHER"
         words = _words(env.get(var, ""))

@@ -131,9 +131,10 @@ def watched(choice: CacheChoice, env: Mapping[str, str] | None = None) -> Iterat
             after = read_counts(choice, env)
         if choice.kind == "sccache" and not was_up and after is not None:
             _stop(choice, env)
-        if after is None or before is None:
-            log(f"compiler cache: {choice.kind}: no compile went through it" if choice.kind == "sccache"
-                and after is None else f"compiler cache: {choice.kind} gave no statistics")
+        if choice.kind == "sccache" and after is None and not was_up:
+            pass  # no server came up: no compile went through sccache (a metadata hook, a pure project)
+        elif after is None or before is None:
+            log(f"compiler cache: {choice.kind} gave no statistics")
         else:
             got = after - before
             log(f"compiler cache: {choice.kind}: {got.hits} hits, {got.misses} misses, "

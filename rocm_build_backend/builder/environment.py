@@ -100,7 +100,7 @@ def _cache(plan: BuildPlan, tools: Path, stack: ExitStack) -> None:
     if plan.targets:
         os.environ.update(key_variables([str(t) for t in plan.targets], os.environ, tools))
     pinned = pinned_under(str(cache_dir(os.environ)))
-    changed = cache_variables(plan.cache, dict(os.environ), pinned)
+    changed = cache_variables(plan.cache, dict(os.environ), pinned, os.path.realpath(os.getcwd()))
     for var, value in changed.items():
         if value:
             os.environ[var] = value
