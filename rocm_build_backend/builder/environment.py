@@ -37,10 +37,11 @@ class World:
 
 
 @contextmanager
-def applied(plan: BuildPlan | None) -> Iterator[World]:
+def applied(plan: BuildPlan | None, *, compiles: bool = True) -> Iterator[World]:
     """Set the plan's variables (and pinned tools first on PATH) for the block; restore after.
 
-    ``None`` (no plan) changes nothing.
+    ``None`` (no plan) changes nothing; ``compiles=False`` (a metadata hook) leaves the compiler
+    cache out.
     """
     saved = dict(os.environ)
     tools = None
@@ -55,7 +56,8 @@ def applied(plan: BuildPlan | None) -> Iterator[World]:
                 os.environ.update(pinned_env(Path(tools), dict(os.environ)))  # PATH and CMAKE_PROGRAM_PATH
             if plan.enforce is not None:
                 world.record = _enforce(plan, Path(tools) / "enforced.jsonl")
-            _cache(plan, Path(tools), stack)
+            if compiles:
+                _cache(plan, Path(tools), stack)
             if plan.build_ext_parallel > 1:
                 os.environ["DIST_EXTRA_CONFIG"] = str(merged_config(
                     Path(tools), _at_once(plan, stack), os.environ.get("DIST_EXTRA_CONFIG")))
