@@ -148,3 +148,28 @@ def test_counters_from_the_real_programs_statistics(tmp_path):
     ccache = run_capped(["ccache", "--print-stats"], env=env, timeout=60)
     assert parse_ccache(ccache.stdout.decode()) is not None
     assert parse_sccache("not json") is None and parse_ccache("x\ty") is None
+
+
+@pytest.mark.skipif(shutil.which("sccache") is None, reason="needs sccache")
+def test_a_server_the_user_runs_stays_one_the_build_started_stops(tmp_path, capsys):
+    from rocm_build_backend.builder.cachestats import watched
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = dict(os.environ, SCCACHE_DIR=str(tmp_path / "s"), SCCACHE_SERVER_PORT=port)
+    choice = choose_cache("sccache", env)
+    try:
+        subprocess.run(["sccache", "--start-server"], env=env, check=True, capture_output=True)
+        with watched(choice, env):
+            pass
+        assert server_up(env)  # the user's: used as it is, left running
+        assert "its server, started by this build, stopped" not in capsys.readouterr().err
+        subprocess.run(["sccache", "--stop-server"], env=env, capture_output=True)
+        assert not server_up(env)
+        with watched(choice, env):  # a compile of the build starts one
+            subprocess.run(["sccache", "--start-server"], env=env, check=True, capture_output=True)
+        assert not server_up(env)
+        assert "its server, started by this build, stopped" in capsys.readouterr().err
+    finally:
+        subprocess.run(["sccache", "--stop-server"], env=env, capture_output=True)
