@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from rocm_build_backend.builder.apart import apart
 from rocm_build_backend.builder.cache import cache_variables, hipcc_as_cxx, key_variables
 from rocm_build_backend.builder.cachespawn import cached_spawn, pinned_under
 from rocm_build_backend.builder.cachestats import watched
@@ -72,7 +73,13 @@ def applied(plan: BuildPlan | None, *, compiles: bool = True) -> Iterator[World]
 
 def _at_once(plan: BuildPlan, stack: ExitStack) -> int:
     """The extensions setuptools builds at once: the plan's, with the compile pool in place (on
-    ``stack``) when the plan has one; one at a time when it cannot be put in place."""
+    ``stack``) when the plan has one, or each extension's own ``build_temp`` for torch's ninja
+    builds; one at a time when it cannot be put in place."""
+    if plan.ninja_apart:
+        if not stack.enter_context(apart()):
+            log("warning: no build_temp per extension (no setuptools): one extension at a time")
+            return 1
+        return plan.build_ext_parallel
     if not plan.compile_pool:
         return plan.build_ext_parallel
     if stack.enter_context(pooled(plan.compile_pool)) is None:

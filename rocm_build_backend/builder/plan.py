@@ -68,6 +68,7 @@ class BuildPlan:
     parallel_reason: str = ""
     compile_pool: int = 0  # slots of the compile pool the extensions' compiles share (builder.pool); 0: none
     cache: CacheChoice = CacheChoice()  # the compiler cache the compiles run through (builder.cache)
+    ninja_apart: bool = False  # torch's ninja builds: a build_temp per extension (builder.apart)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -269,7 +270,8 @@ def make_plan(
                       notes=["no GPU targets: no target variables, no pinned tools"])
     draft.notes[:0] = notes
     jobs, why = _max_jobs(settings, env, host)
-    at_once, each, parallel_why, pool = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    got = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    at_once, each, parallel_why, pool = got.at_once, got.each, got.why, got.pool
     if pool:
         why = f"a budget of {jobs} jobs ({why}): one compile pool of {pool} slots, 1 job each"
     elif at_once > 1:
@@ -292,4 +294,5 @@ def make_plan(
         profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
         source_detail=source_detail or source, vendor=vendor, enforce=enforced, switches=switches,
         build_ext_parallel=at_once, parallel_reason=parallel_why, compile_pool=pool, cache=cache,
+        ninja_apart=got.apart,
     )
