@@ -10,8 +10,9 @@ builds it for the right GPU targets, then proves it from the binaries.
 
 Each hook below is one call into ``rocm_build_backend.builder.flow``, where the flow of a
 build lives, or, for the hooks that only pass through to the wrapped backend (``build_sdist``,
-``get_requires_for_build_*``, whether an optional hook exists), into
-``rocm_build_backend.builder.delegate``; nothing here decides anything. The optional hooks
+``get_requires_for_build_*``, whether an optional hook exists, and ``prepare_metadata_*`` of a
+project that declares no GPU code), into ``rocm_build_backend.builder.delegate``; nothing here
+decides anything. The optional hooks
 (``build_editable``, ``prepare_metadata_for_build_*``, ``get_requires_for_build_*``) exist on
 this module exactly when the wrapped backend has them.
 
@@ -75,16 +76,25 @@ def _get_requires_for_build_editable(config_settings: ConfigSettings = None) -> 
     return get_requires("get_requires_for_build_editable", config_settings)
 
 
-def _prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
+def _metadata(hook: str, metadata_directory: str, config_settings: ConfigSettings) -> str:
+    """A project that declares no GPU code and no target label gets the wrapped backend's metadata
+    as it is (``delegate``: nothing of the build's steps is imported); any other, the plan's."""
+    from rocm_build_backend.builder.delegate import plain_metadata
+
+    name = plain_metadata(hook, metadata_directory, config_settings)
+    if name is not None:
+        return name
     from rocm_build_backend.builder.flow import prepare_metadata
 
-    return prepare_metadata("prepare_metadata_for_build_wheel", metadata_directory, config_settings)
+    return prepare_metadata(hook, metadata_directory, config_settings)
+
+
+def _prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
+    return _metadata("prepare_metadata_for_build_wheel", metadata_directory, config_settings)
 
 
 def _prepare_metadata_for_build_editable(metadata_directory: str, config_settings: ConfigSettings = None) -> str:
-    from rocm_build_backend.builder.flow import prepare_metadata
-
-    return prepare_metadata("prepare_metadata_for_build_editable", metadata_directory, config_settings)
+    return _metadata("prepare_metadata_for_build_editable", metadata_directory, config_settings)
 
 
 _OPTIONAL: dict[str, Callable[..., Any]] = {

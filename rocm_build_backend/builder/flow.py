@@ -176,7 +176,7 @@ def prepare_metadata(hook: str, metadata_directory: str, config_settings: Config
         backend = wrapped_backend(project)
         prepared = _prepare_for_metadata(project)
         plan = prepared.plan if prepared else None
-        with applied(plan):
+        with applied(plan, compiles=False):
             name: str = getattr(backend, hook)(metadata_directory, plan.config_settings if plan else project.forward)
         if plan is None:
             return name

@@ -8,9 +8,10 @@ setuptools 64+) builds N extensions at once. The memory-aware budget of parallel
 of the plan) is split so that the compiles at once stay within it:
 
 - one extension, a CMake or other non-setuptools build: 1 x budget (nothing changes);
-- torch's ``BuildExtension`` with ninja (its default): 1 x budget, because every extension writes
-  the same ``build_temp/build.ninja`` (``_write_ninja_file_and_compile_objects``), so two at
-  once would overwrite each other's; without ninja torch swaps the compiler object's
+- torch's ``BuildExtension`` with ninja (its default): every extension writes
+  ``build_temp/build.ninja`` (``_write_ninja_file_and_compile_objects``), so each gets a
+  ``build_temp`` of its own (``apart.py``) and min(count, budget) build at once, largest first,
+  budget // that jobs each (one ninja each); without ninja torch swaps the compiler object's
   ``compiler_so`` for nvcc while a .cu file compiles, which extensions side by side share: safe
   only where setuptools compiles C++ with a ``compiler_so_cxx`` of its own (setuptools 84 does),
   else one at a time (``pool.py`` keeps each compile's swap to itself);
@@ -80,6 +81,7 @@ class Split(NamedTuple):
     why: str
     pool: int = 0  # slots of the compile pool shared by all extensions; 0: no pool
     aside: str = ""  # the pool steps aside (the project compiles side by side itself): why
+    apart: bool = False  # torch's ninja builds: each extension a build_temp of its own (apart.py)
 
 
 def _name(node: ast.AST) -> str:
@@ -211,8 +213,11 @@ def split(budget: int, ext: Extensions, *, backend_kind: str) -> Split:
     if ext.sites == 1 and not ext.looped:
         return Split(1, budget, "one extension")
     if ext.torch and ext.ninja:
-        return Split(1, budget, ("torch's ninja builds share build_temp/build.ninja: one extension at a time, "
-                                 f"{budget} jobs each"))
+        at_once = min(budget, ALL_AT_ONCE) if ext.looped else min(ext.sites, budget, ALL_AT_ONCE)
+        each = max(1, budget // at_once)
+        return Split(at_once, each, (f"torch's ninja builds, each extension in a build_temp (and build.ninja) of its "
+                                     f"own: {at_once} at once x {each} jobs each, largest first, within {budget}"),
+                     apart=True)
     if ext.torch and not ext.cxx_apart:
         return Split(1, budget, ("torch's build without ninja swaps the one shared compiler for nvcc while a .cu "
                                  "file compiles; this setuptools has no compiler_so_cxx, so extensions side by side "

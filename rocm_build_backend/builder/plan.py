@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.builder import enforce
+from rocm_build_backend.builder.cache import CacheChoice
 from rocm_build_backend.builder.parallel import ALL_AT_ONCE, Extensions, Split, job_variables, split
 from rocm_build_backend.builder.profiles import (
     TARGET_LISTS,
@@ -67,6 +68,8 @@ class BuildPlan:
     parallel_reason: str = ""
     compile_pool: int = 0  # slots of the compile pool the extensions' compiles share (builder.pool); 0: none
     compile_pool_aside: str = ""  # why the pool steps aside (gates the project's own compiles only); "": it does not
+    cache: CacheChoice = CacheChoice()  # the compiler cache the compiles run through (builder.cache)
+    ninja_apart: bool = False  # torch's ninja builds: a build_temp per extension (builder.apart)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +92,7 @@ class BuildPlan:
             "build_ext_parallel_reason": self.parallel_reason,
             "compile_pool": self.compile_pool,
             "compile_pool_aside": self.compile_pool_aside or None,
+            "compiler_cache": self.cache.to_json(),
             "switches": [s.to_json() for s in self.switches],
         }
 
@@ -117,6 +121,7 @@ class BuildPlan:
         if self.pinned_tools:
             lines.append(build_side(self.vendor).pinned_note)
         lines += self.enforce or []
+        lines.append(self.cache.line())
         lines += [s.line() for s in self.switches]
         lines += self.notes
         return lines
@@ -256,11 +261,13 @@ def make_plan(
     source_detail: str = "",
     findings: Sequence[Finding] = (),
     extensions: Extensions | None = None,
+    cache: CacheChoice = CacheChoice(),
 ) -> BuildPlan:
     """Compute the variables and config settings a build gets. Pure.
 
     ``findings``: the project's own switches (``builder.switches.scan``); ``extensions``: what its
-    ``setup.py`` shows of its extensions (``builder.parallel.read_extensions``)."""
+    ``setup.py`` shows of its extensions (``builder.parallel.read_extensions``); ``cache``: the
+    compiler cache found (``builder.cache.choose_cache``)."""
     targets = list(targets)
     vendors = {t.vendor for t in targets}
     if len(vendors) > 1:
@@ -276,7 +283,8 @@ def make_plan(
                       notes=["no GPU targets: no target variables, no pinned tools"])
     draft.notes[:0] = notes
     jobs, why = _max_jobs(settings, env, host)
-    at_once, each, parallel_why, pool, aside = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    got = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
+    at_once, each, parallel_why, pool, aside = got.at_once, got.each, got.why, got.pool, got.aside
     if pool and aside:
         why = f"a budget of {jobs} jobs ({why}): every compiler process setuptools starts within {pool} places"
     elif pool:
@@ -302,4 +310,5 @@ def make_plan(
         profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
         source_detail=source_detail or source, vendor=vendor, enforce=enforced, switches=switches,
         build_ext_parallel=at_once, parallel_reason=parallel_why, compile_pool=pool, compile_pool_aside=aside,
+        cache=cache, ninja_apart=got.apart,
     )

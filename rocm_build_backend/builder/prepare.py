@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from rocm_build_backend.builder.backend import backend_kind
+from rocm_build_backend.builder.cache import choose_cache
 from rocm_build_backend.builder.log import log
 from rocm_build_backend.builder.parallel import Extensions, read_extensions
 from rocm_build_backend.builder.plan import BuildPlan, Host, build_inputs, make_plan
@@ -186,7 +187,8 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
     findings, extensions = read_source(project.source_dir, kind, env)
     plan = make_plan(targets, resolved.source, settings, env, backend_kind=kind,
                      config_settings=project.forward, host=host_facts(), dist_name=project.dist_name,
-                     source_detail=resolved.detail, findings=findings, extensions=extensions)
+                     source_detail=resolved.detail, findings=findings, extensions=extensions,
+                     cache=choose_cache(settings.compiler_cache, env))
     return Prepared(project, plan, compiler, resolved.detection, problem)
 
 

@@ -32,7 +32,8 @@ SETTINGS_HINT = "the settings are listed in docs/reference/settings.md"
 PLAN_HINT = "run `rocm-build-backend plan` to check them without building"  # left out by plan itself
 
 # Variables with our prefix that are not build settings (read at run time by the import guard).
-_RUNTIME_ENV = {"ROCM_BUILD_BACKEND_GUARD_OFF", "ROCM_BUILD_BACKEND_ENFORCE_RECORD"}
+_RUNTIME_ENV = {"ROCM_BUILD_BACKEND_GUARD_OFF", "ROCM_BUILD_BACKEND_ENFORCE_RECORD",
+                "ROCM_BUILD_BACKEND_CACHE_PROGRAM"}
 
 
 class Choice:
@@ -203,6 +204,7 @@ class Settings:
     variant: bool = field(default=False, metadata={"parse": _bool, "doc": "make a variant wheel (WheelNext): `variant.json` and a label from the audit (`docs/variants.md`); only where the frontend takes it back (`python -m build`, `uv build`): pip, `uv pip install` and `uv sync` get the plain wheel"})
     profile: str = field(default="auto", metadata={"parse": _text, "doc": "the project profile for project-specific knobs: `auto` (by distribution name), a profile name, or `none`"})
     enforce: bool = field(default=True, metadata={"parse": _bool, "doc": "make the compiler build exactly the targets even when the project lists its own: `--no-offload-arch=all` and the targets last on every HIP compile, a pinned `nvcc` that keeps each compile to the targets"})
+    compiler_cache: str = field(default="auto", metadata={"parse": _choice("auto", "sccache", "ccache", "off"), "doc": "run compiles through a compiler cache: `auto` (sccache, else ccache, when one is on PATH), `sccache`, `ccache` or `off`; it runs behind the pinned compilers, with the targets in its key (`docs/compiler-cache.md`)"})
     pinned_tools: bool = field(default=True, metadata={"parse": _bool, "doc": "put rocminfo, rocm_agent_enumerator, amdgpu-arch and offload-arch that report the targets first on PATH"})
     sysfs_root: str = field(default="/", metadata={"parse": _text, "doc": "the folder that stands for `/` when reading KFD sysfs (containers, tests)"})
     origin: Mapping[str, str] = field(default_factory=dict, compare=False)

@@ -16,7 +16,8 @@ from rocm_build_backend.gpu.targets import parse_targets
 
 @pytest.mark.parametrize("budget, ext, kind, at_once, each, pool, words", [
     (16, Extensions(sites=1), "setuptools", 1, 16, 0, "one extension"),
-    (16, Extensions(sites=14, torch=True, ninja=True), "setuptools", 1, 16, 0, "build.ninja"),
+    (16, Extensions(sites=14, torch=True, ninja=True), "setuptools", 14, 1, 0, "build.ninja"),
+    (16, Extensions(sites=4, torch=True, ninja=True), "setuptools", 4, 4, 0, "largest first"),
     (16, Extensions(sites=14, torch=True, ninja=False), "setuptools", 14, 1, 16, "14 extensions without ninja: 14 at once"),
     (16, Extensions(sites=1, looped=True, torch=True, ninja=False), "setuptools", 64, 1, 16, "made in a loop without ninja: up to 64"),
     (16, Extensions(sites=3), "setuptools", 3, 1, 16, "one pool of 16 slots, largest first"),

@@ -92,11 +92,13 @@ def starter(python: str, program: Path, compiler: str = "") -> str:
             "HIP compile launcher written by rocm-build-backend: it holds each compile to the targets\n"
             "# chosen for the build, then runs it")
     real = f" {shlex.quote(compiler)}" if compiler else ""
+    view = "export ROCM_BUILD_BACKEND_HIP_VIEW=1  # hipcc runs this clang: a cache stands in front of hipcc\n"
     return ("#!/bin/sh\n"
             f"# {what} (see the program it starts).\n"
             f"py={shlex.quote(python)}\n"
             "[ -x \"$py\" ] || py=python3  # the interpreter of the build that wrote this is gone\n"
-            f"exec \"$py\" -I -S {shlex.quote(str(program))}{real} \"$@\"\n")
+            + (view if compiler else "")
+            + f"exec \"$py\" -I -S {shlex.quote(str(program))}{real} \"$@\"\n")
 
 
 def _has_driver(folder: Path) -> bool:

@@ -6,7 +6,9 @@ It runs in front of clang three ways (``gpu/amd/enforce.py`` writes them): as
 hipcc makes comes here, links included, and as ``HIPCXX`` (CMake's HIP compiler, links
 included; the launcher passes a compile for that one on untouched, so it is decided once).
 Each way it is started as ``python -I -S hip_launcher.py COMPILER ARGS`` and ends by running
-``COMPILER`` with the rewritten arguments.
+``COMPILER`` with the rewritten arguments. With ``ROCM_BUILD_BACKEND_CACHE_PROGRAM`` set, a compile
+runs through that compiler cache with the final command line (the cache's key holds the
+targets), except as the view's clang: there the cache stands in front of hipcc.
 
 Appending ``--no-offload-arch=all --offload-arch=X`` is not enough: clang resolves
 ``--offload-arch=native`` (it runs ``amdgpu-arch``) before it applies the reset, so a machine
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
     from typing import Any, Sequence
 
 RECORD_VAR = "ROCM_BUILD_BACKEND_ENFORCE_RECORD"
+CACHE_VAR = "ROCM_BUILD_BACKEND_CACHE_PROGRAM"  # the compiler cache to run a compile through
+VIEW_VAR = "ROCM_BUILD_BACKEND_HIP_VIEW"  # set by the view's clang: hipcc runs it, a cache is in front of hipcc
 TARGET_OPTIONS = ("--offload-arch", "--cuda-gpu-arch", "--amdgpu-target")
 REMOVE_OPTIONS = ("--no-offload-arch", "--no-cuda-gpu-arch")
 REFUSED = frozenset({"-Xarch_device", "-Xarch_amdgcn", "-Xopenmp-target"})
@@ -349,6 +353,10 @@ def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
         raise SystemExit(2) from None
     if action != "untouched":
         _record(action, what, args, listed, config["targets"])
+    cache = os.environ.get(CACHE_VAR, "")
+    if (cache and action != "untouched" and what == "compile" and not os.environ.get(VIEW_VAR)
+            and os.path.basename(command[0]) not in ("ccache", "sccache")):
+        command = [cache, *command]  # the cache sees the targets this compile really builds
     try:
         _run(command)
     except OSError as exc:

@@ -26,7 +26,9 @@ Each decision is one JSON line appended to the file named by ``ROCM_BUILD_BACKEN
 (the build log and the stamp read it); CMake's own probes (sources under ``CMakeFiles/``) are
 rewritten alike but not recorded. This file runs as a program (``python -I -S pinned_nvcc.py
 ARGS``, configured by ``CONFIG`` at its end): the standard library only, nothing written but the
-record. ``gpu/nvidia/enforce.py`` writes it; ``decide`` is pure and tested on its own.
+record. With ``ROCM_BUILD_BACKEND_CACHE_PROGRAM`` set, a compile it decided runs as ``CACHE nvcc
+ARGS`` with the rewritten arguments (its targets on the line, none left in ``NVCC_APPEND_FLAGS``).
+``gpu/nvidia/enforce.py`` writes it; ``decide`` is pure and tested on its own.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from typing import Any, Sequence
 
 RECORD_VAR = "ROCM_BUILD_BACKEND_ENFORCE_RECORD"
+CACHE_VAR = "ROCM_BUILD_BACKEND_CACHE_PROGRAM"  # the compiler cache to run a decided compile through
 GENCODE = ("-gencode", "--generate-code")
 ARCH = ("-arch", "--gpu-architecture")
 CODE = ("-code", "--gpu-code")
@@ -405,8 +408,10 @@ def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
                 entry["options_files"] = [os.path.basename(f) for f in files[:8]]
             _record(record, entry)
     real = config["nvcc"]
+    cache = env.get(CACHE_VAR, "") if action != "untouched" else ""
+    command = ([cache] if cache else []) + [real] + new  # a cache sees the rewritten command line
     try:
-        os.execve(real, [real] + new, env)
+        os.execve(command[0], command, env)
     except OSError as exc:
         sys.stderr.write(f"nvcc (pinned by rocm-build-backend): cannot run the real nvcc {real}: {exc}\n")
         raise SystemExit(127) from None

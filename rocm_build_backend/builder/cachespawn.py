@@ -1,0 +1,79 @@
+"""The compiler cache in front of setuptools' compiles, for the wrapped build only.
+
+setuptools runs every compile through ``CCompiler.spawn`` (plain extensions, and torch's
+``BuildExtension`` without ninja, which swaps ``compiler_so`` to hipcc or nvcc for a device
+source). ``cached_spawn(choice, pinned)`` replaces ``spawn`` for the block with one that runs a
+compile (``-c`` on the line) as ``CACHE COMPILER ARGS``, except when the compiler is a cache
+already (``CC="ccache gcc"``) or one of the build's pinned programs (they run the cache behind
+themselves, on the command line they rewrote). Links and everything else run as they were.
+Imports setuptools' ``distutils`` (the copy the build uses) when entered, nothing at import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
+
+from rocm_build_backend.builder.cache import CacheChoice, is_cache
+
+
+def _classes() -> list[type]:
+    """The ``CCompiler`` classes of the distutils copies that setuptools' build uses."""
+    try:  # an optional dependency, probed where it is used; setuptools puts its distutils in place
+        import setuptools  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
+        import distutils.ccompiler  # noqa: F401 (read from sys.modules below)
+    except ImportError:
+        return []
+    found: list[type] = []
+    for package in ("distutils", "setuptools._distutils"):
+        base = getattr(sys.modules.get(f"{package}.ccompiler"), "CCompiler", None)
+        if isinstance(base, type) and base not in found and "spawn" in vars(base):
+            found.append(base)
+    return found
+
+
+def cached_command(cmd: Sequence[str], choice: CacheChoice, pinned: Callable[[str], bool]) -> list[str]:
+    """``cmd`` with the cache in front when it is a compile the cache should see (pure). sccache
+    stands in front of hipcc only for ``.hip`` and ``.cu`` sources (it would preprocess a ``.cpp``
+    file that hipcc compiles as HIP as C++)."""
+    args = list(cmd)
+    if not args or choice.program is None or "-c" not in args[1:] or is_cache(args[0]) or pinned(args[0]):
+        return args
+    if choice.kind == "sccache" and "hipcc" in os.path.basename(args[0]) \
+            and not any(a.endswith((".hip", ".cu")) for a in args[1:]):
+        return args
+    return [choice.program, *args]
+
+
+@contextmanager
+def cached_spawn(choice: CacheChoice, pinned: Callable[[str], bool]) -> Iterator[bool]:
+    """``CCompiler.spawn`` with the cache in front of compiles for the block; yields whether it
+    could be put in place (False: this setuptools' compiler classes are not known)."""
+    classes = _classes()
+    put: list[tuple[type, Any, Any]] = []
+    for cls in classes:
+        old = vars(cls)["spawn"]
+
+        def spawn(self: Any, cmd: Sequence[str], *args: Any, _old: Any = old, **kwargs: Any) -> Any:
+            return _old(self, cached_command(cmd, choice, pinned), *args, **kwargs)
+
+        put.append((cls, old, spawn))
+        setattr(cls, "spawn", spawn)
+    try:
+        yield bool(classes)
+    finally:
+        for cls, old, ours in reversed(put):
+            if vars(cls).get("spawn") is ours:  # replaced during the build by someone else: theirs stays
+                setattr(cls, "spawn", old)
+
+
+def pinned_under(folder: str) -> Callable[[str], bool]:
+    """A test for "is this path one of the pinned programs written under ``folder``"."""
+    base = os.path.realpath(folder) + os.sep
+
+    def pinned(path: str) -> bool:
+        return os.path.realpath(path).startswith(base) or path.startswith(folder + os.sep)
+
+    return pinned

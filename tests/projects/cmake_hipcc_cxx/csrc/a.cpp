@@ -1,0 +1,3 @@
+#include <hip/hip_runtime.h>
+__global__ void k_a(float *x) { x[threadIdx.x] *= 2.0f; }
+extern "C" void run_a(float *x) { hipLaunchKernelGGL(k_a, dim3(1), dim3(64), 0, 0, x); }
