@@ -9,7 +9,8 @@ import of ``pkg.mod`` or ``from pkg import mod`` counts as an edge to the module
 import name`` as one to the package. Imports under ``if TYPE_CHECKING:`` are not run and are
 left out. An edge is *made inside a function* when every statement that makes it sits in a
 function body. Cycles are the strongly connected components of the run-time graph (any size
-above one, or a module that imports itself).
+above one, or a module that imports itself); ``type_only_cycles`` are those that the type
+checker's imports (``if TYPE_CHECKING:``) close.
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Every run-time import statement with whether it sits in a function body."""
+def _imports(tree: ast.Module, type_only: bool = False) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every run-time import statement with whether it sits in a function body; with
+    ``type_only`` the ``if TYPE_CHECKING:`` imports too."""
     found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
+            if isinstance(child, ast.If) and _is_type_checking(child) and not type_only:
                 for other in child.orelse:
                     visit(other, in_function)
                 continue
@@ -88,11 +90,15 @@ def graph(root: Path = ROOT) -> dict[str, object]:
     modules = module_names(root)
     top: set[tuple[str, str]] = set()
     inner: dict[tuple[str, str], list[int]] = {}
+    typed: set[tuple[str, str]] = set()  # every edge, the type checker's imports included
     lines = 0
     for name, path in modules.items():
         text = path.read_text(encoding="utf-8")
         lines += len(text.splitlines())
-        for stmt, in_function in _imports(ast.parse(text)):
+        tree = ast.parse(text)
+        for stmt, _ in _imports(tree, type_only=True):
+            typed.update((name, t) for t in _targets(stmt, name, path.name == "__init__.py", modules) if t != name)
+        for stmt, in_function in _imports(tree):
             for target in _targets(stmt, name, path.name == "__init__.py", modules):
                 if target == name:
                     continue
@@ -110,6 +116,7 @@ def graph(root: Path = ROOT) -> dict[str, object]:
         "percent_inside_functions": round(100 * len(only_inner) / max(len(edges), 1), 1),
         "function_level_imports": sorted(f"{a} -> {b} (line {min(ln)})" for (a, b), ln in only_inner.items()),
         "cycles": cycles(edges),
+        "type_only_cycles": [c for c in cycles(typed) if c not in cycles(edges)],
         "edge_list": sorted(f"{a} -> {b}" for a, b in edges),
     }
 

@@ -20,7 +20,7 @@ from typing import Union
 
 from rocm_build_backend.errors import UnknownTargetError
 from rocm_build_backend.gpu.compat import why_not
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget, vendor_name
 from rocm_build_backend.gpu.vendor import vendor_of
 
 _NV = re.compile(r"(sm|compute)_[0-9]+[af]?")
@@ -97,11 +97,11 @@ class Selector:
         if _NV.fullmatch(code):
             obj = GpuTarget(code)
         elif code == "amdgcnspirv":  # AMD SPIR-V: compiled at load time for any GPU of its vendor
-            return any(t.vendor == vendor_of(code).name for t in self.targets)
+            return any(vendor_name(t) == vendor_of(code).name for t in self.targets)
         else:
             obj = _amd_code(code)
         for device in self.targets:
-            if device.vendor != obj.vendor:
+            if vendor_name(device) != vendor_name(obj):
                 continue
             try:
                 if why_not(obj, device) is None:

@@ -21,8 +21,9 @@ from typing import Sequence
 from rocm_build_backend.binary.printable import printable
 from rocm_build_backend.binary.report import AuditReport, FileReport, target_obj, units
 from rocm_build_backend.errors import TargetMismatchError
-from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets
-from rocm_build_backend.gpu.vendor import build_side, vendor_of, vendors
+from rocm_build_backend.gpu.targets import GpuTarget, parse_target, sort_targets, vendor_name
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendor_of, vendors
 
 
 def _vendor(target: str) -> str:
@@ -32,8 +33,8 @@ def _vendor(target: str) -> str:
 
 def _unit_covers(unit: set[str], req: GpuTarget, generic_ok: bool) -> str | None:
     """None when the unit's code covers the request; else a reason."""
-    codes = [t for t in (target_obj(x) for x in unit) if t is not None and t.vendor == req.vendor]
-    return build_side(req.vendor).covers(codes, req, generic_ok=generic_ok)
+    codes = [t for t in (target_obj(x) for x in unit) if t is not None and vendor_name(t) == vendor_name(req)]
+    return build_side(vendor_name(req)).covers(codes, req, generic_ok=generic_ok)
 
 
 def _fmt(targets: Sequence[GpuTarget | str]) -> str:
@@ -70,7 +71,7 @@ def verify(report: AuditReport, requested: Sequence[GpuTarget | str], *, generic
     device = report.device_files
     for found in vendors():
         vendor = found.name
-        vreqs = [r for r in reqs if r.vendor == vendor]
+        vreqs = [r for r in reqs if vendor_name(r) == vendor]
         if not vreqs:
             continue
         files = [f for f in device if any(_vendor(t) == vendor for t in f.targets)

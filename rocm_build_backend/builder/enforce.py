@@ -38,7 +38,8 @@ from typing import Any, Mapping, Sequence
 from rocm_build_backend.builder.enforcedir import HINT, fallback, settle, tighten, usable_base, usual
 from rocm_build_backend.errors import EnforcementError
 from rocm_build_backend.gpu.build import Enforcer
-from rocm_build_backend.gpu.vendor import build_side, vendor_named
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendor_named
 
 RECORD_VAR = "ROCM_BUILD_BACKEND_ENFORCE_RECORD"
 _TARGET = re.compile(r"(sm|compute)_\d+[af]?|gfx[0-9a-z]+(:[a-z]+[+-])*")  # not native, all, all-major

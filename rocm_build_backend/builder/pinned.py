@@ -16,8 +16,9 @@ import stat
 from pathlib import Path
 from typing import Sequence
 
-from rocm_build_backend.gpu.targets import GpuTarget
-from rocm_build_backend.gpu.vendor import build_side, vendors
+from rocm_build_backend.gpu.targets import GpuTarget, vendor_name
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendors
 
 
 def write_pinned_tools(directory: Path, targets: Sequence[GpuTarget]) -> list[Path]:
@@ -31,7 +32,7 @@ def write_pinned_tools(directory: Path, targets: Sequence[GpuTarget]) -> list[Pa
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    mine = {t.vendor for t in targets}
+    mine = {vendor_name(t) for t in targets}
     ordered = sorted(vendors(), key=lambda v: v.name not in mine)
     written = []
     for vendor in ordered:

@@ -31,8 +31,9 @@ from rocm_build_backend.builder.switches import Finding, Switch
 from rocm_build_backend.builder.switches.actions import apply_switches, resolve
 from rocm_build_backend.errors import ConfigError
 from rocm_build_backend.gpu.build import BuildInputs, Knobs, join_words, same_targets
-from rocm_build_backend.gpu.targets import GpuTarget, join_targets
-from rocm_build_backend.gpu.vendor import build_side, vendor_names
+from rocm_build_backend.gpu.targets import GpuTarget, join_targets, vendor_name
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendor_names
 
 _GIB = 1 << 30
 __all__ = ["BuildPlan", "Host", "build_inputs", "join_words", "make_plan"]
@@ -269,7 +270,7 @@ def make_plan(
     ``setup.py`` shows of its extensions (``builder.parallel.read_extensions``); ``cache``: the
     compiler cache found (``builder.cache.choose_cache``)."""
     targets = list(targets)
-    vendors = {t.vendor for t in targets}
+    vendors = {vendor_name(t) for t in targets}
     if len(vendors) > 1:
         raise ConfigError([f"the targets {join_targets(targets)} name GPUs of more than one vendor"],
                           hint="a build targets one vendor: build once per vendor")

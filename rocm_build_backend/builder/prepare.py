@@ -28,8 +28,9 @@ from rocm_build_backend.builder.switches import Finding, scan
 from rocm_build_backend.errors import ConfigError, NoGpuDetectedError, ToolchainError
 from rocm_build_backend.gpu.build import Toolchain, choose_vendor
 from rocm_build_backend.gpu.detect import detect, require_targets
-from rocm_build_backend.gpu.targets import join_targets, parse_targets
-from rocm_build_backend.gpu.vendor import build_side, vendor_names
+from rocm_build_backend.gpu.targets import join_targets, parse_targets, vendor_name
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendor_names
 
 if TYPE_CHECKING:
     from rocm_build_backend.builder.plan import BuildPlan, Host
@@ -120,7 +121,7 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
         exc.hint = f"{exc.hint}; a project without GPU code sets verify = \"off\""
         raise
     vendor = choose_vendor(settings.vendor, [], detected)
-    return Resolved([t for t in detected if t.vendor == vendor], f"detected:{found.source}",
+    return Resolved([t for t in detected if vendor_name(t) == vendor], f"detected:{found.source}",
                     f"detected by {found.source}", found, vendor)
 
 

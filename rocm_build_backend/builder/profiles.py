@@ -33,8 +33,9 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from rocm_build_backend.data import path as data_path
-from rocm_build_backend.gpu.targets import GpuTarget
-from rocm_build_backend.gpu.vendor import build_side, vendor_names
+from rocm_build_backend.gpu.targets import GpuTarget, vendor_name
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendor_names
 
 _DATA = data_path("profiles.json")
 _PLACEHOLDER = re.compile(r"\{([a-z_]*)\}")
@@ -80,7 +81,7 @@ class Variable:
         """The value for these targets, or None when the variable does not apply to them."""
         if self.vendor == ANY:
             return self.value
-        mine = [t for t in targets if t.vendor == self.vendor]
+        mine = [t for t in targets if vendor_name(t) == self.vendor]
         if not mine:
             return None
         if not self.is_template:

@@ -30,7 +30,7 @@ from rocm_build_backend.builder.prepare import Prepared
 from rocm_build_backend.builder.profiles import profile_for
 from rocm_build_backend.builder.switches.actions import needed
 from rocm_build_backend.errors import TargetMismatchError
-from rocm_build_backend.gpu.vendor import build_side
+from rocm_build_backend.gpu.build import build_side
 from rocm_build_backend.wheel.guard import guard_files
 from rocm_build_backend.wheel.stamp import audit_entries, local_version, make_stamp, rewrite_wheel
 

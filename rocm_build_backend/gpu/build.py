@@ -8,7 +8,7 @@ the placeholders of its profile variables, its part of the import guard, its var
 and its index families, whether a kernel module's code serves a requested target, how it holds
 every compile to the targets (``Enforcer``) and how it shows in a project's own build files
 (``Switches``).
-``gpu.vendor.build_side(name)`` finds a vendor's object; each vendor package has one in its
+``gpu.build.build_side(name)`` finds a vendor's object; each vendor package has one in its
 ``build.py``, built from the same modules (``knobs``, ``plan``, ``toolchain``, ``pinned``,
 ``profiles``, ``guard``, ``variant``, ``loader``, ``enforce``, ``switches``).
 
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
-from rocm_build_backend.gpu.targets import GpuTarget, parse_targets
-from rocm_build_backend.gpu.vendor import build_side, vendor_names
+from rocm_build_backend.gpu.targets import GpuTarget, parse_targets, vendor_name
+from rocm_build_backend.gpu.vendor import Vendor, entry_named, load, vendor_names
 
 #: The ``ptx`` setting: also emit code that the driver compiles for newer GPUs (NVIDIA's PTX);
 #: a vendor without such code reads nothing from it.
@@ -241,7 +241,26 @@ class BuildVendor(Protocol):
         ...
 
 
-def choose_vendor(setting: str, requested: Sequence[Any], detected: Sequence[Any]) -> str:
+_BUILD: dict[str, BuildVendor] = {}  # a registry entry's ``module:attr`` -> its build side, loaded once
+
+
+def build_side(vendor: str | Vendor) -> BuildVendor:
+    """The build side of a vendor (by name or object), imported on first use.
+
+    A name the registry does not hold is a KeyError: callers pass names that the settings,
+    a target or ``choose_vendor`` produced, which are registered ones.
+    """
+    name = vendor if isinstance(vendor, str) else vendor.name
+    entry = entry_named(name)
+    if entry is None:
+        raise KeyError(f"no vendor named {name!r} is registered")
+    found = _BUILD.get(entry.build)
+    if found is None:
+        found = _BUILD[entry.build] = load(entry.build)
+    return found
+
+
+def choose_vendor(setting: str, requested: Sequence[GpuTarget], detected: Sequence[GpuTarget]) -> str:
     """The one vendor a build is for. ``requested``/``detected`` hold targets with ``.vendor``
     (``GpuTarget``); ``requested`` is empty for ``targets = "auto"``.
 
@@ -252,7 +271,7 @@ def choose_vendor(setting: str, requested: Sequence[Any], detected: Sequence[Any
     if setting != "auto" and setting not in names:
         raise ConfigError([f"vendor = {setting!r}: expected " + _either(("auto", *names))],
                           hint="vendor = \"auto\" takes the vendor of the targets")
-    asked: list[str] = sorted({str(t.vendor) for t in requested})
+    asked: list[str] = sorted({vendor_name(t) for t in requested})
     if len(asked) > 1:
         raise ConfigError([f"the targets name GPUs of {' and '.join(asked)}: a build targets one vendor"],
                           hint="build once per vendor, each with its own targets")
@@ -263,13 +282,13 @@ def choose_vendor(setting: str, requested: Sequence[Any], detected: Sequence[Any
         return setting
     if asked:
         return asked[0]
-    found: list[str] = sorted({str(t.vendor) for t in detected})
+    found: list[str] = sorted({vendor_name(t) for t in detected})
     if len(found) == 1:
         return found[0]
     if not found:
         raise NoGpuDetectedError("no GPU found to pick a vendor from",
                                  hint=f"set targets, e.g. targets = {_examples()}")
-    seen = ", ".join(sorted({f"{t.vendor}: {t}" for t in detected}))
+    seen = ", ".join(sorted({f"{vendor_name(t)}: {t}" for t in detected}))
     raise ConfigError([f"this machine has GPUs of more than one vendor ({seen})"],
                       hint="set vendor = " + " or ".join(f'"{n}"' for n in names) + ", or give the targets")
 

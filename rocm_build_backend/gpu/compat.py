@@ -7,7 +7,7 @@ It must not hold any vendor's rules.
 
 from __future__ import annotations
 
-from rocm_build_backend.gpu.targets import GpuTarget, parse_target
+from rocm_build_backend.gpu.targets import GpuTarget, parse_target, vendor_name
 from rocm_build_backend.gpu.vendor import vendor_of
 
 
@@ -18,8 +18,8 @@ def _as_target(value: GpuTarget | str) -> GpuTarget:
 def why_not(code: GpuTarget | str, device: GpuTarget | str, *, generic_ok: bool = True) -> str | None:
     """None when code built for ``code`` loads on ``device``; else the reason it does not."""
     code, device = _as_target(code), _as_target(device)
-    if code.vendor != device.vendor:
-        return f"{code} is {code.vendor} code, the device is {device.vendor}"
+    if vendor_name(code) != vendor_name(device):
+        return f"{code} is {vendor_name(code)} code, the device is {vendor_name(device)}"
     return vendor_of(code.processor).why_not(code, device, generic_ok=generic_ok)
 
 

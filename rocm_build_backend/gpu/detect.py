@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Sequence
 
 from rocm_build_backend.errors import NoGpuDetectedError
 from rocm_build_backend.gpu.device import Detection, Device, Probing, ProbeResult, Runner, VendorDetection
-from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
+from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, vendor_name
 from rocm_build_backend.gpu.vendor import Vendor, vendors
 
 __all__ = ["Detection", "Device", "ProbeResult", "detect", "require_targets"]
@@ -108,7 +108,7 @@ def require_targets(detection: Detection, vendor: str | None = None) -> list[Gpu
     example target of every vendor (the machine may build for a GPU it does not have: a CUDA
     project on a machine with only AMD's tools installed)."""
     chosen = [v for v in vendors() if vendor is None or v.name == vendor]
-    targets = [t for t in detection.targets if vendor is None or t.vendor == vendor]
+    targets = [t for t in detection.targets if vendor is None or vendor_name(t) == vendor]
     if targets:
         return targets
     probed = set(detection.vendors.values()) - set(detection.absent)
@@ -116,14 +116,14 @@ def require_targets(detection: Detection, vendor: str | None = None) -> list[Gpu
     seen = "; ".join(f"{detection.label(p)}: {s}" for p, s in detection.seen.items()
                      if detection.vendors.get(p, "") in names or p not in detection.vendors) or "no probe ran"
     if detection.devices and "hidden" in detection.causes:
-        seen = "; ".join(f"{d.target} {d.reason}" for d in detection.devices if vendor is None or d.target.vendor == vendor)
+        seen = "; ".join(f"{d.target} {d.reason}" for d in detection.devices if vendor is None or vendor_name(d.target) == vendor)
     specific = _unique(h for v in chosen for h in v.hints(detection.causes))
     examples = [v.example for v in chosen if vendor is None or v.name in names]
     example = f"set targets, e.g. {' or '.join(examples)}"
     hint = "; ".join(specific[:2])
     hint = f"{hint}; or {example}" if hint else example
     looked_for = "" if vendor is None else _label(vendor) + " "
-    others = [str(t) for t in detection.targets if vendor is not None and t.vendor != vendor]
+    others = [str(t) for t in detection.targets if vendor is not None and vendor_name(t) != vendor]
     if others:
         seen += f"; found {' '.join(others)}, of another vendor"
     raise NoGpuDetectedError(f"no {looked_for}GPU found ({seen})", hint=hint)

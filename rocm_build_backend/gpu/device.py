@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.target import GpuTarget
 
 #: More GPUs (or agents) than any machine has: a probe listing more is broken or hostile, and
 #: its parser stops there instead of building millions of devices.
@@ -43,10 +43,11 @@ class Device:
     def processor(self) -> str:
         return self.target.processor
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, vendor: str) -> dict[str, Any]:
+        """``detect --json``'s device; ``vendor``: the vendor whose probe saw it."""
         return {
             "target": str(self.target),
-            "vendor": self.target.vendor,
+            "vendor": vendor,
             "processor": self.target.processor,
             "physical": str(self.physical) if self.physical else None,
             "name": self.name,
@@ -138,7 +139,7 @@ class Detection:
         return {
             "schema_version": 1,
             "targets": [str(t) for t in self.targets],
-            "devices": [d.to_json() for d in self.devices],
+            "devices": [d.to_json(self.vendors.get(d.source, "")) for d in self.devices],
             "source": self.source,
             "warnings": list(self.warnings),
             "seen": dict(self.seen),

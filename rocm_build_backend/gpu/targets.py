@@ -13,54 +13,29 @@ vendor registry (``gpu/vendor.py``); this module must not spell any vendor's gra
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from rocm_build_backend.errors import UnknownTargetError
 from rocm_build_backend.gpu.products import product_targets
+from rocm_build_backend.gpu.target import GpuTarget
 from rocm_build_backend.gpu.table import table
 from rocm_build_backend.gpu.vendor import claimant, rank, vendor_of, vendors
 
-__all__ = ["GpuTarget", "table", "suggest", "meant", "parse_target", "parse_targets", "split_targets",
+__all__ = ["GpuTarget", "vendor_name", "target_info", "table", "suggest", "meant", "parse_target", "parse_targets", "split_targets",
            "sort_targets", "join_targets"]
 
 
 _SPLIT = re.compile(r"[;,\s]+")
 
 
-@dataclass(frozen=True, order=True)
-class GpuTarget:
-    """One GPU target. ``xnack``/``sramecc`` are ``"+"``, ``"-"`` or ``None`` (any)."""
+def vendor_name(t: GpuTarget) -> str:
+    """The name of the vendor whose target ``t`` is (``"amd"``, ``"nvidia"``)."""
+    return vendor_of(t.processor).name
 
-    processor: str
-    sramecc: str | None = None
-    xnack: str | None = None
 
-    def __str__(self) -> str:
-        out = self.processor
-        if self.sramecc:
-            out += f":sramecc{self.sramecc}"
-        if self.xnack:
-            out += f":xnack{self.xnack}"
-        return out
-
-    @property
-    def bare(self) -> GpuTarget:
-        """The same processor with every feature set to "any"."""
-        return GpuTarget(self.processor)
-
-    @property
-    def vendor(self) -> str:
-        return vendor_of(self.processor).name
-
-    @property
-    def is_generic(self) -> bool:
-        return self.processor.endswith("-generic")
-
-    @property
-    def info(self) -> dict[str, Any]:
-        """The table row for this processor (``{}`` for one the table does not list)."""
-        return table().get(vendor_of(self.processor).table_key(self.processor), {})
+def target_info(t: GpuTarget) -> dict[str, Any]:
+    """The table row for ``t``'s processor (``{}`` for one the table does not list)."""
+    return table().get(vendor_of(t.processor).table_key(t.processor), {})
 
 
 def _edit_distance(a: str, b: str) -> int:

@@ -5,7 +5,7 @@ A vendor (AMD, NVIDIA, ...) is one object that satisfies :class:`Vendor`: its ta
 loader rules ("does code built for X load on device Y"), its detection probes and the hints
 behind their failures. Its build side (knobs, compiler check, pinned tools, profile
 placeholders, the import guard's part, the variant provider, index families) is a second
-object, :class:`gpu.build.BuildVendor`, found with :func:`build_side`. The rest of the package
+object, :class:`gpu.build.BuildVendor`, found with ``gpu.build.build_side``. The rest of the package
 asks the registry, never ``if vendor == ...``.
 
 The registry names each vendor by ``module:attribute`` and imports it on first use, so this
@@ -22,15 +22,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Protocol, Sequence
 
 if TYPE_CHECKING:
-    from rocm_build_backend.gpu.build import BuildVendor
     from rocm_build_backend.gpu.device import Probing, VendorDetection
-    from rocm_build_backend.gpu.targets import GpuTarget
+    from rocm_build_backend.gpu.target import GpuTarget
 
 
 class Entry(NamedTuple):
     """One vendor of the registry: its name, and where its two objects live (``module:attr``)."""
 
-    name: str  # "amd": the value of ``GpuTarget.vendor``, of the ``vendor`` setting, of profiles' keys
+    name: str  # "amd": ``targets.vendor_name(target)``, of the ``vendor`` setting, of profiles' keys
     vendor: str  # the detection and loading side: a ``Vendor``
     build: str  # the build side: a ``gpu.build.BuildVendor``
 
@@ -40,7 +39,6 @@ _REGISTRY: list[Entry] = [
     Entry("amd", "rocm_build_backend.gpu.amd.vendor:AMD", "rocm_build_backend.gpu.amd.build:BUILD"),
     Entry("nvidia", "rocm_build_backend.gpu.nvidia.vendor:NVIDIA", "rocm_build_backend.gpu.nvidia.build:BUILD"),
 ]
-_BUILD: dict[str, BuildVendor] = {}
 
 
 class RecordedOutput(NamedTuple):
@@ -54,7 +52,7 @@ class RecordedOutput(NamedTuple):
 class Vendor(Protocol):
     """One GPU vendor, as the vendor-neutral code sees it."""
 
-    name: str  # "amd": the value of ``GpuTarget.vendor`` and of settings
+    name: str  # "amd": ``targets.vendor_name(target)`` and of settings
     label: str  # "AMD": how messages name it
     example: str  # how a user names a target of this vendor, for hints: "ROCM_BUILD_BACKEND_TARGETS=gfx942"
     recorded_outputs: tuple[RecordedOutput, ...]  # the probes it can replay from captured output
@@ -92,7 +90,7 @@ class Vendor(Protocol):
         ...
 
 
-def _load(where: str) -> Any:
+def load(where: str) -> Any:
     module, _, attr = where.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -107,33 +105,21 @@ def vendors() -> tuple[Vendor, ...]:
     """Every registered vendor, in registry order."""
     out = []
     for entry in _REGISTRY:
-        found: Vendor = _load(entry.vendor)
+        found: Vendor = load(entry.vendor)
         if found.name != entry.name:
             raise RuntimeError(f"the registry entry {entry.name!r} loads a vendor named {found.name!r}")
         out.append(found)
     return tuple(out)
 
 
-def build_side(vendor: str | Vendor) -> BuildVendor:
-    """The build side of a vendor (by name or object), imported on first use.
-
-    A name the registry does not hold is a KeyError: callers pass names that the settings,
-    a target or ``choose_vendor`` produced, which are registered ones.
-    """
-    name = vendor if isinstance(vendor, str) else vendor.name
-    found = _BUILD.get(name)
-    if found is None:
-        entry = next((e for e in _REGISTRY if e.name == name), None)
-        if entry is None:
-            raise KeyError(f"no vendor named {name!r} is registered")
-        found = _BUILD[name] = _load(entry.build)
-    return found
+def entry_named(name: str) -> Entry | None:
+    """The registry entry of the vendor called ``name``, or None."""
+    return next((e for e in _REGISTRY if e.name == name), None)
 
 
 def _forget() -> None:
     vendors.cache_clear()
     claimant.cache_clear()
-    _BUILD.clear()
 
 
 @contextmanager

@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterable
 from rocm_build_backend.errors import WheelError
 from rocm_build_backend.gpu.build import GuardPart
 from rocm_build_backend.gpu.targets import parse_targets, sort_targets
-from rocm_build_backend.gpu.vendor import build_side, vendors
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendors
 
 GUARD_MODULE = "_rocm_build_guard"
 GUARD_ENV = "ROCM_BUILD_BACKEND_GUARD_OFF"

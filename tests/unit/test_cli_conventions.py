@@ -129,14 +129,14 @@ def test_verbose_adds_the_traceback(capsys, where):
 def test_quiet_shows_a_builds_output_only_when_it_fails(capfd, fails):
     script = "print('compiling'); import sys; sys.exit(%d)" % fails
     tail: deque[str] = deque(maxlen=10)
-    runner = _tee_runner(tail, echo=False)
+    runner = _tee_runner(tail, [], echo=False)
     if fails:
         with pytest.raises(Exception):
             runner([sys.executable, "-c", script])
     else:
         runner([sys.executable, "-c", script])
     assert ("compiling" in capfd.readouterr().err) is fails
-    runner = _tee_runner(deque(maxlen=10))
+    runner = _tee_runner(deque(maxlen=10), [])
     runner([sys.executable, "-c", "print('compiling')"])
     assert "compiling" in capfd.readouterr().err
 

@@ -147,6 +147,10 @@ def test_no_import_cycles():
     assert _graph(ROOT)["cycles"] == []
 
 
+def test_no_cycle_through_the_type_checkers_imports_either():
+    assert _graph(ROOT)["type_only_cycles"] == []
+
+
 def test_the_layer_contracts_are_kept():
     out = _lint(ROOT)
     assert out.returncode == 0, out.stdout + out.stderr

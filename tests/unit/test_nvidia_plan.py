@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 
 import pytest
 
 from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
 from rocm_build_backend.gpu.build import BuildInputs, choose_vendor
 from rocm_build_backend.gpu.nvidia.plan import nvidia_build_env
+from rocm_build_backend.gpu.targets import parse_target
 
 
-@dataclass(frozen=True)
-class T:
-    name: str
-    vendor: str
-
-    def __str__(self) -> str:
-        return self.name
-
-
-SM90, GFX942 = T("sm_90", "nvidia"), T("gfx942", "amd")
+SM90, GFX942 = parse_target("sm_90"), parse_target("gfx942")
 
 
 @pytest.mark.parametrize("setting, requested, detected, vendor", [

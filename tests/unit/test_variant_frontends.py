@@ -12,7 +12,8 @@ import pytest
 from packaging.requirements import Requirement
 
 from rocm_build_backend.builder.frontend import frontend_copy, variant_verdict
-from rocm_build_backend.gpu.vendor import build_side, vendor_names
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendor_names
 from rocm_build_backend.wheel.variant import properties as V
 from helpers import TESTS, gpu_wheel
 

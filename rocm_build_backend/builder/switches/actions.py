@@ -24,7 +24,8 @@ from typing import Any, Mapping, Sequence
 from rocm_build_backend.builder.enforce import enforcer
 from rocm_build_backend.builder.switches.findings import Finding, Switch
 from rocm_build_backend.builder.switches.names import vendor as vendor_of
-from rocm_build_backend.gpu.vendor import build_side, vendor_named
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendor_named
 
 #: The knobs every build gets; any other variable the plan sets comes from the project's profile.
 GENERIC = frozenset({"TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "NVCC_APPEND_FLAGS", "CMAKE_ARGS", "PYTORCH_ROCM_ARCH",

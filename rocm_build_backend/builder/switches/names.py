@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 
 from rocm_build_backend.gpu.build import Switches
-from rocm_build_backend.gpu.vendor import build_side, vendor_names
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendor_names
 
 _NOT = re.compile(r"(^|_)(HOME|PATH|ROOT|DIR|DIRS|VERSION|VISIBLE_DEVICES|ABI|DEBUG|VERBOSE|LOCAL_VERSION|"
                   r"INCLUDE|LIB|LIBRARY|BIN|EXECUTABLE|COMPILER|CC|CXX)($|_)|^NVIDIA_|^CI$|"

@@ -1,4 +1,4 @@
-"""AMD's build side: the object ``gpu.vendor.build_side("amd")`` finds (``gpu.build.BuildVendor``).
+"""AMD's build side: the object ``gpu.build.build_side("amd")`` finds (``gpu.build.BuildVendor``).
 
 It ties AMD's build pieces to the build layer: the knobs (``plan.py`` over ``knobs.py``), the
 HIP compiler check (``toolchain.py``), the pinned ``rocminfo`` and friends (``pinned.py``), the

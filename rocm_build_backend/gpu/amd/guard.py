@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rocm_build_backend.gpu.build import GuardPart
-from rocm_build_backend.gpu.targets import GpuTarget, table
+from rocm_build_backend.gpu.targets import GpuTarget, table, vendor_name
 
 SYSFS_ENV = "ROCM_BUILD_BACKEND_SYSFS_ROOT"
 
@@ -87,7 +87,7 @@ def guard_part(code: Sequence[GpuTarget]) -> GuardPart:
     """The guard's AMD functions, with the processors the AMD ``code`` loads on."""
     loads_on: set[str] = set()
     for t in code:
-        if t.vendor != "amd":
+        if vendor_name(t) != "amd":
             continue
         if t.is_generic:
             loads_on.update(name for name, row in table().items() if row.get("generic") == t.processor)

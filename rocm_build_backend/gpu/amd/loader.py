@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget, target_info
 
 
 def why_not(code: GpuTarget, device: GpuTarget, *, generic_ok: bool = True) -> str | None:
     """None when AMD code built for ``code`` loads on ``device``; else the reason it does not."""
     if code.is_generic and code.processor != device.processor:
-        if device.info.get("generic") != code.processor:
+        if target_info(device).get("generic") != code.processor:
             return f"{code} does not cover {device.processor}"
         if not generic_ok:
             return f"{code} is a generic target; the HIP runtime loads those from ROCm 6.4 on"
@@ -37,7 +37,7 @@ def why_not(code: GpuTarget, device: GpuTarget, *, generic_ok: bool = True) -> s
 def configurations(request: GpuTarget) -> list[GpuTarget]:
     """The device configurations a requested target stands for: a bare ``gfx90a`` stands for
     the processor in each xnack/sramecc mode it has; ``gfx90a:xnack-`` for that mode only."""
-    row = request.info
+    row = target_info(request)
 
     def modes(value: str | None, feature: str) -> list[str | None]:
         if value:

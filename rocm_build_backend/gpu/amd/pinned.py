@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget, vendor_name
 
 TOOL_NAMES = ("rocminfo", "rocm_agent_enumerator", "amdgpu-arch", "offload-arch")
 _SAFE = re.compile(r"[A-Za-z0-9_:+\-]+")
@@ -152,7 +152,7 @@ def _arch_script(
     tool: str, targets: Sequence[GpuTarget], amd: Sequence[GpuTarget], default_only: str
 ) -> str:
     amd_lines = _lines([t.processor for t in amd])
-    nv_lines = _lines([t.processor for t in targets if t.vendor == "nvidia"])
+    nv_lines = _lines([t.processor for t in targets if vendor_name(t) == "nvidia"])
     usage = (
         f"OVERVIEW: {tool} ({_VERSION}): prints the GPU architectures chosen for this build,\n"
         "one per line.\n\n"
@@ -208,7 +208,7 @@ def render_tools(targets: Sequence[GpuTarget]) -> dict[str, str]:
     for t in targets:
         if not _SAFE.fullmatch(str(t)):
             raise ValueError(f"GPU target {str(t)!r} has characters a pinned tool cannot print")
-    amd = [t for t in targets if t.vendor == "amd"]
+    amd = [t for t in targets if vendor_name(t) == "amd"]
     return {
         "rocminfo": _rocminfo_script(targets, amd),
         "rocm_agent_enumerator": _enumerator_script(targets, amd),

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rocm_build_backend.errors import ToolchainError
-from rocm_build_backend.gpu.targets import GpuTarget, parse_target
+from rocm_build_backend.gpu.targets import GpuTarget, parse_target, target_info, vendor_name
 
 _CACHE_VERSION = 2
 _REJECT = [
@@ -194,7 +194,7 @@ def check_targets(compiler: Compiler, targets: Sequence[GpuTarget], *, env: Mapp
     """target -> None when the compiler emits code for it, else the compiler's reason."""
     env = os.environ if env is None else env
     run = run or subprocess.run
-    wanted = [str(t) for t in targets if t.vendor == "amd"]
+    wanted = [str(t) for t in targets if vendor_name(t) == "amd"]
     cache = _Cache(env)
     accepted = cache.entry(_cache_key(compiler.path, env)).setdefault("accepted", [])
     verdict: dict[str, str | None] = {t: None for t in wanted if t in accepted}
@@ -253,7 +253,7 @@ def require_supported(compiler: Compiler, targets: Sequence[GpuTarget], **kw: An
 
     needs = []
     for t in bad:
-        llvm = parse_target(t).info.get("first_llvm", "")
+        llvm = target_info(parse_target(t)).get("first_llvm", "")
         if llvm and llvm[0].isdigit():
             needs.append(f"{t} needs LLVM {llvm} or newer")
     names = ", ".join(bad)

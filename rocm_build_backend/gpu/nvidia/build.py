@@ -1,4 +1,4 @@
-"""NVIDIA's build side: the object ``gpu.vendor.build_side("nvidia")`` finds (``gpu.build.BuildVendor``).
+"""NVIDIA's build side: the object ``gpu.build.build_side("nvidia")`` finds (``gpu.build.BuildVendor``).
 
 It ties NVIDIA's build pieces to the build layer: the knobs (``plan.py`` over ``knobs.py``,
 the ``ptx`` choice applied), the nvcc check (``toolchain.py``), the pinned ``nvidia-smi``
@@ -31,7 +31,7 @@ from rocm_build_backend.gpu.nvidia.switches import NvidiaSwitches
 from rocm_build_backend.gpu.nvidia.targets import CUDA_TARGET_NAME, parse_cuda_target, parse_torch_arch_list
 from rocm_build_backend.gpu.nvidia.toolchain import Nvcc, check_nvcc
 from rocm_build_backend.gpu.nvidia.variant import NvidiaProvider
-from rocm_build_backend.gpu.targets import GpuTarget
+from rocm_build_backend.gpu.targets import GpuTarget, vendor_name
 
 
 class _NvidiaBuild:
@@ -70,7 +70,7 @@ class _NvidiaBuild:
         return profiles.values(target, options)
 
     def pinned_tools(self, targets: Sequence[GpuTarget]) -> dict[str, str]:
-        mine = [str(t) for t in targets if t.vendor == self.name]
+        mine = [str(t) for t in targets if vendor_name(t) == self.name]
         return {"nvidia-smi": render_nvidia_smi(mine)} if mine else {}
 
     def device_of(self, code: GpuTarget) -> GpuTarget:

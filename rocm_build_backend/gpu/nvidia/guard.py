@@ -15,7 +15,7 @@ from typing import Sequence
 
 from rocm_build_backend.gpu.build import GuardPart
 from rocm_build_backend.gpu.nvidia import loader
-from rocm_build_backend.gpu.targets import GpuTarget, table
+from rocm_build_backend.gpu.targets import GpuTarget, table, vendor_name
 
 _SOURCE = '''
 def cuda_gpus(load=None):
@@ -63,7 +63,7 @@ def _cuda_loads(device):
 
 def guard_part(code: Sequence[GpuTarget]) -> GuardPart:
     """The guard's NVIDIA functions, with the devices the NVIDIA ``code`` loads on."""
-    mine = [str(t) for t in code if t.vendor == "nvidia"]
+    mine = [str(t) for t in code if vendor_name(t) == "nvidia"]
     devices = [name for name in table() if name.startswith("sm_") and name[3:].isdigit()]
     loads = {d for d in devices if any(loader.loads_on(c, d) for c in mine)}
     plain_ptx = [int(c[8:]) for c in mine if c.startswith("compute_") and c[8:].isdigit()]

@@ -21,11 +21,13 @@ from rocm_build_backend.gpu.targets import (
     GpuTarget,
     parse_target,
     parse_targets,
+    vendor_name,
     sort_targets,
     split_targets,
     table,
 )
-from rocm_build_backend.gpu.vendor import build_side, vendors
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendors
 
 
 def families() -> dict[str, tuple[str, ...]]:
@@ -58,7 +60,7 @@ def _derive_targets(records: Iterable[dict[str, Any]]) -> list[GpuTarget]:
                 if t.is_generic:
                     found.update(GpuTarget(p) for p, row in table().items() if row.get("generic") == t.processor)
                 else:
-                    found.add(build_side(t.vendor).device_of(t))
+                    found.add(build_side(vendor_name(t)).device_of(t))
     return sort_targets(found)
 
 

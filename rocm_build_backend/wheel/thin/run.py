@@ -37,8 +37,8 @@ from rocm_build_backend.binary.budget import BudgetExceeded, budget_for
 from rocm_build_backend.binary.report import sorted_targets
 from rocm_build_backend.errors import FormatError, RocmBuildBackendError, WheelError
 from rocm_build_backend.files import check_output_name, why_not_written
-from rocm_build_backend.gpu.targets import GpuTarget, sort_targets
-from rocm_build_backend.gpu.vendor import build_side
+from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, vendor_name
+from rocm_build_backend.gpu.build import build_side
 from rocm_build_backend.wheel.record import RecordMismatch
 from rocm_build_backend.wheel.stamp import label_targets, read_stamp, relabel, rewrite_wheel
 from rocm_build_backend.wheel.thin import write as thin_write
@@ -133,7 +133,7 @@ def held_devices(held: list[str]) -> list[GpuTarget]:
     out = set()
     for text in held:
         code = GpuTarget(text.split(":", 1)[0])
-        out.add(build_side(code.vendor).device_of(code))
+        out.add(build_side(vendor_name(code)).device_of(code))
     return sort_targets(out)
 
 

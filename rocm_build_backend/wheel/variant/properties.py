@@ -35,7 +35,8 @@ from packaging.utils import parse_wheel_filename
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
 from rocm_build_backend.gpu.build import VariantProvider
-from rocm_build_backend.gpu.vendor import build_side, vendor_of, vendors
+from rocm_build_backend.gpu.build import build_side
+from rocm_build_backend.gpu.vendor import vendor_of, vendors
 from rocm_build_backend.wheel.facts import WheelTargets
 from rocm_build_backend.wheel.reader import wheel_targets
 from rocm_build_backend.wheel.stamp import rewrite_wheel
