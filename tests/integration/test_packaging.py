@@ -122,7 +122,7 @@ def test_a_type_checker_sees_the_api_of_the_installed_wheel(wheel, tmp_path):
     assert len(revealed) == 6, out
     assert not [r for r in revealed if r.strip('"') == "Any"], out
     assert "rocm_build_backend.binary.report.AuditReport" in revealed[0], out
-    assert re.fullmatch(r'"(builtins\.)?list\[rocm_build_backend\.gpu\.targets\.GpuTarget\]"', revealed[1]), out
+    assert re.fullmatch(r'"(builtins\.)?list\[rocm_build_backend\.gpu\.target\.GpuTarget\]"', revealed[1]), out
     assert "rocm_build_backend.gpu.device.Detection" in revealed[2] and "wheel_path" in revealed[3], out
     assert "ThinResult" in revealed[4] and "metadata_directory" in revealed[5], out
     errors = [line for line in out.splitlines() if ": error:" in line]

@@ -92,7 +92,8 @@ def test_the_shim_is_got_with_hashes_and_the_actions_are_current():
     uses = {s["uses"].split("@")[0]: s["uses"].split("@")[1] for job in workflow["jobs"].values()
             for s in job["steps"] if "uses" in s}
     assert uses == {"actions/checkout": "v5", "actions/setup-python": "v6", "actions/upload-artifact": "v6",
-                    "actions/download-artifact": "v7", "aws-actions/configure-aws-credentials": "v6"}
+                    "actions/download-artifact": "v7", "aws-actions/configure-aws-credentials": "v6",
+                    "mozilla-actions/sccache-action": "v0.0.11"}  # v0.0.10 and later run on Node 24
 
 
 def test_each_image_has_its_dockerfile_and_a_gpu_runs_the_wheels():
