@@ -391,7 +391,9 @@ print(json.dumps(out))
 def test_bad_cmake_inputs_are_read_in_linear_time_and_capped():
     """Each input that made the old reader backtrack for minutes, run in a child under a timeout:
     a regression fails here instead of hanging the suite."""
-    import json, subprocess, sys
+    import json
+    import subprocess
+    import sys
     from helpers import ROOT
     proc = subprocess.run([sys.executable, "-c", _BAD], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
@@ -402,7 +404,10 @@ def test_bad_cmake_inputs_are_read_in_linear_time_and_capped():
 
 
 def test_build_files_that_are_no_regular_files_in_the_tree_are_not_read(tmp_path):
-    import json, os, subprocess, sys
+    import json
+    import os
+    import subprocess
+    import sys
     from helpers import ROOT
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -1,5 +1,11 @@
 """In-tree PEP 517 backend: builds gpu-demo with the device code FAKE_GPU_BUILD names."""
-import base64, hashlib, io, json, os, tarfile, zipfile
+import base64
+import hashlib
+import io
+import json
+import os
+import tarfile
+import zipfile
 
 NAME, VERSION, DIST = "gpu-demo", "1.0", "gpu_demo"
 HERE = os.path.dirname(os.path.abspath(__file__))
