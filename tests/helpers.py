@@ -805,6 +805,8 @@ def inconsistencies(out: Path) -> list[str]:
     or whose PEP 658 metadata file is missing or has another hash."""
     bad = []
     for page in out.glob("*/simple/*/index.html"):
+        if any(part.startswith(".") for part in page.relative_to(out).parts):
+            continue  # a new index being made beside the served ones: no page links it yet
         for attrs, _text in anchors(page).anchors:
             href, _, frag = attrs["href"].partition("#sha256=")
             target = (page.parent / unquote(href)).resolve()

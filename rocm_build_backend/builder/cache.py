@@ -47,6 +47,9 @@ EXTRAFILES = "CCACHE_EXTRAFILES"
 KEY_FILE = "compiler-cache-key.txt"
 BASEDIR_VARS = {"sccache": "SCCACHE_BASEDIRS", "ccache": "CCACHE_BASEDIR"}
 _LANGS = ("C", "CXX", "CUDA", "HIP")
+#: sccache's remote stores (its docs): objects go there, not to a local folder
+REMOTE = ("SCCACHE_BUCKET", "SCCACHE_REDIS", "SCCACHE_REDIS_ENDPOINT", "SCCACHE_MEMCACHED", "SCCACHE_MEMCACHED_ENDPOINT",
+          "SCCACHE_GCS_BUCKET", "SCCACHE_AZURE_CONNECTION_STRING", "SCCACHE_GHA_ENABLED", "SCCACHE_WEBDAV_ENDPOINT")
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,39 @@ def is_cache(word: str) -> bool:
     return name.removesuffix(".exe") in KINDS
 
 
+def storage_folder(kind: str, env: Mapping[str, str]) -> Path | None:
+    """Where ``kind`` keeps its objects when its own variable does not say otherwise (sccache:
+    ``SCCACHE_DIR`` else ``$XDG_CACHE_HOME/sccache``, ccache: ``CCACHE_DIR`` else
+    ``$XDG_CACHE_HOME/ccache``, with ``~/.cache`` for an unset ``XDG_CACHE_HOME``); None for a
+    remote store (sccache's bucket or Redis), which is the cache's own business."""
+    if kind == "sccache" and any(env.get(v) for v in REMOTE):
+        return None
+    own = env.get("SCCACHE_DIR" if kind == "sccache" else "CCACHE_DIR")
+    if own:
+        return Path(own)
+    xdg = env.get("XDG_CACHE_HOME")
+    home = env.get("HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path(home) / ".cache" if home else None
+    return None if base is None else base / kind
+
+
+def unusable(folder: Path | None) -> str | None:
+    """Why the cache could not keep its objects in ``folder`` (a file in its way, a parent it may
+    not write), or None when it can (nothing is created here)."""
+    if folder is None:
+        return None
+    probe = folder
+    while not probe.exists():
+        if probe.parent == probe:
+            return f"{folder}: no folder above it exists"
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{folder}: {probe} is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{folder}: {probe} cannot be written"
+    return None
+
+
 def choose_cache(setting: str, env: Mapping[str, str]) -> CacheChoice:
     """The cache for ``setting`` (``auto``, ``sccache``, ``ccache``, ``off``), found on ``env``'s
     PATH. A cache asked for by name that is not there is a ``ConfigError``."""
@@ -88,12 +124,23 @@ def choose_cache(setting: str, env: Mapping[str, str]) -> CacheChoice:
             kind = os.path.basename(theirs).removesuffix(".exe")
             return CacheChoice(setting, kind, found, f"compiler-cache = auto: the user's {theirs} launcher")
     names = KINDS if setting == "auto" else (setting,)
+    bad: list[str] = []
     for name in names:
         found = shutil.which(name, path=path)
-        if found:
-            why = "compiler-cache = auto: the first on PATH of sccache, ccache" if setting == "auto" \
-                else f"compiler-cache = {setting}"
-            return CacheChoice(setting, name, found, why)
+        if not found:
+            continue
+        why_not = unusable(storage_folder(name, env))
+        if why_not:  # a cache that cannot store fails every compile: said, never used
+            bad.append(f"{name}'s folder {why_not}")
+            continue
+        why = "compiler-cache = auto: the first on PATH of sccache, ccache" if setting == "auto" \
+            else f"compiler-cache = {setting}"
+        return CacheChoice(setting, name, found, why)
+    if bad and setting == "auto":
+        return CacheChoice("auto", why="compiler-cache = auto: no usable cache (" + "; ".join(bad) + ")")
+    if bad:
+        raise ConfigError([f"compiler-cache = {setting}, but {bad[0]}"],
+                          hint="set SCCACHE_DIR or CCACHE_DIR to a folder it can write, or compiler-cache = \"off\"")
     if setting == "auto":
         return CacheChoice("auto", why="compiler-cache = auto: neither sccache nor ccache on PATH")
     raise ConfigError([f"compiler-cache = {setting}, but there is no {setting} on PATH"],

@@ -75,8 +75,23 @@ def test_the_plan_says_which_cache(tmp_path):
                      cache=choice)
     assert plan.to_json()["compiler_cache"]["kind"] == "sccache"
     assert any(line.startswith("compiler cache: sccache ") for line in plan.summary())
-    doc = {"schema_version": 1, **plan.to_json(), "compiler": None, "stale": []}
+    doc = {"schema_version": 1, **plan.to_json(), "compiler": None, "compiler_problem": None, "stale": []}
     validate_json("plan", __import__("json").dumps(doc))
+
+
+def test_a_cache_that_cannot_store_is_never_chosen(tmp_path):
+    """XDG_CACHE_HOME naming a file: sccache would fail every compile. auto says so and uses none;
+    naming the cache is an error; its own folder variable or a remote store makes it usable."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file")
+    path = programs(tmp_path / "b", "sccache")
+    env = {"PATH": path, "XDG_CACHE_HOME": str(blocker), "HOME": str(tmp_path)}
+    got = choose_cache("auto", env)
+    assert got.kind is None and "sccache's folder" in got.why and "is not a folder" in got.why
+    with pytest.raises(ConfigError, match="sccache's folder"):
+        choose_cache("sccache", env)
+    assert choose_cache("auto", {**env, "SCCACHE_DIR": str(tmp_path / "own")}).kind == "sccache"
+    assert choose_cache("auto", {**env, "SCCACHE_BUCKET": "team-cache"}).kind == "sccache"
 
 
 def test_targets_enter_every_caches_key(tmp_path):
