@@ -142,3 +142,26 @@ def test_install_with_uv_catches_the_cached_build_and_rebuilds_it(tmp_path, buil
     assert done.returncode == 0, done.stdout + done.stderr
     assert "held gfx90a; rebuilt from its sdist" in done.stdout
     assert so_targets(tmp_path / "site-c") == ["gfx940"]
+
+
+def test_install_reports_its_progress(tmp_path):
+    """Each long step of an install says so (shown on a terminal, unless -q)."""
+    from rocm_build_backend import progress
+    from rocm_build_backend.gpu.targets import parse_targets
+    from rocm_build_backend.wheel.install.run import install_inspected
+
+    _links_with(tmp_path, "gfx942")
+    seen: list[tuple[str, int, int]] = []
+    (tmp_path / "work").mkdir()
+    progress.set_reporter(lambda what, done, total: seen.append((what, done, total)))
+    try:
+        result = install_inspected(["--no-index", "--find-links", str(tmp_path / "links"), "--no-cache-dir",
+                                    "--target", str(tmp_path / "site"), "demo-gpu"],
+                                   devices=parse_targets("gfx942"), work_dir=tmp_path / "work")
+    finally:
+        progress.set_reporter(None)
+    assert result.exit_code == 0 and (tmp_path / "site" / "demo_gpu" / "k.co").is_file()
+    whats = [w for w, *_ in seen]
+    assert whats[:3] == ["collecting wheels with pip", "checking wheels against this machine's GPUs",
+                         "installing with pip"]
+    assert set(whats[3:]) == {"checking distributions"}  # what was installed, read back

@@ -41,6 +41,7 @@ from typing import Any, Mapping, Sequence
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from rocm_build_backend import progress
 from rocm_build_backend.errors import RocmBuildBackendError
 from rocm_build_backend.wheel.cache.run import default_cache_dirs
 from rocm_build_backend.wheel.check.wheels import check_wheels
@@ -210,7 +211,9 @@ def install_inspected(
     built = [] if dry_run or not devices else build_all(split, work_dir, python=python, env=env, run=run)
     if any(r.refused for r in built):  # nothing is installed: the rest is not collected
         return InstallResult(built, [str(d) for d in devices], list(notes))
+    progress.step("collecting wheels with pip", 0)
     rows = collect(rest(split, built), work_dir / "collected", python=python, env=env, run=run, dry_run=dry_run)
+    progress.step("checking wheels against this machine's GPUs", 0, len(rows))
     for i, row in enumerate(rows):
         rows[i] = next((b for b in built if canonicalize_name(b.name) == canonicalize_name(row.name)), row)
     notes = [*notes, *(f"{r.name} {r.version} built from its sdist through rocm-build-backend" for r in built)]
@@ -232,6 +235,7 @@ def install_inspected(
     result = InstallResult(rows, [str(d) for d in devices], list(notes), dry_run=dry_run)
     if dry_run or result.exit_code or not rows:
         return result
+    progress.step("installing with pip", 0, len(rows))
     _pip_install(rows, split.install, python=python, env=env, run=run)
     result.installed = True
     verify_installed(result, split.install, python, generic_ok,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
+from rocm_build_backend import progress
 from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
 from rocm_build_backend.files import read_regular
 from rocm_build_backend.wheel.install.args import SplitArgs
@@ -186,11 +187,15 @@ def build(item: ToBuild, source: Path, out: Path, *, python: str, env: Mapping[s
 def build_all(split: SplitArgs, work: Path, *, python: str, env: Mapping[str, str], run: Runner) -> list[Row]:
     """Every sdist pip would build for this install, built through the shim (one row each)."""
     rows = []
-    for i, item in enumerate(pip_report(split, work, python=python, env=env, run=run)):
+    items = list(pip_report(split, work, python=python, env=env, run=run))
+    for i, item in enumerate(items):
+        progress.step("building sdists through rocm-build-backend", i, len(items))
         folder = f"{i}-{re.sub(r'[^A-Za-z0-9_-]', '_', item.name)[:64]}"  # a name from the sdist's metadata
         source = fetch(item, split, work / "sdists" / folder, python=python, env=env, run=run)
         rows.append(build(item, source, work / "built" / folder, python=python, env=env, run=run,
                           config=settings(split)))
+    if items:
+        progress.step("building sdists through rocm-build-backend", len(items), len(items))
     return rows
 
 
