@@ -211,11 +211,15 @@ def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, st
 
 def _enforce(draft: Knobs, settings: Settings, vendor: str) -> list[str] | None:
     """Enforcement's variables (into the draft) and its words; None when the build is not
-    enforced (``enforce = false``, no targets, a vendor without enforcement: a note says which)."""
+    enforced (``enforce = false``, ``verify = "off"``, no targets, a vendor without enforcement:
+    a note says which)."""
     if not draft.code:
         return None
     if not settings.enforce:
         draft.notes.append("enforce = false: the compiler builds the targets the project lists")
+        return None
+    if settings.verify == "off":  # the project declares no GPU code: no compiler to hold
+        draft.notes.append("verify = \"off\" (the project has no GPU code): no pinned compilers")
         return None
     if enforce.enforcer(vendor) is None:
         draft.notes.append(enforce.not_enforced(vendor))

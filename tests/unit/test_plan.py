@@ -316,3 +316,11 @@ def test_plan_json_outputs_follow_the_shipped_schema(tmp_path):
     del broken["schema_version"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)
+
+
+def test_a_project_without_gpu_code_gets_no_pinned_compilers():
+    """verify = "off" says the project has no GPU code: nothing to hold, nothing written for it."""
+    assert plan().enforce is not None
+    p = plan(settings={"tool": {"rocm-build-backend": {"verify": "off"}}})
+    assert p.enforce is None and any("no pinned compilers" in n for n in p.notes)
+    assert not p.env["HIPCC_COMPILE_FLAGS_APPEND"].startswith("--no-offload-arch=all")
