@@ -46,6 +46,7 @@ BUSTER = "SCCACHE_C_CUSTOM_CACHE_BUSTER"
 EXTRAFILES = "CCACHE_EXTRAFILES"
 KEY_FILE = "compiler-cache-key.txt"
 BASEDIR_VARS = {"sccache": "SCCACHE_BASEDIRS", "ccache": "CCACHE_BASEDIR"}
+TORCH_WRAPPER = "TORCH_NO_COMPILER_WRAPPER"  # torch's own cache in front of its compilers: off when set
 _LANGS = ("C", "CXX", "CUDA", "HIP")
 #: sccache's remote stores (its docs): objects go there, not to a local folder
 REMOTE = ("SCCACHE_BUCKET", "SCCACHE_REDIS", "SCCACHE_REDIS_ENDPOINT", "SCCACHE_MEMCACHED", "SCCACHE_MEMCACHED_ENDPOINT",
@@ -219,4 +220,10 @@ def cache_variables(choice: CacheChoice, env: Mapping[str, str], pinned: Callabl
     nvcc = env.get("PYTORCH_NVCC", "").split()
     if len(nvcc) > 1 and pinned(nvcc[-1]) and any(is_cache(w) for w in nvcc[:-1]):
         out["PYTORCH_NVCC"] = " ".join(w for w in nvcc if not is_cache(w))
+    # torch's own wrapper (torch/utils/cpp_extension.py _wrap_compiler, torch 2.13) puts ccache or
+    # sccache from PATH in front of nvcc and the host compiler unless TORCH_NO_COMPILER_WRAPPER is
+    # set: in front of the pinned nvcc it is the cache this module moves behind it, and with
+    # compiler-cache = "off" it is a cache the user turned off. A value the user set stays.
+    if not env.get(TORCH_WRAPPER) and (choice.setting == "off" or (nvcc and pinned(nvcc[-1]))):
+        out[TORCH_WRAPPER] = "1"
     return out

@@ -1,8 +1,10 @@
 """The compiler cache in front of setuptools' compiles, for the wrapped build only.
 
-setuptools runs every compile through ``CCompiler.spawn`` (plain extensions, and torch's
-``BuildExtension`` without ninja, which swaps ``compiler_so`` to hipcc or nvcc for a device
-source). ``cached_spawn(choice, pinned)`` replaces ``spawn`` for the block with one that runs a
+setuptools runs every compile through one method of ``CCompiler``: ``call`` since setuptools 80
+(``spawn`` is then a deprecated wrapper around it), ``spawn`` before (plain extensions, and
+torch's ``BuildExtension`` without ninja, which swaps ``compiler_so`` to hipcc or nvcc for a
+device source). ``cached_spawn(choice, pinned)`` replaces that method (``call`` where the class
+defines it, else ``spawn``: the compile pool picks the same one) for the block with one that runs a
 compile (``-c`` on the line) as ``CACHE COMPILER ARGS``, except when the compiler is a cache
 already (``CC="ccache gcc"``) or one of the build's pinned programs (they run the cache behind
 themselves, on the command line they rewrote). Links and everything else run as they were.
@@ -29,7 +31,7 @@ def _classes() -> list[type]:
     found: list[type] = []
     for package in ("distutils", "setuptools._distutils"):
         base = getattr(sys.modules.get(f"{package}.ccompiler"), "CCompiler", None)
-        if isinstance(base, type) and base not in found and "spawn" in vars(base):
+        if isinstance(base, type) and base not in found and ("call" in vars(base) or "spawn" in vars(base)):
             found.append(base)
     return found
 
@@ -49,24 +51,32 @@ def cached_command(cmd: Sequence[str], choice: CacheChoice, pinned: Callable[[st
 
 @contextmanager
 def cached_spawn(choice: CacheChoice, pinned: Callable[[str], bool]) -> Iterator[bool]:
-    """``CCompiler.spawn`` with the cache in front of compiles for the block; yields whether it
-    could be put in place (False: this setuptools' compiler classes are not known)."""
+    """``CCompiler.call`` (``spawn`` before setuptools 80) with the cache in front of compiles for
+    the block; yields whether it could be put in place (False: this setuptools' compiler classes
+    are not known)."""
     classes = _classes()
-    put: list[tuple[type, Any, Any]] = []
+    put: list[tuple[type, str, Any, Any]] = []
     for cls in classes:
-        old = vars(cls)["spawn"]
+        name = method_name(cls)
+        old = vars(cls)[name]
 
-        def spawn(self: Any, cmd: Sequence[str], *args: Any, _old: Any = old, **kwargs: Any) -> Any:
+        def run(self: Any, cmd: Sequence[str], *args: Any, _old: Any = old, **kwargs: Any) -> Any:
             return _old(self, cached_command(cmd, choice, pinned), *args, **kwargs)
 
-        put.append((cls, old, spawn))
-        setattr(cls, "spawn", spawn)
+        put.append((cls, name, old, run))
+        setattr(cls, name, run)
     try:
         yield bool(classes)
     finally:
-        for cls, old, ours in reversed(put):
-            if vars(cls).get("spawn") is ours:  # replaced during the build by someone else: theirs stays
-                setattr(cls, "spawn", old)
+        for cls, name, old, ours in reversed(put):
+            if vars(cls).get(name) is ours:  # replaced during the build by someone else: theirs stays
+                setattr(cls, name, old)
+
+
+def method_name(cls: type) -> str:
+    """The ``CCompiler`` method every compile of this setuptools runs through: ``call`` where the
+    class defines it (setuptools 80 and later), else ``spawn``."""
+    return "call" if "call" in vars(cls) else "spawn"
 
 
 def pinned_under(folder: str) -> Callable[[str], bool]:

@@ -118,3 +118,27 @@ def test_sccache_behind_the_pinned_nvcc(tmp_path, build_env):
     # (nvcc's front end runs again: its module id comes from the source's path)
     assert " 0 hits" not in lines[2], lines
     assert not server_up(env)
+
+
+@needs_ccache
+def test_setuptools_compiles_are_cached_through_the_method_setuptools_runs(tmp_path, build_env):
+    """Six C extensions through setuptools (the compile pool on): setuptools 80 and later run every
+    compile through ``CCompiler.call``, earlier ones through ``spawn``; the cache stands in front of
+    the one this setuptools uses (behind the pool, which runs the command it is given), so a rebuild
+    after ``rm -rf build`` is served from the cache. (The same checkout: with ``-g`` in Python's
+    flags ccache keys on the working folder, by its default ``hash_dir``.)"""
+    env = dict(build_env, CCACHE_DIR=str(tmp_path / "ccache"))
+    src = tmp_path / "src"
+    shutil.copytree(PROJECTS / "many_ext", src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    seen = []
+    for n in range(2):
+        before = ccache_counts(env)
+        shutil.rmtree(src / "build", ignore_errors=True)
+        argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w",
+                tmp_path / f"out{n}", src, "-C", "rocm-build-backend.compiler-cache=ccache"]
+        proc = run(argv, env=dict(env, PYTHONPATH=str(ROOT)))
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        after = ccache_counts(env)
+        seen.append((after[0] - before[0], after[1] - before[1]))
+    assert seen[0][1] >= 6, seen  # the first build compiled the six sources through ccache
+    assert seen[1][0] >= 6, seen  # the second, in another copy, took them from the cache

@@ -14,6 +14,7 @@ import pytest
 from helpers import validate_json
 from rocm_build_backend.builder.cache import (
     PROGRAM_VAR,
+    TORCH_WRAPPER,
     CacheChoice,
     cache_variables,
     choose_cache,
@@ -123,6 +124,16 @@ def test_the_cache_goes_behind_the_pinned_programs(tmp_path):
     assert off[PROGRAM_VAR] == "ccache" and off["CMAKE_CUDA_COMPILER_LAUNCHER"] == ""
     assert "CMAKE_CXX_COMPILER_LAUNCHER" not in off  # in front of a compiler that is not pinned: as it was
     assert user_cache({"CC": "ccache gcc"}) == "ccache"
+
+
+def test_torchs_own_cache_wrapper_stays_out_of_the_pinned_nvcc_and_of_off(tmp_path):
+    pinned = pinned_under(str(tmp_path / "enforce"))
+    nvcc = str(tmp_path / "enforce" / "nvidia-1" / "cuda" / "bin" / "nvcc")
+    sccache = CacheChoice("auto", "sccache", "/bin/sccache", "x")
+    assert cache_variables(sccache, {"PYTORCH_NVCC": nvcc}, pinned)[TORCH_WRAPPER] == "1"
+    assert cache_variables(CacheChoice(), {}, pinned)[TORCH_WRAPPER] == "1"  # compiler-cache = "off"
+    assert TORCH_WRAPPER not in cache_variables(sccache, {}, pinned)  # no pinned nvcc: torch's may stand
+    assert TORCH_WRAPPER not in cache_variables(CacheChoice(), {TORCH_WRAPPER: "0"}, pinned)  # the user's value
 
 
 def test_sccache_is_not_put_in_front_of_hipcc_compiling_cpp_files():
