@@ -57,9 +57,9 @@ def applied(plan: BuildPlan | None, *, compiles: bool = True) -> Iterator[World]
                 os.environ.update(pinned_env(Path(tools), dict(os.environ)))  # PATH and CMAKE_PROGRAM_PATH
             if plan.enforce is not None:
                 world.record = _enforce(plan, Path(tools) / "enforced.jsonl")
-            if compiles:
-                _cache(plan, Path(tools), stack)
             at_once = _at_once(plan, stack)
+            if compiles:  # after the pool: the cache's command method wraps the pool's
+                _cache(plan, Path(tools), stack)
             if plan.build_ext_parallel > 1:
                 os.environ["DIST_EXTRA_CONFIG"] = str(merged_config(
                     Path(tools), at_once, os.environ.get("DIST_EXTRA_CONFIG")))
