@@ -3,7 +3,7 @@
 
     paths          ROOT, TESTS, DATA, PROJECTS, SAMPLES
     processes      run, run_main, copy_sample, pip_wheel, only_wheel, assert_valid_stamp, error_lines,
-                   validate_json
+                   validate_json, pip_options and install_table_gaps (pip's options from its --help)
     wheels         record_line, valid_stamp, stamp_for, make_wheel, damage_member, huge_member
     fake machines  kfd_root (sysfs), FakeNvml and nvml (libnvidia-ml), decoy_tools, cmake_hip_env
     variants       code_object (clang-19), gpu_wheel, picked_variants (variantlib), uv_or_skip
@@ -32,6 +32,7 @@ import hashlib
 import html.parser
 import json
 import os
+import re
 import resource
 import shutil
 import struct
@@ -120,6 +121,45 @@ def pip_wheel(project: Path, outdir: Path, env: dict, *settings: str) -> subproc
     for s in settings:
         argv += ["-C", s]
     return run(argv, env=env)
+
+_PIP_OPTION = re.compile(r"^  (-\w, )?(--[\w-]+)( <[^>]*>)?")  # "  -r, --requirement <file>   Install ..."
+
+
+def pip_options(python: str | Path, command: str) -> dict[str, bool]:
+    """Every option ``python -m pip COMMAND --help`` lists, in each spelling (``-r`` and
+    ``--requirement``), and whether it takes a value (a ``<metavar>`` follows it). Parsed from
+    the help text here, in the tests: pip has no machine-readable list of its options."""
+    proc = run([python, "-m", "pip", command, "--help"], env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    found: dict[str, bool] = {}
+    for line in proc.stdout.splitlines():
+        m = _PIP_OPTION.match(line)
+        if m:
+            for name in filter(None, (m.group(2), (m.group(1) or "")[:2])):
+                found[name] = m.group(3) is not None
+    assert "--index-url" in found and found["--index-url"], proc.stdout[:2000]  # the help is still laid out so
+    return found
+
+
+def install_table_gaps(python: str | Path) -> list[str]:
+    """Where ``install``'s tables of pip's options (``wheel/install/args.py``) disagree with the
+    options ``python``'s pip lists for ``pip install`` and ``pip wheel``: a value-taking option
+    the tables lack (its value would be read as a requirement), a flag they say takes a value,
+    an option only ``pip install`` has that no table sorts (it would reach ``pip wheel``)."""
+    from rocm_build_backend.wheel.install import args
+
+    install, wheel = pip_options(python, "install"), pip_options(python, "wheel")
+    gaps = []
+    for name, takes in sorted({**install, **wheel}.items()):
+        if takes and name not in args.VALUE_OPTIONS:
+            gaps.append(f"{name} takes a value; VALUE_OPTIONS lacks it")
+        if not takes and name in args.VALUE_OPTIONS:
+            gaps.append(f"{name} takes no value; VALUE_OPTIONS has it")
+    sorted_out = args.INSTALL_ONLY | args.OTHER_PLATFORM | args.NOT_HERE
+    gaps += [f"{name}: only pip install has it, and no table sorts it" for name in sorted(set(install) - set(wheel))
+             if name not in sorted_out]
+    return gaps
+
 
 def only_wheel(folder: Path) -> Path:
     """The one wheel in ``folder``; its stamp, when it has one, valid under the shipped schema."""

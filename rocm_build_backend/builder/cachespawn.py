@@ -1,14 +1,21 @@
 """The compiler cache in front of setuptools' compiles, for the wrapped build only.
 
-setuptools runs every compile through one method of ``CCompiler``: ``call`` since setuptools 80
-(``spawn`` is then a deprecated wrapper around it), ``spawn`` before (plain extensions, and
-torch's ``BuildExtension`` without ninja, which swaps ``compiler_so`` to hipcc or nvcc for a
-device source). ``cached_spawn(choice, pinned)`` replaces that method (``call`` where the class
-defines it, else ``spawn``: the compile pool picks the same one) for the block with one that runs a
-compile (``-c`` on the line) as ``CACHE COMPILER ARGS``, except when the compiler is a cache
-already (``CC="ccache gcc"``) or one of the build's pinned programs (they run the cache behind
-themselves, on the command line they rewrote). Links and everything else run as they were.
-Imports setuptools' ``distutils`` (the copy the build uses) when entered, nothing at import.
+setuptools runs every compile through one method of ``CCompiler``, ``call`` since setuptools 80
+and ``spawn`` before (plain extensions, and torch's ``BuildExtension`` without ninja, which swaps
+``compiler_so`` to hipcc or nvcc for a device source). ``cached_spawn(choice, pinned)`` replaces
+that method for the block (the compile pool's, when the pool is on: it is entered after the
+pool) with one that runs a compile (``-c`` on the line) as ``CACHE COMPILER ARGS``, except when
+the compiler is a cache already (``CC="ccache gcc"``) or one of the build's pinned programs (they
+run the cache behind themselves, on the command line they rewrote). Links and everything else
+run as they were. Imports setuptools' ``distutils`` (the copy the build uses) when entered,
+nothing at import.
+
+``call`` and ``spawn`` are public, but the classes are found where setuptools keeps them:
+``distutils`` and its private ``setuptools._distutils`` (the copy setuptools loads apart).
+setuptools has no compiler-launcher setting (CMake's ``CMAKE_<LANG>_COMPILER_LAUNCHER``), and
+``CC="ccache cc"`` would not reach the compilers a build swaps in (torch's nvcc). A setuptools
+without either module gets no cache in front of its compiles. Checked with setuptools 64.0.0
+and the newest by the version matrix's ``pool`` cell (ccache sees each compile).
 """
 
 from __future__ import annotations
@@ -21,18 +28,22 @@ from typing import Any, Callable, Iterator, Sequence
 from rocm_build_backend.builder.cache import CacheChoice, is_cache
 
 
-def _classes() -> list[type]:
-    """The ``CCompiler`` classes of the distutils copies that setuptools' build uses."""
+def _classes() -> list[tuple[type, str]]:
+    """The ``CCompiler`` classes of the distutils copies that setuptools' build uses, each with
+    the name of the method its compiles run through (``call``, else ``spawn``)."""
     try:  # an optional dependency, probed where it is used; setuptools puts its distutils in place
         import setuptools  # type: ignore[import-untyped, unused-ignore]  # noqa: F401
         import distutils.ccompiler  # noqa: F401 (read from sys.modules below)
     except ImportError:
         return []
-    found: list[type] = []
+    found: list[tuple[type, str]] = []
     for package in ("distutils", "setuptools._distutils"):
         base = getattr(sys.modules.get(f"{package}.ccompiler"), "CCompiler", None)
-        if isinstance(base, type) and base not in found and ("call" in vars(base) or "spawn" in vars(base)):
-            found.append(base)
+        if not isinstance(base, type) or any(base is cls for cls, _ in found):
+            continue
+        name = "call" if "call" in vars(base) else "spawn"
+        if name in vars(base):
+            found.append((base, name))
     return found
 
 
@@ -51,13 +62,11 @@ def cached_command(cmd: Sequence[str], choice: CacheChoice, pinned: Callable[[st
 
 @contextmanager
 def cached_spawn(choice: CacheChoice, pinned: Callable[[str], bool]) -> Iterator[bool]:
-    """``CCompiler.call`` (``spawn`` before setuptools 80) with the cache in front of compiles for
-    the block; yields whether it could be put in place (False: this setuptools' compiler classes
-    are not known)."""
+    """``CCompiler.call`` (or ``spawn``) with the cache in front of compiles for the block; yields
+    whether it could be put in place (False: this setuptools' compiler classes are not known)."""
     classes = _classes()
     put: list[tuple[type, str, Any, Any]] = []
-    for cls in classes:
-        name = method_name(cls)
+    for cls, name in classes:
         old = vars(cls)[name]
 
         def run(self: Any, cmd: Sequence[str], *args: Any, _old: Any = old, **kwargs: Any) -> Any:
@@ -71,12 +80,6 @@ def cached_spawn(choice: CacheChoice, pinned: Callable[[str], bool]) -> Iterator
         for cls, name, old, ours in reversed(put):
             if vars(cls).get(name) is ours:  # replaced during the build by someone else: theirs stays
                 setattr(cls, name, old)
-
-
-def method_name(cls: type) -> str:
-    """The ``CCompiler`` method every compile of this setuptools runs through: ``call`` where the
-    class defines it (setuptools 80 and later), else ``spawn``."""
-    return "call" if "call" in vars(cls) else "spawn"
 
 
 def pinned_under(folder: str) -> Callable[[str], bool]:

@@ -58,7 +58,7 @@ def applied(plan: BuildPlan | None, *, compiles: bool = True) -> Iterator[World]
             if plan.enforce is not None:
                 world.record = _enforce(plan, Path(tools) / "enforced.jsonl")
             at_once = _at_once(plan, stack)
-            if compiles:  # after the pool: the cache's command goes to the method the pool put in place
+            if compiles:  # after the pool: the cache's command method wraps the pool's
                 _cache(plan, Path(tools), stack)
             if plan.build_ext_parallel > 1:
                 os.environ["DIST_EXTRA_CONFIG"] = str(merged_config(

@@ -39,7 +39,8 @@ from rocm_build_backend.builder.source import ConfigSettings, Project, backend_b
 from rocm_build_backend.builder.variant import variant_wheel
 from rocm_build_backend.builder.verify import audit_and_stamp
 from rocm_build_backend.errors import NoGpuDetectedError, StaleBuildTreeError, TargetMismatchError
-from rocm_build_backend.wheel.stamp import local_version, rewrite_metadata_dir
+from rocm_build_backend.wheel.label import local_version
+from rocm_build_backend.wheel.stamp import rewrite_metadata_dir
 
 __all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata",
            "check_fresh", "mark_fresh", "load_project", "prepare", "show", "wrapped_backend"]

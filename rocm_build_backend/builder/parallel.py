@@ -172,7 +172,12 @@ def _sets_compiler(tree: ast.AST) -> str:
 
 def _cxx_apart() -> bool:
     """Whether this setuptools compiles C++ sources with ``compiler_so_cxx``, apart from the
-    ``compiler_so`` that torch's non-ninja build swaps for nvcc while a .cu file compiles."""
+    ``compiler_so`` that torch's non-ninja build swaps for nvcc while a .cu file compiles.
+
+    Read from the private ``setuptools._distutils`` (setuptools says nothing public about which
+    executables its compiler class has); a setuptools without it answers False, and the
+    extensions build one at a time. Checked with setuptools 64.0.0 (False) and the newest (True)
+    by the version matrix's ``pool`` cell."""
     try:  # an optional dependency, probed where it is used
         from setuptools._distutils.unixccompiler import UnixCCompiler
     except (ImportError, AttributeError):  # no setuptools here, or another layout: not side by side

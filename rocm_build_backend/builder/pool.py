@@ -36,6 +36,16 @@ The pool never changes what is built, only when (each piece in its module):
 
 Imports setuptools' ``distutils`` (the copy the build uses, already loaded by the wrapped backend)
 when entered, nothing at import. Decides nothing: the plan says when.
+
+What it relies on that setuptools does not promise, and why: setuptools has no public hook to
+compile one extension's sources side by side (``build_ext --parallel`` builds whole extensions;
+``CCompiler.compile`` compiles in a row), so ``compile`` is replaced in ``distutils`` and in
+``setuptools._distutils`` (where setuptools loads its copy apart) and calls the private steps the
+public one calls (``_setup_compile``, ``_get_cc_args``, ``_compile``), as pybind11's
+``ParallelCompile`` does; ``build_ext._build_extensions_parallel`` is replaced by ``poolext``.
+``_classes`` checks that each is there, and without them the pool is not installed and setuptools
+compiles as it always does. Checked with setuptools 64.0.0 and the newest by the version matrix's
+``pool`` cell (``tests/version_matrix.json``, ``tests/integration/test_version_matrix.py``).
 """
 
 from __future__ import annotations
@@ -51,7 +61,6 @@ from functools import partial
 from typing import Any, Callable, Iterator, Sequence
 
 from rocm_build_backend.builder import poolscope
-from rocm_build_backend.builder.cachespawn import method_name
 from rocm_build_backend.builder.log import log
 from rocm_build_backend.builder.poolext import SideBySide
 from rocm_build_backend.builder.poolgate import Cost, Gate, Stopped, cost
@@ -250,7 +259,7 @@ def _replacements(found: _Classes, compile: Callable[..., list[str]] | None, pro
     for cls in found.bases:
         if compile is not None:
             put.append((cls, "compile", vars(cls)["compile"], compile))
-        name = method_name(cls)
+        name = "call" if "call" in vars(cls) else "spawn"
         put.append((cls, name, vars(cls)[name], processes.method(vars(cls)[name])))
     for cls in found.unix:
         for name in SCOPED:

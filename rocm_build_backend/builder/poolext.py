@@ -1,6 +1,11 @@
 """setuptools' extensions side by side under the compile pool: ``build_ext._build_extensions_parallel``
 while the pool is on.
 
+That method is private to setuptools' ``build_ext`` (what its ``parallel`` option runs): no public
+hook runs the extensions' builds in our order with our stop on the first failure. ``pool._classes``
+installs this only where the method is there (setuptools 64.0.0 and the newest, the version
+matrix's ``pool`` cell); elsewhere setuptools builds as it always does.
+
 What it keeps of setuptools' own (a ``ThreadPoolExecutor`` of ``parallel`` threads, one
 ``build_extension`` each, ``_filter_build_errors`` for optional extensions), and what it adds:
 

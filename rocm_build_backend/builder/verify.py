@@ -32,7 +32,8 @@ from rocm_build_backend.builder.switches.actions import needed
 from rocm_build_backend.errors import TargetMismatchError
 from rocm_build_backend.gpu.build import build_side
 from rocm_build_backend.wheel.guard import guard_files
-from rocm_build_backend.wheel.stamp import audit_entries, local_version, make_stamp, rewrite_wheel
+from rocm_build_backend.wheel.label import local_version
+from rocm_build_backend.wheel.stamp import audit_entries, make_stamp, rewrite_wheel
 
 if TYPE_CHECKING:
     from rocm_build_backend.binary.audit import AuditReport

@@ -6,7 +6,9 @@ fields (``fp``, ``start_dir``, ``filelist``, ``NameToInfo``, ``_writecheck``, ``
 ``_writing``). This module is the only one that touches them, and only after ``can_copy_raw``
 has checked that they are there (a Python whose ``zipfile`` changed falls back to
 recompressing, never to a broken wheel). ``rewrite`` and ``thin.stream`` copy members through
-it; a large extension module is then never recompressed.
+it; a large extension module is then never recompressed. The version matrix
+(``tests/integration/test_version_matrix.py``) checks the raw copy in every CPython the shim
+supports (3.10 to 3.14) that is installed.
 
 ``pump_member`` reads a member's compressed bytes in bounded chunks and checks its size and
 CRC against the zip directory as they go by, so a damaged member is refused, not copied;

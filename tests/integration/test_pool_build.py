@@ -113,7 +113,8 @@ def _most_at_once(compiles: list[dict]) -> int:
 def _build(project: Path, out: Path, env: dict[str, str]) -> str:
     argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", out, project,
             "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.max-jobs=2",
-            "-C", "rocm-build-backend.compiler-check=false"]
+            "-C", "rocm-build-backend.compiler-check=false",
+            "-C", "rocm-build-backend.compiler-cache=off"]  # the launchers record the compiler's runs alone
     proc = run(argv, env=env)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]

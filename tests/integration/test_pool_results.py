@@ -126,7 +126,8 @@ def _pip(project: Path, out: Path, env: dict[str, str]) -> subprocess.CompletedP
 def _pip_argv(project: Path, out: Path) -> list:
     return [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", out, project,
             "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.max-jobs=2",
-            "-C", "rocm-build-backend.compiler-check=false"]
+            "-C", "rocm-build-backend.compiler-check=false",
+            "-C", "rocm-build-backend.compiler-cache=off"]  # the pool's own compiler runs, no cache's
 
 
 def _answers(wheel: Path, folder: Path, package: str, count: int) -> list[int]:
@@ -266,7 +267,8 @@ def test_a_signal_to_build_ends_every_compiler_and_leaves_nothing(tmp_path, buil
     out.mkdir()
     (out / "kept.txt").write_text("was here before")
     argv = [*CLI, "build", project, "-o", out, "--targets", "gfx90a", "-C", "rocm-build-backend.max-jobs=2",
-            "-C", "rocm-build-backend.compiler-check=false"]
+            "-C", "rocm-build-backend.compiler-check=false",
+            "-C", "rocm-build-backend.compiler-cache=off"]  # the pool's own compiler runs, no cache's
     with subprocess.Popen(argv, env=build_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as proc:
         _until(lambda: sum(1 for ln in _lines(record) if ln[0] == "wait") >= 2, "two compiles holding")

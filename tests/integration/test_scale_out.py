@@ -24,7 +24,7 @@ from rocm_build_backend.gpu.targets import parse_targets, vendor_name
 from rocm_build_backend.gpu.amd.families import FAMILIES
 from rocm_build_backend.wheel.index.publish import publish
 from rocm_build_backend.wheel.index.run import build_index
-from rocm_build_backend.wheel.stamp import local_version
+from rocm_build_backend.wheel.label import local_version
 
 EXAMPLE = ROOT / "examples" / "scale-out"
 WORKFLOW = EXAMPLE / "wheels.yml"
@@ -164,7 +164,7 @@ import shlex, subprocess, sys
 sys.path[:0] = [sys.argv[1]]
 from pathlib import Path
 from helpers import make_wheel
-from rocm_build_backend.wheel.stamp import local_version
+from rocm_build_backend.wheel.label import local_version
 family, targets, work, out, merge = sys.argv[2], sys.argv[3].split(";"), Path(sys.argv[4]), sys.argv[5], sys.argv[6]
 dist = work / "dist" / f"wheels-{family}"
 for version in ("1.0", "1.1"):

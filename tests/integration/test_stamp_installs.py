@@ -25,9 +25,8 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.errors import WheelError
-from rocm_build_backend.wheel.stamp import (
-    STAMP_NAME, local_version, read_stamp, rewrite_metadata_dir, rewrite_wheel,
-)
+from rocm_build_backend.wheel.label import local_version
+from rocm_build_backend.wheel.stamp import STAMP_NAME, read_stamp, rewrite_metadata_dir, rewrite_wheel
 from helpers import handmade_wheel, ROOT, sample_stamp, set_member
 
 

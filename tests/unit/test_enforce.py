@@ -5,6 +5,8 @@ programs as written, run with the real nvcc, are in tests/integration/test_enfor
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -12,7 +14,8 @@ from rocm_build_backend.builder.enforce import Enforced, install, read_record
 from rocm_build_backend.errors import EnforcementError
 from rocm_build_backend.gpu.amd import enforce as amd_enforce
 from rocm_build_backend.gpu.nvidia import enforce as nv_enforce
-from rocm_build_backend.gpu.nvidia.pinned_nvcc import Options, Unreadable, decide, expand, json_line, read_targets, split_options
+from rocm_build_backend.gpu.nvidia.nvcc_line import Options, Unreadable, expand, read_targets, split_options
+from rocm_build_backend.gpu.nvidia.pinned_nvcc import decide, json_line
 
 SM90 = nv_enforce.config(["sm_90"], "none", "/x/nvcc")
 SM90_PTX = nv_enforce.config(["sm_90"], "highest", "/x/nvcc")
@@ -142,6 +145,25 @@ def test_the_rewritten_line_keeps_each_entrys_virtual_architecture():
 def test_json_line_is_json():
     line = {"tool": "nvcc", "sources": ['we"ird\\name\n.cu', "é.cu"], "action": "kept"}
     assert json.loads(json_line(line)) == line
+
+
+def test_the_pinned_nvcc_is_written_as_one_file_that_runs_isolated(tmp_path):
+    """``python -I -S`` cannot import the package: the program holds nvcc_line.py's text and
+    imports nothing of ours, and it reads, decides and runs the real nvcc (here a stand-in that
+    prints its arguments)."""
+    real = tmp_path / "real-nvcc"
+    real.write_text("#!/bin/sh\necho \"$@\"\n")
+    real.chmod(0o755)
+    program = tmp_path / "pinned_nvcc.py"
+    program.write_text(nv_enforce.program_text(nv_enforce.config(["sm_90"], "none", str(real))))
+    text = program.read_text()
+    assert "import rocm_build_backend" not in text and "from rocm_build_backend" not in text
+    (tmp_path / "k.optf").write_text("-gencode arch=compute_80,code=sm_80\n")
+    proc = subprocess.run([sys.executable, "-I", "-S", str(program), *K, "-optf", "k.optf",
+                           "-gencode=arch=compute_90,code=sm_90"], capture_output=True, text=True, cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == K + ["-gencode=arch=compute_90,code=sm_90"]
 
 
 def test_without_a_toolkit_install_says_so(tmp_path, monkeypatch):

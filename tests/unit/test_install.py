@@ -5,11 +5,14 @@ in tests/integration/test_install_pip.py.
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import pytest
 
 from rocm_build_backend.errors import RocmBuildBackendError
+from rocm_build_backend.wheel.install import origin as O
 from rocm_build_backend.wheel.install import run as I
 from helpers import make_wheel, run
 
@@ -28,16 +31,29 @@ def test_split_args():
         I.split_args(["--dry-run", "numpy"])
 
 
-def test_origin_of(tmp_path):
+def test_origin_of(tmp_path, monkeypatch):
+    """Where a collected wheel came from: pip's report (which projects pip builds from source),
+    its wheel cache as ``pip cache list`` lists it before the collect, and the bytes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_NO_CACHE")}
     wheel = make_wheel(tmp_path / "w", "demo", "1.0", stamp=False)
     cache = tmp_path / "cache"
     (cache / "wheels" / "ab" / "cd").mkdir(parents=True)
-    assert I.origin_of(wheel, f"Created wheel for demo: filename={wheel.name} size=1", cache) == "built"
-    assert I.origin_of(wheel, f"  Using cached {wheel.name}\n", cache) == "index"  # not in the wheel cache
+    # pip built it: the report builds demo from source, and the cache held no such wheel before
+    assert O.origin_of(wheel, "demo", {"demo"}, O.cached_before(sys.executable, cache, env)) == "built"
     (cache / "wheels" / "ab" / "cd" / wheel.name).write_bytes(wheel.read_bytes())
-    assert I.origin_of(wheel, f"  Using cached {wheel.name}\n", cache) == "cache"
-    # an HTTP-cache hit of a download prints its size: that is the index's wheel
-    assert I.origin_of(wheel, f"  Using cached {wheel.name} (12 kB)\n", cache) == "index"
+    before = O.cached_before(sys.executable, cache, env)
+    assert [p.path for p in before[wheel.name]] == [cache / "wheels" / "ab" / "cd" / wheel.name]
+    assert O.origin_of(wheel, "Demo", {"demo"}, before) == "cache"  # the same bytes were in the cache
+    monkeypatch.chdir(tmp_path)  # a relative --cache-dir, as the collect's pip reads it
+    assert O.cached_before(sys.executable, Path("cache"), env) == before
+    # a wheel the report names as a wheel was downloaded: that is the index's, whatever the cache holds
+    assert O.origin_of(wheel, "demo", set(), before) == "index"
+    # a cached wheel of that name with other bytes is another build
+    other = make_wheel(tmp_path / "o", "demo", "1.0", members={"demo/x.py": b"x = 1\n"}, stamp=False)
+    assert O.origin_of(other, "demo", {"demo"}, before) == "built"
+    assert O.pip_cache_dir(["--no-cache-dir"], env) is None
+    assert O.pip_cache_dir(["--cache-dir=c"], env) == O.pip_cache_dir(["--cache-dir", "c"], env) == Path("c")
+    assert O.cached_before(sys.executable, None, env) == {} == O.cached_before(sys.executable, tmp_path / "no", env)
 
 
 def test_nothing_to_install_is_a_usage_error(tmp_path):

@@ -13,9 +13,8 @@ import zipfile
 import pytest
 
 from rocm_build_backend.errors import RocmBuildBackendError, WheelError
-from rocm_build_backend.wheel.stamp import (
-    local_version, read_stamp, rewrite_metadata_dir, rewrite_wheel, stamp_problems, target_label,
-)
+from rocm_build_backend.wheel.label import local_version, target_label
+from rocm_build_backend.wheel.stamp import read_stamp, rewrite_metadata_dir, rewrite_wheel, stamp_problems
 from helpers import handmade_wheel, ROOT, sample_stamp, set_member
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build_backend.wheel.stamp import label_targets, relabel
+from rocm_build_backend.wheel.label import label_targets, relabel
 from helpers import fat_wheel, make_wheel, run_main as run, zip_members
 
 

@@ -30,12 +30,15 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.data import path as data_path
-from rocm_build_backend.gpu.nvidia import pinned_nvcc
+from rocm_build_backend.gpu.nvidia import nvcc_line, pinned_nvcc
 from rocm_build_backend.gpu.nvidia.knobs import with_ptx
 
 MARKER = ".rocm-build-backend-view.json"
 DEFAULT_ROOT = "/usr/local/cuda"  # the last place PyTorch's _find_cuda_home looks
 VARIABLES = ("PYTORCH_NVCC", "CUDA_HOME", "CUDA_PATH", "CUDACXX", "PATH")
+#: the lines of ``pinned_nvcc.py`` between which its import of ``nvcc_line`` stands
+_READER = ("# <nvcc_line>\n", "# </nvcc_line>\n")
+_FUTURE = "from __future__ import annotations\n"
 
 
 def config(targets: Sequence[str], ptx: str, nvcc: str) -> dict[str, Any]:
@@ -119,9 +122,17 @@ def _listing(root: Path) -> list[str]:
 
 
 def program_text(cfg: Mapping[str, Any]) -> str:
-    """The pinned nvcc program: ``pinned_nvcc.py``'s own source and its configuration."""
+    """The pinned nvcc program, one file (``python -I -S`` cannot import this package):
+    ``pinned_nvcc.py``'s source with ``nvcc_line.py``'s in place of its import of it, and its
+    configuration. ValueError when ``pinned_nvcc.py`` has lost its markers."""
     source = Path(pinned_nvcc.__file__).read_text(encoding="utf-8")
-    return (source + "\n\nCONFIG = " + repr(dict(sorted(cfg.items()))) + "\n"
+    head, found, rest = source.partition(_READER[0])
+    _, end, tail = rest.partition(_READER[1])
+    reader = Path(nvcc_line.__file__).read_text(encoding="utf-8")
+    if not (found and end and reader.count(_FUTURE) == 1):
+        raise ValueError("pinned_nvcc.py has no '# <nvcc_line>' block to put nvcc_line.py in")
+    program = head + reader.replace(_FUTURE, "", 1) + tail  # one __future__ import, at the top
+    return (program + "\n\nCONFIG = " + repr(dict(sorted(cfg.items()))) + "\n"
             "if __name__ == \"__main__\":\n    main(CONFIG)\n")
 
 

@@ -108,7 +108,12 @@ def refuse_sources(split: SplitArgs) -> None:
 
 
 def no_wheel(output: str) -> str | None:
-    """The requirement pip found no wheel for in a dry run's collect (``--only-binary``)."""
+    """The requirement pip found no wheel for in a dry run's collect (``--only-binary``).
+
+    pip's error text ("No matching distribution found for NAME", pip 23.0 and 26.3), read
+    because a failed resolve has no machine-readable form (``--report`` is written only when
+    pip resolves, and a report without ``--only-binary`` would build metadata from source). It
+    only names the requirement in the message; pip's exit status decides."""
 
     found = re.findall(r"No matching distribution found for (\S+)", output)
     return found[-1] if found else None

@@ -86,7 +86,9 @@ def shim_lines(text: str) -> list[str]:
 
 
 def last_error(proc: "subprocess.CompletedProcess[str]") -> str:
-    """The line of a tool's output that says what went wrong (its last error line, else its last line)."""
+    """The line of a tool's output that says what went wrong (its last error line, else its last line).
+
+    Only quoted in a message, never decided on: the tool's exit status decides."""
     lines = [ln.strip() for ln in ((proc.stdout or "") + "\n" + (proc.stderr or "")).splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.lower().startswith(("error", "×", "cause:"))]
     return (errors or lines or ["no output"])[-1]

@@ -2,10 +2,11 @@
 
 ``rocm-build-backend install [pip arguments]``, in library form:
 
-0. build through the shim (when GPU targets are known): every sdist pip would build for these
-   arguments (``pip install --dry-run --report``) is fetched and built through the shim for the
-   targets (``sources.py``), its declared backend wrapped; a build that says no (a wheel without
-   device code from a project with GPU switches among them) is refused, and nothing is installed;
+0. build through the shim: what pip would build from source for these arguments is read from
+   its report (``pip install --dry-run --report``; not in a dry run, which builds nothing); when
+   GPU targets are known, every such sdist is fetched and built through the shim for them
+   (``sources.py``), its declared backend wrapped; a build that says no (a wheel without device
+   code from a project with GPU switches among them) is refused, and nothing is installed;
 1. collect: ``pip wheel --wheel-dir TMP <the user's arguments>`` resolves and collects every
    wheel, with the user's own index options and caches, the wheels built in step 0 given in
    place of what they were built from (a wheel built earlier from an sdist would otherwise come
@@ -22,8 +23,9 @@
    installed again with ``--force-reinstall --no-deps`` (and ``--upgrade`` into a ``--target``
    folder), and read back again; still not loading is exit 1.
 
-Where each wheel came from: ``built`` (pip built it in this run: "Created wheel for"),
-``cache`` (the same bytes sit in pip's wheel cache), ``index`` (downloaded) or ``rebuilt``.
+Where each wheel came from: ``built`` (built in this run), ``cache`` (an earlier build from
+pip's wheel cache), ``index`` (downloaded) or ``rebuilt``, told by pip's report, its cache
+listing and the collected folder (``origin.py``), not by pip's output.
 With uv (``install_with_uv``), which has no ``pip wheel``, a staging install stands for step 1
 and the shim's per-project build settings for the cache bypass. Only the subprocess runner
 touches the world; it is passed in. This module does not decide what loads (``check`` does)
@@ -32,71 +34,30 @@ and never installs a set with a refused wheel in it.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from rocm_build_backend import progress
 from rocm_build_backend.errors import RocmBuildBackendError
-from rocm_build_backend.wheel.cache.run import default_cache_dirs
 from rocm_build_backend.wheel.check.wheels import check_wheels
 from rocm_build_backend.wheel.install.args import SplitArgs, split_args
 from rocm_build_backend.wheel.install.dry import DRY_REBUILD, ONLY_BINARY, DryRunCannotTell, no_wheel, refuse_sources
 from rocm_build_backend.wheel.install.installed import verify_installed
+from rocm_build_backend.wheel.install.origin import cached_before, origin_of, pip_cache_dir
 from rocm_build_backend.wheel.install.result import InstallResult, Row, Runner, last_error
 from rocm_build_backend.wheel.install.runner import bounded_run, probe_python
-from rocm_build_backend.wheel.install.sources import ToBuild, build, build_all, fetch, rest, settings
+from rocm_build_backend.wheel.install.sources import ToBuild, build, build_all, fetch, pip_report, rest, settings
 from rocm_build_backend.wheel.install.uv import install_with_uv
 
 __all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
-           "judge", "origin_of", "rebuild", "split_args"]
-
-_CREATED = re.compile(r"Created wheel for (\S+): filename=(\S+\.whl)")
-_CACHED = re.compile(r"Using cached (\S+\.whl)(?!\s*\()")
+           "judge", "rebuild", "split_args"]
 
 
 # --------------------------------------------------------------------------- collecting
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _pip_cache(split: SplitArgs, env: Mapping[str, str]) -> Path | None:
-    opts = split.options
-    for i, arg in enumerate(opts):
-        if arg == "--no-cache-dir":
-            return None
-        if arg == "--cache-dir" and i + 1 < len(opts):
-            return Path(opts[i + 1])
-        if arg.startswith("--cache-dir="):
-            return Path(arg.split("=", 1)[1])
-    if env.get("PIP_NO_CACHE_DIR", "").lower() in ("1", "true", "yes", "on"):
-        return None
-
-    return default_cache_dirs(env)["pip"]
-
-
-def origin_of(wheel: Path, output: str, cache: Path | None) -> str:
-    """``built`` when pip built it in this run, ``cache`` when the same bytes are in pip's
-    wheel cache, else ``index``."""
-    if any(m.group(2) == wheel.name for m in _CREATED.finditer(output)):
-        return "built"
-    if cache is not None and any(m.group(1) == wheel.name for m in _CACHED.finditer(output)):
-        digest = _sha256(wheel)
-        for hit in (cache / "wheels").rglob(wheel.name):
-            if hit.is_file() and _sha256(hit) == digest:
-                return "cache"
-    return "index"
 
 
 def _name_version(wheel: Path) -> tuple[str, str]:
@@ -110,11 +71,15 @@ def _name_version(wheel: Path) -> tuple[str, str]:
 
 
 def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str, str], run: Runner,
-            dry_run: bool = False) -> list[Row]:
+            dry_run: bool = False, from_source: Collection[str] = ()) -> list[Row]:
     """Resolve and collect every wheel the install needs into ``wheel_dir`` (``pip wheel``);
-    a dry run takes wheels only (``install.dry``)."""
+    a dry run takes wheels only (``install.dry``). ``from_source``: the names of the projects
+    pip builds from source here (its report), each ``built``, or ``cache`` when pip's wheel
+    cache held the wheel before (``origin.py``); every other wheel is ``index``."""
 
     only = ONLY_BINARY if dry_run else []
+    wanted = {str(canonicalize_name(n)) for n in from_source}
+    cached = cached_before(python, pip_cache_dir(split.options, env), env) if wanted else {}
     argv = [python, "-m", "pip", "wheel", "--wheel-dir", str(wheel_dir), *split.options, *only, *split.requirements]
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     output = (proc.stdout or "") + (proc.stderr or "")
@@ -125,11 +90,10 @@ def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str,
     if proc.returncode != 0:
         raise RocmBuildBackendError(f"pip could not collect the wheels (exit {proc.returncode}): {last_error(proc)}",
                                     hint="the same arguments must work with pip wheel")
-    cache = _pip_cache(split, env)
     rows = []
     for wheel in sorted(wheel_dir.glob("*.whl")):
         name, version = _name_version(wheel)
-        rows.append(Row(name, version, wheel, origin_of(wheel, output, cache)))
+        rows.append(Row(name, version, wheel, origin_of(wheel, name, wanted, cached)))
     return rows
 
 
@@ -156,6 +120,9 @@ def rebuild(row: Row, split: SplitArgs, out_dir: Path, *, python: str, env: Mapp
     try:
         source = fetch(item, split, out_dir / "sdist", python=python, env=env, run=run)
     except RocmBuildBackendError as exc:
+        # pip's resolver error text (pip 23.0 and 26.3: "Could not find a version that satisfies the
+        # requirement", "No matching distribution found"): pip download has no report of a failed
+        # resolve; it only picks the words of the reason, the exit status decides
         text = exc.message.lower()
         no_sdist = "no matching distribution" in text or "could not find a version" in text
         row.refused = True
@@ -208,11 +175,15 @@ def install_inspected(
     if tool == "uv":
         return install_with_uv(split, devices, work_dir=work_dir, generic_ok=generic_ok, notes=notes,
                                dry_run=dry_run, python=python, env=env, run=run)
-    built = [] if dry_run or not devices else build_all(split, work_dir, python=python, env=env, run=run)
+    # what pip would build from source (a dry run builds nothing and takes wheels only)
+    items = [] if dry_run else pip_report(split, work_dir, python=python, env=env, run=run)
+    built = build_all(items, split, work_dir, python=python, env=env, run=run) if devices else []
     if any(r.refused for r in built):  # nothing is installed: the rest is not collected
         return InstallResult(built, [str(d) for d in devices], list(notes))
     progress.step("collecting wheels with pip", 0)
-    rows = collect(rest(split, built), work_dir / "collected", python=python, env=env, run=run, dry_run=dry_run)
+    by_shim = {canonicalize_name(r.name) for r in built}
+    rows = collect(rest(split, built), work_dir / "collected", python=python, env=env, run=run, dry_run=dry_run,
+                   from_source=[i.name for i in items if canonicalize_name(i.name) not in by_shim])
     progress.step("checking wheels against this machine's GPUs", 0, len(rows))
     for i, row in enumerate(rows):
         rows[i] = next((b for b in built if canonicalize_name(b.name) == canonicalize_name(row.name)), row)

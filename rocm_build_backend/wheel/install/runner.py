@@ -4,10 +4,10 @@
 environment runs) through ``gpu.programs.run_capped``: 64 KiB of output and 15 s at most, the
 process group killed past either, one error naming it otherwise. ``bounded_run`` is the runner
 of the pip and uv steps: the program in a session of its own, stdin from /dev/null, its output
-read as it comes and kept only in part (the lines that say what was built, cached or went
-wrong, and the last 1 MiB of each stream), the whole process group killed once it printed more
-than ``OUTPUT_LIMIT`` or when this process is stopped (Ctrl-C, SIGTERM). A build may take hours:
-no time limit there. It parses nothing else.
+read as it comes and kept only in part (the lines ``install`` reads, ``_KEEP``, and the last
+1 MiB of each stream), the whole process group killed once it printed more than
+``OUTPUT_LIMIT`` or when this process is stopped (Ctrl-C, SIGTERM). A build may take hours: no
+time limit there. It parses nothing else.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ PROBE_TIMEOUT = 15.0
 PROBE_LIMIT = 64 << 10
 OUTPUT_LIMIT = 256 << 20  # what one pip or uv run may print in all (a verbose torch build: tens of MiB)
 TAIL = 1 << 20
-_KEEP = re.compile(rb"Created wheel for|Using cached|Built |Downloading|Saved |^\s*(error|ERROR|\xc3\x97|cause:)")
+# the lines install reads wherever they are in a long output: uv's "Built NAME==VERSION" (uv.py), and the
+# error lines it quotes (result.last_error) or names a requirement from (dry.no_wheel, run.rebuild)
+_KEEP = re.compile(rb"Built |^\s*(error|ERROR|\xc3\x97|cause:)")
 _KEEP_LIMIT = 1 << 20
 _CHUNK = 64 << 10
 

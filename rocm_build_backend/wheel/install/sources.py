@@ -179,15 +179,18 @@ def build(item: ToBuild, source: Path, out: Path, *, python: str, env: Mapping[s
     row.build_lines = own
     row.reason = ("built through rocm-build-backend for the targets, the build said:" if own
                   else f"its build through rocm-build-backend failed: {last_error(proc)}")
+    # Python's own words for ``python -m`` of a module it cannot find (the exit status, 1, is a
+    # refused build's too), only to say why in the row
     if "No module named rocm_build_backend" in (proc.stderr or ""):
         row.reason = f"rocm-build-backend is not installed in {python}'s environment, which builds {item.name}"
     return row
 
 
-def build_all(split: SplitArgs, work: Path, *, python: str, env: Mapping[str, str], run: Runner) -> list[Row]:
-    """Every sdist pip would build for this install, built through the shim (one row each)."""
+def build_all(items: Sequence[ToBuild], split: SplitArgs, work: Path, *, python: str, env: Mapping[str, str],
+              run: Runner) -> list[Row]:
+    """Every sdist pip would build for this install (``pip_report``'s items), built through the
+    shim (one row each)."""
     rows = []
-    items = list(pip_report(split, work, python=python, env=env, run=run))
     for i, item in enumerate(items):
         progress.step("building sdists through rocm-build-backend", i, len(items))
         folder = f"{i}-{re.sub(r'[^A-Za-z0-9_-]', '_', item.name)[:64]}"  # a name from the sdist's metadata

@@ -39,6 +39,10 @@ def _staged_rows(stage: Path, output: str, devices: Sequence[Any], generic_ok: b
     judged = {d.dist.dist_info: d for d in report.dists}
     rows = []
     for dist in distributions(stage):
+        # uv's output text, read because no interface says it: uv has no installation report
+        # (``uv pip install --dry-run`` lists what it would install, not whether it builds it) and
+        # no command that lists its cache. uv 0.13.9 prints "Built NAME==VERSION" for each build;
+        # uv 0.5.0 prints no such line, and there every row reads cache/index.
         built = re.search(rf"Built {re.escape(dist.name)}==", output, re.IGNORECASE)
         row = Row(dist.name, dist.version, dist.dist_info, "built" if built else origin)
         check = judged.get(dist.dist_info)
@@ -86,6 +90,8 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
         if proc.returncode != 0:
             row.refused = True
             text = (proc.stdout or "") + (proc.stderr or "")
+            # uv's resolver error text (uv 0.5.0 and 0.13.9: "No solution found", "NAME was not found"):
+            # a failed resolve has no machine-readable form; it only picks the words of the reason
             no_sdist = "no solution" in text.lower() or "not found" in text.lower()
             row.build_lines = [] if no_sdist else shim_lines(text)
             failed = ("its rebuild failed, the build said:" if row.build_lines

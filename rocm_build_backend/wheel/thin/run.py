@@ -40,7 +40,8 @@ from rocm_build_backend.files import check_output_name, why_not_written
 from rocm_build_backend.gpu.targets import GpuTarget, sort_targets, vendor_name
 from rocm_build_backend.gpu.build import build_side
 from rocm_build_backend.wheel.record import RecordMismatch
-from rocm_build_backend.wheel.stamp import label_targets, read_stamp, relabel, rewrite_wheel
+from rocm_build_backend.wheel.label import label_targets, relabel
+from rocm_build_backend.wheel.stamp import read_stamp, rewrite_wheel
 from rocm_build_backend.wheel.thin import write as thin_write
 from rocm_build_backend.wheel.thin.result import (
     SIGNATURES,

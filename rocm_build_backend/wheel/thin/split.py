@@ -23,7 +23,7 @@ from packaging.utils import parse_wheel_filename
 from rocm_build_backend.binary.audit import audit_wheel
 from rocm_build_backend.gpu.targets import GpuTarget
 from rocm_build_backend.wheel.index.plan import family_of
-from rocm_build_backend.wheel.stamp import relabel
+from rocm_build_backend.wheel.label import relabel
 from rocm_build_backend.wheel.thin.run import (
     DamagedWheel,
     ThinInputError,
