@@ -42,7 +42,7 @@ from rocm_build_backend.gpu.build import build_side
 from rocm_build_backend.gpu.vendor import vendor_named
 
 RECORD_VAR = "ROCM_BUILD_BACKEND_ENFORCE_RECORD"
-_TARGET = re.compile(r"(sm|compute)_\d+[af]?|gfx[0-9a-z]+(:[a-z]+[+-])*")  # not native, all, all-major
+_TARGET = r"(sm|compute)_\d+[af]?|gfx[0-9a-z]+(:[a-z]+[+-])*"  # not native, all, all-major; compiled on use
 _KEEP_DAYS = 30
 _RECORD_LIMIT = 4 << 20  # bytes of the record read back
 _SHOWN = 8  # compiles left whole named in the log and the stamp
@@ -157,7 +157,7 @@ class Enforced:
         self.compiles += 1
         if action == "rewritten":
             self.rewritten += 1
-            self.dropped.update(t for t in listed if t not in now and _TARGET.fullmatch(t))
+            self.dropped.update(t for t in listed if t not in now and re.fullmatch(_TARGET, t))
         elif action == "added":
             self.added += 1
         elif action == "kept":

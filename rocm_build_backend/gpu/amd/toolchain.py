@@ -23,11 +23,11 @@ from rocm_build_backend.errors import ToolchainError
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target, target_info, vendor_name
 
 _CACHE_VERSION = 2
-_REJECT = [
-    re.compile(r"invalid target ID '([^']+)'"),
-    re.compile(r"cannot find ROCm device library for ([^\s;,]+)"),
-    re.compile(r"[Uu]nsupported (?:CUDA|HIP|cuda|hip) gpu architecture:? '?([\w:+-]+)'?"),
-]
+_REJECT = (  # compiled (and kept by ``re``) when a compiler refused a target
+    r"invalid target ID '([^']+)'",
+    r"cannot find ROCm device library for ([^\s;,]+)",
+    r"[Uu]nsupported (?:CUDA|HIP|cuda|hip) gpu architecture:? '?([\w:+-]+)'?",
+)
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ def _check_argv(compiler: Compiler, targets: Sequence[str], out_dir: str) -> lis
 
 def _reason(text: str, target: str) -> str:
     for pattern in _REJECT:
-        for m in pattern.finditer(text):
+        for m in re.finditer(pattern, text):
             if m.group(1).split(":")[0] == target.split(":")[0]:
                 return m.group(0)
     lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]

@@ -26,7 +26,7 @@ from rocm_build_backend.gpu.nvidia.targets import CudaTarget, parse_cuda_target
 from rocm_build_backend.gpu.programs import run_text
 
 _CACHE = "nvcc-v1.json"
-_RELEASE = re.compile(r"release (\d+)\.(\d+), (V[\d.]+)")
+_RELEASE = r"release (\d+)\.(\d+), (V[\d.]+)"  # compiled on first use
 # First CUDA release that emits each SM (NVIDIA's CUDA toolkit release notes).
 FIRST_CUDA: dict[int, tuple[int, int]] = {
     50: (6, 0), 52: (6, 5), 53: (7, 0), 60: (8, 0), 61: (8, 0), 62: (8, 0), 70: (9, 0), 72: (10, 0),
@@ -75,7 +75,7 @@ def find_nvcc(env: Mapping[str, str]) -> str | None:
 
 def parse_version(text: str) -> tuple[str, str]:
     """``("13.0", "V13.0.88")`` from ``nvcc --version``; ToolchainError when absent."""
-    m = _RELEASE.search(text)
+    m = re.search(_RELEASE, text)
     if not m:
         first = text.strip().splitlines()[-1][:200] if text.strip() else "no output"
         raise ToolchainError(f"nvcc --version printed no CUDA release ({first})",
