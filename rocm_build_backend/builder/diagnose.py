@@ -11,15 +11,13 @@ None, never a guess.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib import metadata
-from typing import Callable
+from typing import Callable, NamedTuple
 
 MAX_TEXT = 1 << 20  # the tail of a build's output that is looked at
 
 
-@dataclass(frozen=True)
-class Cause:
+class Cause(NamedTuple):
     what: str  # what happened, in one clause
     todo: str  # what to do instead
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.builder import enforce
 from rocm_build_backend.builder.cache import CacheChoice
@@ -39,8 +39,7 @@ _GIB = 1 << 30
 __all__ = ["BuildPlan", "Host", "build_inputs", "join_words", "make_plan"]
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(NamedTuple):
     """What the plan needs to know about the machine (gathered by the caller)."""
 
     cpus: int = 1

@@ -15,9 +15,8 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.errors import ToolchainError
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target, target_info, vendor_name
@@ -30,8 +29,7 @@ _REJECT = (  # compiled (and kept by ``re``) when a compiler refused a target
 )
 
 
-@dataclass(frozen=True)
-class Compiler:
+class Compiler(NamedTuple):
     name: str  # what the user would type: hipcc, amdclang++, clang-19
     path: str
     kind: str  # "hipcc" or "clang"
@@ -154,7 +152,7 @@ def find_compiler(setting: str = "auto", *, env: Mapping[str, str] | None = None
             cache = _Cache(env)
             entry = cache.entry(_cache_key(path, env))
             if "compiler" not in entry:
-                entry["compiler"] = _probe_version(os.path.basename(name), path, run, env).__dict__
+                entry["compiler"] = _probe_version(os.path.basename(name), path, run, env)._asdict()
                 cache.dirty = True
                 cache.save()
             return Compiler(**entry["compiler"])

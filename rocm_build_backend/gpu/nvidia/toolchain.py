@@ -16,9 +16,8 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.errors import ToolchainError
 from rocm_build_backend.gpu.nvidia.smi import CAP
@@ -39,8 +38,7 @@ SUFFIX_FROM = {"a": (12, 0), "f": (12, 9)}
 DEFAULT_PATHS = ("/usr/local/cuda/bin/nvcc",)
 
 
-@dataclass(frozen=True)
-class Nvcc:
+class Nvcc(NamedTuple):
     path: str
     version: str  # "13.0"
     release: str  # "V13.0.88"
@@ -142,7 +140,7 @@ def probe_nvcc(path: str, env: Mapping[str, str],
         found = _ask(path, runner)
     except (OSError, TimeoutError) as exc:
         raise ToolchainError(f"{path} cannot be run: {exc}", hint="check the CUDA installation") from None
-    data[key] = asdict(found)
+    data[key] = found._asdict()
     _save(file, data)
     return found
 
