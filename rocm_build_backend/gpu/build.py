@@ -22,6 +22,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
@@ -55,13 +56,12 @@ def same_targets(value: str, targets: Sequence[GpuTarget]) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class BuildInputs:
+class BuildInputs(NamedTuple):
     """What a vendor's knobs and checks are computed from, gathered by the build layer."""
 
     env: Mapping[str, str]  # the build's environment as the user gave it
     backend_kind: str = "setuptools"  # "scikit-build-core", "setuptools", ...: who reads config settings
-    config_settings: Mapping[str, Any] = field(default_factory=dict)  # forwarded to the wrapped backend
+    config_settings: Mapping[str, Any] = MappingProxyType({})  # forwarded to the wrapped backend
     ptx: str = "none"  # PTX_CHOICES
     compiler: str = "auto"  # the ``compiler`` setting
     lenient: bool = False  # verify = "off": the project declares no GPU code
