@@ -13,6 +13,11 @@ order turned each run, medians compared:
 
 Each tree gets a cache folder of its own (``XDG_CACHE_HOME``), made once for the "in place"
 rows and afresh for each "first" row.
+
+``--hip-wheel N`` (with ``--before``): then the whole ``pip wheel`` of the HIP sample for those
+targets (``bench_shim.pip_wheel_cpu``: its metadata hook and its build hook each put the folder in
+place), N rounds of the two trees side by side, the folder in place, the compiler cache off; the
+paired difference is the median of each round's (this tree - before).
 """
 
 from __future__ import annotations
@@ -57,11 +62,46 @@ def one(tree: Path, cache: Path, targets: str, record: Path) -> float:
     return float(ms)
 
 
+def hip_wheel(runs: int, before: Path, targets: str) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_shim
+
+    trees = {"before": before, "this tree": ROOT}
+    settings = (f"rocm-build-backend.targets={targets}", "rocm-build-backend.stale=clean",
+                "rocm-build-backend.compiler-cache=off")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        projects = {label: work / f"hip-{i}" for i, label in enumerate(trees)}
+        saved = os.environ.get("XDG_CACHE_HOME")
+        os.environ["XDG_CACHE_HOME"] = str(work / "cache")
+        try:
+            for label, tree in trees.items():  # each tree's folder in place, bytecode warm
+                shutil.copytree(bench_shim.SAMPLES / "setuptools_hip", projects[label])
+                bench_shim.pip_wheel_cpu(projects[label], work / "o", *settings, tree=tree)
+            rows: dict[str, list[float]] = {label: [] for label in trees}
+            for i in range(runs):
+                for label in (list(trees) if i % 2 == 0 else list(reversed(trees))):
+                    rows[label].append(bench_shim.pip_wheel_cpu(projects[label], work / "o", *settings,
+                                                                tree=trees[label])[0])
+        finally:
+            if saved is None:
+                os.environ.pop("XDG_CACHE_HOME", None)
+            else:
+                os.environ["XDG_CACHE_HOME"] = saved
+    print(f"HIP sample, pip wheel --no-build-isolation for {targets}, {runs} rounds side by side, the folder in place")
+    for label, values in rows.items():
+        print(f"  {label:28} {statistics.median(values) * 1000:8.0f} ms")
+    diff = [(a - b) * 1000 for a, b in zip(rows["this tree"], rows["before"])]
+    print(f"  this tree - before, paired   {statistics.median(diff):8.0f} ms (faster in {sum(d < 0 for d in diff)} "
+          f"of {runs} rounds)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=12)
     ap.add_argument("--before", type=Path, metavar="TREE", help="another checkout's shim, side by side")
     ap.add_argument("--targets", default="gfx90a")
+    ap.add_argument("--hip-wheel", type=int, default=0, metavar="N", help="also N rounds of the HIP sample's pip wheel")
     args = ap.parse_args()
     import compileall
 
@@ -94,6 +134,8 @@ def main() -> None:
         kind = label.rsplit(", ", 1)[1]
         m = statistics.median(values)
         print(f"  {label:28} {m:8.1f} {m / base[kind]:6.3f}")
+    if args.hip_wheel and args.before:
+        hip_wheel(args.hip_wheel, args.before, args.targets)
 
 
 if __name__ == "__main__":
