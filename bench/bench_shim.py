@@ -1,11 +1,14 @@
 """What the shim costs, and what it saves. Prints a table; asserts nothing.
 
-    python bench/bench_shim.py [--runs N] [--before TREE] [--no-hip]
+    python bench/bench_shim.py [--runs N] [--before TREE [--paired N]] [--no-hip]
 
 1. Building the pure-Python sample through the shim vs its wrapped backend alone: same
    frontend (pip wheel --no-build-isolation), runs alternated, medians compared, wall time and
    CPU time (user + sys of pip and its hook processes: steadier on a shared machine).
    ``--before TREE``: the shim from another checkout too, in the same alternation.
+   ``--paired N``: then N rounds of only the two shims, side by side, and the median of each
+   round's difference (this tree - before): on a machine whose speed drifts by more than the
+   difference, steadier than comparing medians of separate runs.
 2. `import rocm_build_backend`, from `python -X importtime`, median of many fresh interpreters.
 3. The HIP sample for one target vs the eight-target list PyTorch used to default to (those
    the installed compiler accepts): wall time of the build through the shim and .so size.
@@ -88,6 +91,22 @@ def overhead(runs: int, work: Path, trees: dict[str, Path]) -> dict[str, list[tu
     return rows
 
 
+def paired(runs: int, work: Path, before: Path) -> dict[str, list[tuple[float, float]]]:
+    """Rounds of the pure sample through the shim of ``before`` and of this tree, the order
+    turned each round."""
+    trees = {"before": before, "this tree": ROOT}
+    projects = {label: work / f"paired-{i}" for i, label in enumerate(trees)}
+    for label, tree in trees.items():
+        shutil.copytree(SAMPLES / "pure_python", projects[label])
+        pip_wheel_cpu(projects[label], work / "o", "rocm-build-backend.targets=gfx90a", tree=tree)
+    rows: dict[str, list[tuple[float, float]]] = {label: [] for label in trees}
+    for i in range(runs):
+        for label in (list(trees) if i % 2 == 0 else list(reversed(trees))):
+            rows[label].append(pip_wheel_cpu(projects[label], work / "o", "rocm-build-backend.targets=gfx90a",
+                                             tree=trees[label]))
+    return rows
+
+
 def import_time(runs: int) -> tuple[float, float]:
     def one(module: str) -> float:
         out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
@@ -130,6 +149,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--before", type=Path, metavar="TREE", help="another checkout's shim, side by side")
+    ap.add_argument("--paired", type=int, default=0, metavar="N", help="with --before: N rounds of the two shims alone")
     ap.add_argument("--no-hip", action="store_true", help="only the overhead and the import")
     args = ap.parse_args()
     import compileall
@@ -141,6 +161,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         rows = overhead(args.runs, work, trees)
+        pairs = paired(args.paired, work, args.before) if args.paired and args.before else None
         imp, setuptools_imp = import_time(args.runs * 3)
         if not args.no_hip:
             eight = accepted(OLD_DEFAULT)
@@ -154,6 +175,15 @@ def main() -> None:
     for label, values in rows.items():
         w, c = statistics.median(x for x, _ in values), statistics.median(y for _, y in values)
         print(f"  {label:28} {w * 1000:8.0f} {w / base_w:6.3f} {c * 1000:8.0f} {c / base_c:6.3f}")
+    if pairs:
+        print(f"the two shims alone, {args.paired} rounds side by side (this tree - before, median of each round's difference)")
+        for label, values in pairs.items():
+            print(f"  {label:28} {statistics.median(w for w, _ in values) * 1000:8.0f}  "
+                  f"{'':6} {statistics.median(c for _, c in values) * 1000:8.0f}")
+        wall = [(a[0] - b[0]) * 1000 for a, b in zip(pairs["this tree"], pairs["before"])]
+        cpu = [(a[1] - b[1]) * 1000 for a, b in zip(pairs["this tree"], pairs["before"])]
+        print(f"  {'difference, paired':28} {statistics.median(wall):8.0f}  {'':6} {statistics.median(cpu):8.0f}  "
+              f"(this tree faster in {sum(d < 0 for d in wall)} of {len(wall)} rounds)")
     print(f"import rocm_build_backend      {imp:6.2f} ms  (setuptools.build_meta: {setuptools_imp:.1f} ms)")
     if args.no_hip:
         return

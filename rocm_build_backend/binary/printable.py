@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 # C0 controls, DEL, C1 controls, and the Unicode line/paragraph separators and bidi overrides
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"  # compiled (and kept by re) on first use
 
 
 def _escape(m: re.Match[str]) -> str:
@@ -27,9 +27,9 @@ def _escape(m: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """``text`` with control characters written as escapes (``\\n``, ``\\x1b``, ``\\u202e``);
     printable text (including non-ASCII letters) is returned unchanged."""
-    if _UNSAFE.search(text) is None:
+    if re.search(_UNSAFE, text) is None:
         return text
-    return _UNSAFE.sub(_escape, text)
+    return re.sub(_UNSAFE, _escape, text)
 
 
 def printable_lines(lines: list[str]) -> str:

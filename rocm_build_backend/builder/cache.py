@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.errors import ConfigError
 
@@ -53,8 +52,7 @@ REMOTE = ("SCCACHE_BUCKET", "SCCACHE_REDIS", "SCCACHE_REDIS_ENDPOINT", "SCCACHE_
           "SCCACHE_GCS_BUCKET", "SCCACHE_AZURE_CONNECTION_STRING", "SCCACHE_GHA_ENABLED", "SCCACHE_WEBDAV_ENDPOINT")
 
 
-@dataclass(frozen=True)
-class CacheChoice:
+class CacheChoice(NamedTuple):
     """The cache a build runs its compiles through: ``kind`` and ``program`` None for none."""
 
     setting: str = "off"

@@ -19,8 +19,7 @@ import json
 import os
 import socket
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, NamedTuple
 
 from rocm_build_backend.builder.cache import CacheChoice
 from rocm_build_backend.builder.log import log
@@ -34,8 +33,7 @@ _CCACHE_OTHER = ("called_for_link", "called_for_preprocessing", "unsupported_com
                  "compile_failed", "output_to_stdout", "could_not_find_compiler")
 
 
-@dataclass(frozen=True)
-class Counts:
+class Counts(NamedTuple):
     hits: int = 0
     misses: int = 0
     other: int = 0  # requests the cache ran without caching (links, unsupported options)

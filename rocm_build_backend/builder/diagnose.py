@@ -11,15 +11,13 @@ None, never a guess.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib import metadata
-from typing import Callable
+from typing import Callable, NamedTuple
 
 MAX_TEXT = 1 << 20  # the tail of a build's output that is looked at
 
 
-@dataclass(frozen=True)
-class Cause:
+class Cause(NamedTuple):
     what: str  # what happened, in one clause
     todo: str  # what to do instead
 
@@ -27,14 +25,14 @@ class Cause:
         return [f"error: the build failed: {self.what}", f"hint: {self.todo}"]
 
 
-_KILLED = re.compile(
-    r"Killed signal terminated program|unable to execute command: Killed|"
-    r"failed with exit (?:code|status) (?:-9|137)\b|terminated by signal 9\b|\(signal 9\)|"
-    r"signal: killed", re.I)
-_HIP_LANG = re.compile(r"hip-lang-config\.cmake|package configuration file provided by\s+\"hip-lang\"")
-_TORCH_CUDA = re.compile(r"CUDA_HOME environment variable is not set|No CUDA runtime is found|"
-                         r"Torch not compiled with CUDA|torch\.version\.hip is None")
-_NVIDIA = re.compile(r"nvcc fatal|HIP_PLATFORM\s*=\s*nvidia|__HIP_PLATFORM_(?:NVIDIA|NVCC)__")
+# Patterns, compiled (and kept by ``re``) when a failure is looked at: not on every build's import.
+_KILLED = (r"(?i)Killed signal terminated program|unable to execute command: Killed|"
+           r"failed with exit (?:code|status) (?:-9|137)\b|terminated by signal 9\b|\(signal 9\)|"
+           r"signal: killed")
+_HIP_LANG = r"hip-lang-config\.cmake|package configuration file provided by\s+\"hip-lang\""
+_TORCH_CUDA = (r"CUDA_HOME environment variable is not set|No CUDA runtime is found|"
+               r"Torch not compiled with CUDA|torch\.version\.hip is None")
+_NVIDIA = r"nvcc fatal|HIP_PLATFORM\s*=\s*nvidia|__HIP_PLATFORM_(?:NVIDIA|NVCC)__"
 
 
 def installed_torch() -> str | None:
@@ -46,7 +44,7 @@ def installed_torch() -> str | None:
 
 
 def _killed(text: str, torch: Callable[[], str | None]) -> Cause | None:
-    if not _KILLED.search(text):
+    if not re.search(_KILLED, text):
         return None
     return Cause("a compiler was killed (signal 9), most likely by the kernel for lack of memory",
                  "build with fewer parallel jobs: -C rocm-build-backend.max-jobs=2, or raise "
@@ -54,7 +52,7 @@ def _killed(text: str, torch: Callable[[], str | None]) -> Cause | None:
 
 
 def _hip_lang(text: str, torch: Callable[[], str | None]) -> Cause | None:
-    if not _HIP_LANG.search(text):
+    if not re.search(_HIP_LANG, text):
         return None
     return Cause("CMake's HIP language cannot find ROCm's hip-lang CMake package (hip-lang-config.cmake)",
                  "install ROCm's HIP development files (hip-dev, or the ROCm SDK), or tell CMake where ROCm "
@@ -63,7 +61,7 @@ def _hip_lang(text: str, torch: Callable[[], str | None]) -> Cause | None:
 
 
 def _torch_cuda(text: str, torch: Callable[[], str | None]) -> Cause | None:
-    if not _TORCH_CUDA.search(text):
+    if not re.search(_TORCH_CUDA, text):
         return None
     version = torch()
     if version is None or "rocm" in version:
@@ -75,7 +73,7 @@ def _torch_cuda(text: str, torch: Callable[[], str | None]) -> Cause | None:
 
 
 def _nvidia(text: str, torch: Callable[[], str | None]) -> Cause | None:
-    if not _NVIDIA.search(text):
+    if not re.search(_NVIDIA, text):
         return None
     return Cause("hipcc ran NVIDIA's nvcc instead of AMD's clang (it picked the NVIDIA platform)",
                  "build with HIP_PLATFORM=amd and ROCm's hipcc first on PATH; a build script that sets "
@@ -88,13 +86,12 @@ _CHECKS = (_killed, _hip_lang, _torch_cuda, _nvidia)  # the first that matches w
 # "Skip building ext ops due to the absence of torch." (mmcv, mmdet, mmdeploy, mmrotate ...),
 # "PyTorch not found, skipping ..." (CMake), "torch not importable ...; building without
 # extensions". Both parts must be on one line; each part is a plain alternation (linear time).
-_SKIPS = re.compile(r"\b(?:skip(?:s|ped|ping)?|without|disabl\w*|omit\w*|not build\w*|won't build|"
-                    r"will not build|fall(?:s|ing)? back)\b", re.I)
-_MISSING = re.compile(
-    r"(?:absence of|No module named|cannot import|could not import|unable to import|failed to import)"
+_SKIPS = (r"(?i)\b(?:skip(?:s|ped|ping)?|without|disabl\w*|omit\w*|not build\w*|won't build|"
+          r"will not build|fall(?:s|ing)? back)\b")
+_MISSING = (
+    r"(?i)(?:absence of|No module named|cannot import|could not import|unable to import|failed to import)"
     r"\s+'?\"?(?P<a>[A-Za-z_][\w.-]{0,60})"
-    r"|\b(?P<b>[A-Za-z_][\w.-]{0,60})\s+(?:is\s+|was\s+)?(?:not\s+(?:installed|importable)|not\s+found|unavailable|missing)",
-    re.I)
+    r"|\b(?P<b>[A-Za-z_][\w.-]{0,60})\s+(?:is\s+|was\s+)?(?:not\s+(?:installed|importable)|not\s+found|unavailable|missing)")
 _NOT_REQUIREMENTS = {"gpu", "gpus", "device", "devices", "cuda", "rocm", "hip", "nvcc", "hipcc", "compiler",
                      "file", "files", "ninja", "it", "this", "that", "which", "module", "extension", "extensions"}
 _TORCH = {"torch", "pytorch"}
@@ -108,7 +105,7 @@ def _missing_name(line: str) -> str | None:
     low = line.lower()
     if not any(w in low for w in _MISSING_WORDS):
         return None
-    for m in _MISSING.finditer(line):
+    for m in re.finditer(_MISSING, line):
         name = (m.group("a") or m.group("b") or "").strip(".-'\"")
         top = name.split(".")[0].lower()
         if top in _TORCH:
@@ -123,8 +120,9 @@ def skipped_for_missing(text: str) -> Cause | None:
     requirement could not be imported, as the cause of a wheel without device code; None
     when no line says so. torch is named first when several requirements are."""
     found: tuple[str, str] | None = None
+    skips = re.compile(_SKIPS)
     for line in text[-MAX_TEXT:].splitlines():
-        if len(line) > MAX_LINE or not _SKIPS.search(line):
+        if len(line) > MAX_LINE or not skips.search(line):
             continue
         name = _missing_name(line)
         if name is not None and (found is None or (name == "torch" and found[0] != "torch")):

@@ -2,18 +2,19 @@
 
 Each vendor's build side says how (``BuildVendor.enforce``, a ``gpu.build.Enforcer``: clang's
 ``--no-offload-arch=all`` last on every HIP compile; a pinned nvcc that rewrites the target
-options): ``describe`` and ``plan_env`` (pure, for the plan), ``identity``, ``fill`` and
+options): ``describe`` and ``plan_env`` (pure, for the plan), ``identity``, ``contents`` and
 ``variables`` (the programs the build runs); a vendor without one enforces nothing. This module
 holds what is the same for every vendor:
 
 - ``enforcer``, ``plan_lines`` / ``plan_env``: the vendor's ``Enforcer``, what the plan says and
   sets (pure);
-- ``install``: writes the vendor's programs into
+- ``install``: puts the vendor's programs in
   ``$XDG_CACHE_HOME/rocm-build-backend/enforce/<hash of their content>`` (a build tree that
   cached a compiler path finds it again on the next build with the same targets; folders unused
   for 30 days and leftovers of killed writes are removed), or the fallback folder when that one
-  cannot be used (``enforcedir``: a folder found there is used only when it is the user's alone and
-  holds exactly what is written now, else it is replaced), and returns the build's variables;
+  cannot be used (``enforcedir``: a folder found there is used, unwritten, only when it is the
+  user's alone and holds exactly what the vendor's ``contents`` say, else it is written afresh
+  and replaced), and returns the build's variables;
   when no folder can be used the build stops: enforcement never turns itself off;
 - ``read_record``: what the programs did, from the record they append to (one JSON line per
   compile), as ``Enforced``: the log lines and the stamp's ``enforced`` object.
@@ -29,20 +30,19 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rocm_build_backend.builder.enforcedir import HINT, fallback, settle, tighten, usable_base, usual
+from rocm_build_backend.builder.enforcedir import HINT, fallback, place, usable_base, usual
 from rocm_build_backend.errors import EnforcementError
 from rocm_build_backend.gpu.build import Enforcer
 from rocm_build_backend.gpu.build import build_side
 from rocm_build_backend.gpu.vendor import vendor_named
 
 RECORD_VAR = "ROCM_BUILD_BACKEND_ENFORCE_RECORD"
-_TARGET = re.compile(r"(sm|compute)_\d+[af]?|gfx[0-9a-z]+(:[a-z]+[+-])*")  # not native, all, all-major
+_TARGET = r"(sm|compute)_\d+[af]?|gfx[0-9a-z]+(:[a-z]+[+-])*"  # not native, all, all-major; compiled on use
 _KEEP_DAYS = 30
 _RECORD_LIMIT = 4 << 20  # bytes of the record read back
 _SHOWN = 8  # compiles left whole named in the log and the stamp
@@ -120,16 +120,10 @@ def install(vendor: str, targets: Sequence[str], env: Mapping[str, str], record:
         raise EnforcementError(f"the pinned compilers cannot be written: {exc}", hint=HINT) from None
     base, passed = usable_base(env)
     final = base / f"{vendor}-{digest}"
-    work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
     try:
-        module.fill(work, final, names, env, python)
-        tighten(work)
-        replaced = settle(work, final)
+        replaced = place(base, final, module.contents(final, names, env, python))
     except OSError as exc:
         raise EnforcementError(f"the pinned compilers cannot be written in {base}: {exc}", hint=HINT) from None
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
     if notes is not None:
         notes.extend(passed)
         if replaced:
@@ -163,7 +157,7 @@ class Enforced:
         self.compiles += 1
         if action == "rewritten":
             self.rewritten += 1
-            self.dropped.update(t for t in listed if t not in now and _TARGET.fullmatch(t))
+            self.dropped.update(t for t in listed if t not in now and re.fullmatch(_TARGET, t))
         elif action == "added":
             self.added += 1
         elif action == "kept":

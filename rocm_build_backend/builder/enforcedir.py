@@ -11,10 +11,12 @@ every build, never given up on silently.
   above it owned by the user or root and not writable by others unless sticky; the folders of ours
   owned by the user and mode 0700), else ``EnforcementError`` (the build stops; ``enforce = false``
   is the way out);
-- ``settle``: puts a freshly written folder in place: an existing folder of the same name is used
-  only when it is the user's, nobody else can write any of it and its contents are exactly the
-  fresh ones (the content its name hashes); a damaged or foreign one is moved aside and the fresh
-  one renamed into place (atomic).
+- ``place``: makes the programs' folder hold what the vendor says it holds (``Enforcer.contents``,
+  computed in memory): a folder of that name is read and used as it is when it is the user's,
+  nobody else can write any of it and its contents are exactly those (file bytes, executable bits,
+  link targets: the content its name hashes), so a build with the folder in place writes nothing;
+  else the folder is written afresh under a temporary name beside it, and a damaged or foreign one
+  moved aside before the new one is renamed into place (atomic). Links are read, never followed.
 
 It writes nothing but these folders; it knows no vendor.
 """
@@ -26,10 +28,13 @@ import os
 import shutil
 import secrets
 import stat
+import tempfile
 from pathlib import Path
 from typing import Mapping
 
 from rocm_build_backend.errors import EnforcementError
+from rocm_build_backend.files import read_regular
+from rocm_build_backend.gpu.build import FolderEntry
 
 HINT = ("point XDG_CACHE_HOME (or TMPDIR) at a folder you own that others cannot write, or build without "
         "enforcement: enforce = false under [tool.rocm-build-backend] (-C rocm-build-backend.enforce=false)")
@@ -129,40 +134,110 @@ def tighten(folder: Path) -> None:
     os.chmod(folder, 0o700)
 
 
-def snapshot(folder: Path) -> dict[str, tuple[str, bytes | str, int]] | None:
-    """Everything in ``folder``: path -> (kind, contents or link target, mode); None when something
-    in it is not the user's, can be written by others, is not a file, folder or link, or the
-    contents run over the limit."""
+def snapshot(folder: Path) -> dict[str, FolderEntry] | None:
+    """Everything below ``folder``, by path inside it (``a/b``), as ``Enforcer.contents`` gives it:
+    a folder's own mode bits are left out, a file's executable bits kept. None when something in
+    it is not the user's, can be written by others, is not a file, folder or link, or the contents
+    run over the limit. Links are read, never followed; ``OSError`` when something cannot be read."""
     uid = os.getuid()
-    out: dict[str, tuple[str, bytes | str, int]] = {}
+    out: dict[str, FolderEntry] = {}
     budget = _SNAPSHOT_LIMIT
-    for root, dirs, files in os.walk(folder):
-        for name in [".", *dirs, *files]:
-            path = os.path.normpath(os.path.join(root, name))
-            st = os.lstat(path)
-            rel = os.path.relpath(path, folder)
-            if st.st_uid != uid:
-                return None
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", os.readlink(path), 0)
-            elif st.st_mode & 0o022:
-                return None
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", "", stat.S_IMODE(st.st_mode))
-            elif stat.S_ISREG(st.st_mode):
-                budget -= st.st_size
-                if budget < 0:
+    todo = [("", str(folder))]
+    while todo:
+        prefix, path = todo.pop()
+        with os.scandir(path) as entries:
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                rel = prefix + entry.name
+                if st.st_uid != uid:
                     return None
-                out[rel] = ("file", Path(path).read_bytes(), stat.S_IMODE(st.st_mode) & 0o111)
-            else:
-                return None
+                if stat.S_ISLNK(st.st_mode):
+                    out[rel] = ("link", os.readlink(entry.path), 0)
+                elif st.st_mode & 0o022:
+                    return None
+                elif stat.S_ISDIR(st.st_mode):
+                    out[rel] = ("dir", "", 0)
+                    todo.append((rel + "/", entry.path))
+                elif stat.S_ISREG(st.st_mode):
+                    budget -= st.st_size
+                    if budget < 0:
+                        return None
+                    out[rel] = ("file", read_regular(entry.path, st.st_size, follow=False), st.st_mode & 0o111)
+                else:
+                    return None
     return out
 
 
-def settle(work: Path, final: Path) -> str | None:
-    """Put the freshly written ``work`` at ``final``: kept when ``final`` already holds exactly the
-    same and is the user's alone; else replaced atomically. Returns what was wrong with the one
-    replaced (None when none was). ``OSError`` when it cannot be put in place."""
+def problem(final: Path, contents: Mapping[str, FolderEntry]) -> str | None:
+    """What is wrong with the folder at ``final`` for ``contents`` (None: it is the user's alone,
+    mode 0700, and holds exactly that); ``FileNotFoundError`` when there is none."""
+    st = os.lstat(final)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        return "not a folder"
+    if st.st_uid != os.getuid():
+        return f"it belongs to user {st.st_uid}"
+    if st.st_mode & 0o022:
+        return _FOREIGN
+    try:
+        found = snapshot(final)
+    except OSError:
+        found = {}  # something in it cannot be read: not what was written
+    if found is None:
+        return _FOREIGN
+    return None if found == contents and stat.S_IMODE(st.st_mode) == 0o700 else _DAMAGED
+
+
+_FOREIGN = "something in it is another user's or writable by others"
+_DAMAGED = "its contents are not what its name says"
+
+
+def write(folder: Path, contents: Mapping[str, FolderEntry]) -> None:
+    """Write ``contents`` into the empty ``folder``: folders, then what is in them; a program's
+    file gets the executable bits (as ``chmod u+rx,go+x``), links point where they say."""
+    for rel in sorted(contents):
+        kind, data, mode = contents[rel]
+        path = os.path.join(folder, rel)
+        if kind == "dir":
+            os.mkdir(path)
+        elif kind == "link":
+            os.symlink(str(data), path)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            try:
+                view = memoryview(data if isinstance(data, bytes) else data.encode())
+                while view:
+                    view = view[os.write(fd, view):]
+                if mode & 0o111:
+                    os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | stat.S_IRUSR | stat.S_IXUSR
+                              | stat.S_IXGRP | stat.S_IXOTH)
+            finally:
+                os.close(fd)
+
+
+def place(base: Path, final: Path, contents: Mapping[str, FolderEntry]) -> str | None:
+    """Make ``final`` (in ``base``) hold exactly ``contents``: a folder there that already does and
+    is the user's alone is used as it is, nothing written; else the contents are written into a
+    temporary folder in ``base`` and put in place by ``settle``. Returns what was wrong with the
+    folder replaced (None when none was). ``OSError`` when it cannot be put in place."""
+    try:
+        if problem(final, contents) is None:
+            return None
+    except FileNotFoundError:
+        pass
+    work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    try:
+        write(work, contents)
+        tighten(work)
+        return settle(work, final, contents)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def settle(work: Path, final: Path, contents: Mapping[str, FolderEntry]) -> str | None:
+    """Put the freshly written ``work`` at ``final``: a folder there (made meanwhile by another
+    build) is kept when it holds exactly ``contents`` and is the user's alone; else replaced
+    atomically. Returns what was wrong with the one replaced (None when none was)."""
     try:
         os.rename(work, final)
         return None
@@ -170,17 +245,8 @@ def settle(work: Path, final: Path) -> str | None:
         if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
             raise
     st = os.lstat(final)
-    problem: str | None
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        problem = "not a folder"
-    elif st.st_uid != os.getuid():
-        problem = f"it belongs to user {st.st_uid}"
-    else:
-        found = snapshot(final)
-        problem = (None if found == snapshot(work) else
-                   "something in it is another user's or writable by others" if found is None else
-                   "its contents are not what its name says")
-    if problem is None:
+    found = problem(final, contents)
+    if found is None:
         shutil.rmtree(work, ignore_errors=True)
         return None
     # moved aside within its own folder (moving another user's folder elsewhere needs its permission)
@@ -191,4 +257,4 @@ def settle(work: Path, final: Path) -> str | None:
         shutil.rmtree(aside, ignore_errors=True)  # what cannot be removed goes with the leftovers
     else:
         aside.unlink()
-    return problem
+    return found

@@ -35,8 +35,8 @@ import json
 import os
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError, StaleBuildTreeError
 from rocm_build_backend.gpu.targets import parse_targets, split_targets
@@ -240,8 +240,7 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-@dataclass(frozen=True)
-class StaleTree:
+class StaleTree(NamedTuple):
     """A build tree made for other targets: where, what it was built for, whether it is ours."""
 
     path: Path

@@ -41,7 +41,6 @@ import ast
 import configparser
 import json
 import os
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
@@ -56,8 +55,7 @@ _MAX_SETUP = 1 << 20
 ALL_AT_ONCE = 64  # extensions started together when the compile pool bounds their compiles
 
 
-@dataclass(frozen=True)
-class Extensions:
+class Extensions(NamedTuple):
     """What ``setup.py`` shows of its extensions."""
 
     sites: int = 0  # constructor calls in the source

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.builder import enforce
 from rocm_build_backend.builder.cache import CacheChoice
@@ -39,16 +38,14 @@ _GIB = 1 << 30
 __all__ = ["BuildPlan", "Host", "build_inputs", "join_words", "make_plan"]
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(NamedTuple):
     """What the plan needs to know about the machine (gathered by the caller)."""
 
     cpus: int = 1
     mem_available: int | None = None  # bytes
 
 
-@dataclass(frozen=True)
-class BuildPlan:
+class BuildPlan(NamedTuple):
     targets: list[GpuTarget]
     source: str  # where the targets came from: settings, PYTORCH_ROCM_ARCH or detected:<probe>
     env: dict[str, str]  # every variable the build gets (ours, and the user's we keep)
@@ -58,13 +55,13 @@ class BuildPlan:
     backend: str
     max_jobs: int
     jobs_reason: str
+    notes: list[str]
+    switches: list[Switch]  # the project's own GPU switches, and what the build does
     profile: str | None = None
     pinned_tools: bool = True
-    notes: list[str] = field(default_factory=list)
     source_detail: str = ""  # the same in words, for the log: "from -C rocm-build-backend.targets"
     vendor: str = ""  # the one vendor the build targets (a name of the vendor registry)
     enforce: list[str] | None = None  # what enforcement does (None: not enforced, the notes say why)
-    switches: list[Switch] = field(default_factory=list)  # the project's own GPU switches, and what the build does
     build_ext_parallel: int = 1  # setuptools extensions built at once (DIST_EXTRA_CONFIG)
     parallel_reason: str = ""
     compile_pool: int = 0  # slots of the compile pool the extensions' compiles share (builder.pool); 0: none

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping, NamedTuple, TYPE_CHECKING
 
 from rocm_build_backend.builder.backend import backend_kind
 from rocm_build_backend.builder.cache import choose_cache
@@ -52,8 +52,7 @@ def _where(settings: Settings) -> str:
             "pyproject": "[tool.rocm-build-backend] targets"}.get(settings.source_of("targets"), "targets")
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """The targets of a build and where they came from.
 
     ``source`` is the stamp's ``requested.source``: ``settings``, ``PYTORCH_ROCM_ARCH`` or

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.data import path as data_path
 from rocm_build_backend.gpu.targets import GpuTarget, vendor_name
@@ -53,8 +52,7 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower().strip()
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(NamedTuple):  # NamedTuples: a tenth of a frozen dataclass to create, at every build's import
     """One knob a project reads: an environment variable or a CMake cache variable.
 
     ``value`` is a constant (``"TRUE"``) or a per-target template in the placeholders of its
@@ -98,8 +96,7 @@ class Variable:
         return self.separator.join(items) if items else None
 
 
-@dataclass(frozen=True)
-class Conflict:
+class Conflict(NamedTuple):
     """A variable that, set in the build environment, sends the project down a wrong path (or,
     under ``omit``, a generic knob the project must not get)."""
 
@@ -109,8 +106,7 @@ class Conflict:
     vendor: str = ANY
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(NamedTuple):
     """What one vendor's builds of a project read and get."""
 
     vendor: str
@@ -125,8 +121,7 @@ class Section:
     limitations: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(NamedTuple):
     """What one project reads, what the shim sets for it, and what to say when it goes wrong."""
 
     name: str
@@ -138,7 +133,7 @@ class Profile:
     common_conflicts: tuple[Conflict, ...] = ()
     common_hint: str | None = None
     common_limitations: tuple[str, ...] = ()
-    sections: tuple[Section, ...] = field(default=())
+    sections: tuple[Section, ...] = ()
 
     def section(self, vendor: str) -> Section | None:
         return next((s for s in self.sections if s.vendor == vendor), None)

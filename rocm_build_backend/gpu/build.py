@@ -22,6 +22,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from rocm_build_backend.errors import ConfigError, NoGpuDetectedError
@@ -32,6 +33,9 @@ from rocm_build_backend.gpu.vendor import Vendor, entry_named, load, vendor_name
 #: a vendor without such code reads nothing from it.
 PTX_CHOICES = ("none", "highest", "all")
 _PLAIN_WORD = re.compile(r"[\w@%+=:,./;-]+", re.ASCII)  # shlex.quote's safe set, and ';'
+#: One entry of a folder of programs (``Enforcer.contents``): ``("dir", "", 0)``,
+#: ``("file", its bytes, 0o111 for a program, else 0)`` or ``("link", where it points, 0)``.
+FolderEntry = tuple[str, bytes | str, int]
 
 
 def join_words(words: Sequence[str]) -> str:
@@ -52,13 +56,12 @@ def same_targets(value: str, targets: Sequence[GpuTarget]) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class BuildInputs:
+class BuildInputs(NamedTuple):
     """What a vendor's knobs and checks are computed from, gathered by the build layer."""
 
     env: Mapping[str, str]  # the build's environment as the user gave it
     backend_kind: str = "setuptools"  # "scikit-build-core", "setuptools", ...: who reads config settings
-    config_settings: Mapping[str, Any] = field(default_factory=dict)  # forwarded to the wrapped backend
+    config_settings: Mapping[str, Any] = MappingProxyType({})  # forwarded to the wrapped backend
     ptx: str = "none"  # PTX_CHOICES
     compiler: str = "auto"  # the ``compiler`` setting
     lenient: bool = False  # verify = "off": the project declares no GPU code
@@ -118,11 +121,12 @@ class Enforcer(Protocol):
     """How a vendor holds every compile to the chosen targets (the ``enforce`` setting), even when
     the project lists its own. ``targets`` are the build's code targets (the ``ptx`` choice applied).
 
-    ``describe``, ``outcome`` and ``plan_env`` are pure (for the plan); ``identity``, ``fill`` and
+    ``describe``, ``outcome`` and ``plan_env`` are pure (for the plan); ``identity``, ``contents`` and
     ``variables`` make the programs a build runs, in one folder that ``builder/enforce.py`` names by
-    ``identity``'s hash and fills afresh each build, reusing a folder already there only when it
-    holds exactly what ``fill`` wrote (``builder/enforcedir.py``). The programs append one JSON line per compile to
-    the file named by ``ROCM_BUILD_BACKEND_ENFORCE_RECORD``.
+    ``identity``'s hash: ``contents`` says what it holds, computed without writing anything, and
+    ``builder/enforcedir.py`` reuses a folder already there only when it holds exactly that, else
+    writes it afresh. The programs append one JSON line per compile to the file named by
+    ``ROCM_BUILD_BACKEND_ENFORCE_RECORD``.
     """
 
     uncounted: str  # the build log's words for compiles its programs see but do not count ("" when none)
@@ -144,9 +148,10 @@ class Enforcer(Protocol):
         (FileNotFoundError: no toolkit to put in front of)."""
         ...
 
-    def fill(self, directory: Path, home: Path, targets: Sequence[str], env: Mapping[str, str],
-             python: str) -> None:
-        """Write the programs into ``directory``, which is then moved to ``home``."""
+    def contents(self, home: Path, targets: Sequence[str], env: Mapping[str, str],
+                 python: str) -> dict[str, FolderEntry]:
+        """What the programs' folder at ``home`` holds, by path inside it (``a/b``), each folder
+        above an entry listed too; computed, nothing written. OSError as ``identity``."""
         ...
 
     def variables(self, directory: Path, env: Mapping[str, str]) -> dict[str, str]:

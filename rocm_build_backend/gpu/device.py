@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.gpu.target import GpuTarget
 
@@ -78,8 +78,7 @@ class ProbeResult:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Probing:
+class Probing(NamedTuple):
     """What every vendor's probes work with, for one ``detect()`` call.
 
     ``recorded`` None: probe this machine live (sysfs under ``root``, programs under the time

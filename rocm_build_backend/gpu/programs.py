@@ -13,8 +13,7 @@ import selectors
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.errors import FormatError
 
@@ -24,8 +23,7 @@ OUTPUT_LIMIT = 4 * 1024 * 1024
 _CHUNK = 64 * 1024
 
 
-@dataclass(frozen=True)
-class Ran:
+class Ran(NamedTuple):
     """What one program run gave: its output, how it ended, and whether it was stopped."""
 
     stdout: bytes

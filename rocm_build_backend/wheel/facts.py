@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from rocm_build_backend.errors import UnknownTargetError
 from rocm_build_backend.gpu.compat import why_not
@@ -34,8 +34,7 @@ OK, FAILS, UNKNOWN = "ok", "fails", "unknown"
 Modules = tuple[tuple[tuple[str, ...], int], ...]  # (targets, how many modules have them)
 
 
-@dataclass(frozen=True)
-class DeviceFile:
+class DeviceFile(NamedTuple):
     """One wheel member with device code: the targets in it and those every container covers."""
 
     path: str

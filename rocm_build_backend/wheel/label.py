@@ -64,8 +64,9 @@ def local_version(version: str, targets: Iterable[object]) -> str:
     return str(Version(f"{parsed.public}+{'.'.join(have + add)}"))
 
 
-_TARGET_SEGMENT = re.compile(r"(gfx[0-9a-z]+|sm[0-9]+[af]?|compute[0-9]+[af]?)")
-_FEATURE_SEGMENT = re.compile(r"(sramecc|xnack)(on|off)")
+# compiled (and kept by ``re``) when a label is read: not on every import
+_TARGET_SEGMENT = r"(gfx[0-9a-z]+|sm[0-9]+[af]?|compute[0-9]+[af]?)"
+_FEATURE_SEGMENT = r"(sramecc|xnack)(on|off)"
 
 
 def label_targets(version: str) -> list[str]:
@@ -78,10 +79,10 @@ def label_targets(version: str) -> list[str]:
     out: list[str] = []
     after_target = False
     for seg in local.split(".") if local else []:
-        if _TARGET_SEGMENT.fullmatch(seg):
+        if re.fullmatch(_TARGET_SEGMENT, seg):
             out.append(seg)
             after_target = True
-        elif after_target and _FEATURE_SEGMENT.fullmatch(seg):
+        elif after_target and re.fullmatch(_FEATURE_SEGMENT, seg):
             out[-1] += "." + seg
         else:
             after_target = False
@@ -98,10 +99,10 @@ def relabel(version: str, targets: Iterable[object]) -> str:
     kept: list[str] = []
     skipping = False
     for seg in (parsed.local or "").split(".") if parsed.local else []:
-        if _TARGET_SEGMENT.fullmatch(seg):
+        if re.fullmatch(_TARGET_SEGMENT, seg):
             skipping = True
             continue
-        if skipping and _FEATURE_SEGMENT.fullmatch(seg):
+        if skipping and re.fullmatch(_FEATURE_SEGMENT, seg):
             continue
         skipping = False
         kept.append(seg)

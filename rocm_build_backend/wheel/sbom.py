@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote
 import json
 
 SBOM_DIR = "sboms/"
-_PURL = re.compile(rb"pkg:pypi/([A-Za-z0-9._%-]+)@([A-Za-z0-9._%+!-]+)(\?[^\s\"'#<>]*)?")
+_PURL = rb"pkg:pypi/([A-Za-z0-9._%-]+)@([A-Za-z0-9._%+!-]+)(\?[^\s\"'#<>]*)?"  # compiled on first use
 
 
 def is_sbom(name: str, dist_info: str) -> bool:
@@ -51,7 +51,7 @@ def renamed_sbom(data: bytes, old_wheel: str, new_wheel: str) -> bytes:
         qualifiers = re.sub(rb"(?<=[?&]file_name=)" + re.escape(old_q) + rb"(?=&|$)", new_q, qualifiers)
         return b"pkg:pypi/" + name + b"@" + version + qualifiers
 
-    out = _PURL.sub(purl, data).replace(old_wheel.encode(), new_wheel.encode())
+    out = re.sub(_PURL, purl, data).replace(old_wheel.encode(), new_wheel.encode())
     return _json_versions(out, dist, old_version, new_version)
 
 

@@ -152,3 +152,36 @@ def test_a_link_planted_under_the_name_is_replaced_not_followed(tmp_path):
     again, notes = _install(env, tmp_path)
     assert again == folder and not folder.is_symlink() and "PWNED" not in (folder / "hip-launcher").read_text()
     assert notes == [f"enforce: replaced {folder} (not a folder)"] and (elsewhere / "hip-launcher").exists()
+
+
+def test_an_intact_folder_is_read_and_used_with_nothing_written(tmp_path, monkeypatch):
+    env = _env(tmp_path)
+    folder, _ = _install(env, tmp_path)
+    before = {p: p.lstat().st_ino for p in [folder, *folder.rglob("*")]}
+
+    def no_write(*args: object) -> None:
+        raise AssertionError("written again")
+
+    monkeypatch.setattr(enforcedir, "write", no_write)
+    monkeypatch.setattr(enforcedir.tempfile, "mkdtemp", no_write)
+    again, notes = _install(env, tmp_path)
+    assert again == folder and notes == []
+    assert {p: p.lstat().st_ino for p in [folder, *folder.rglob("*")]} == before
+
+
+@pytest.mark.parametrize("change", ["a file added", "a link turned", "a program's executable bit taken off"])
+def test_anything_beyond_what_the_name_says_gets_it_replaced(tmp_path, change):
+    env = _env(tmp_path)
+    folder, _ = _install(env, tmp_path)
+    good = {p.relative_to(folder) for p in folder.rglob("*")}
+    if change == "a file added":
+        (folder / "extra").write_text("")
+    elif change == "a link turned":
+        (folder / "targets.json").unlink()
+        (folder / "targets.json").symlink_to(tmp_path / "elsewhere.json")
+    else:
+        (folder / "hip-launcher").chmod(0o644)
+    again, notes = _install(env, tmp_path)
+    assert again == folder and notes == [f"enforce: replaced {folder} (its contents are not what its name says)"]
+    assert {p.relative_to(folder) for p in folder.rglob("*")} == good and not (folder / "targets.json").is_symlink()
+    assert os.access(folder / "hip-launcher", os.X_OK)

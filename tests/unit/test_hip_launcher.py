@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build_backend.builder.enforce import Enforced
+from rocm_build_backend.builder.enforcedir import write
 from rocm_build_backend.gpu.amd import enforce as amd_enforce
 from rocm_build_backend.gpu.amd import hip_launcher
 from rocm_build_backend.gpu.amd.hip_launcher import Refused, decide, expand, quote, tokenize
@@ -191,7 +192,7 @@ def test_the_view_of_hipccs_clang_folder(tmp_path):
     assert amd_enforce.clang_folder(env) == root / "bin"
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
-    amd_enforce.fill(work, home, ["gfx90a"], "none", env, sys.executable)
+    write(work, amd_enforce.contents(home, ["gfx90a"], "none", env, sys.executable))
     view = work / "llvm"
     assert f"{home}/hip_launcher.py {root}/bin/clang++-15 \"$@\"" in (view / "bin" / "clang++-15").read_text()
     assert os.readlink(view / "bin" / "lld") == str(root / "bin" / "lld")
@@ -215,7 +216,7 @@ def test_hipcxx_is_led_through_a_view_of_its_folder(tmp_path):
         work = tmp_path / f"work-{view}"
         work.mkdir()
         env = {"PATH": str(root / "bin"), "HIPCXX": hipcxx}
-        amd_enforce.fill(work, work, ["gfx90a"], "none", env, sys.executable)
+        write(work, amd_enforce.contents(work, ["gfx90a"], "none", env, sys.executable))
         got = amd_enforce.variables(work, env)
         assert got["HIPCXX"] == str(work / view / "bin" / Path(hipcxx).name)
         assert amd_enforce.hip_compiler({**env, "HIPCXX": got["HIPCXX"]}) == Path(hipcxx)

@@ -11,7 +11,7 @@ argument, nested parentheses kept inside a command. Never fails: what does not p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BLANKS = re.compile(r"[ \t\r\f\v]*")
@@ -21,8 +21,7 @@ _BRACKET = re.compile(r"\[(=*)\[")
 _SPACE = " \t\r\f\v\n"
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """One command invocation: its name (lower case), its arguments and the line it starts on."""
 
     name: str

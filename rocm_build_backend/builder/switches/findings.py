@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocm_build_backend.files import read_regular
 
@@ -17,8 +17,7 @@ MAX_TOTAL = 8 << 20  # bytes read in all
 MAX_FINDINGS = 200  # switches listed; the rest are counted
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One switch of the project's own, as its source shows it."""
 
     file: str  # relative to the project's folder
@@ -41,8 +40,7 @@ class Finding:
         return f"{self.file} L{self.line}"
 
 
-@dataclass(frozen=True)
-class Switch:
+class Switch(NamedTuple):
     """A finding and what the build does about it."""
 
     finding: Finding

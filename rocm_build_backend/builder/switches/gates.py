@@ -38,13 +38,12 @@ _KEYWORDS = frozenset({"NOT", "AND", "OR", "DEFINED", "STREQUAL", "STRLESS", "ST
                        "GREATER", "MATCHES", "VERSION_LESS", "VERSION_GREATER", "VERSION_EQUAL", "EXISTS",
                        "COMMAND", "POLICY", "TARGET", "TEST", "IS_DIRECTORY", "IN_LIST", "ON", "OFF", "TRUE",
                        "FALSE", "YES", "NO", "CACHE", "ENV"})
-_NV_PKG = re.compile(r"(CUDAToolkit|CUDA|CUDAToolkit_\w+|NCCL|cuDNN|CUTLASS)$", re.I)
-_AMD_PKG = re.compile(r"(hip|HIP|hip\w+|roc\w+|rocm\w*|rccl|miopen|MIOpen)$", re.I)
-_OTHER_PKG = re.compile(r"(OpenCL|SYCL|IntelSYCL|Vulkan|Metal|MetalKit|oneDPL|OpenGL_OpenCL|ComputeCpp)$", re.I)
-_OTHER_WORD = re.compile(r"(^|[^A-Za-z])(-fsycl|OpenCL::|Vulkan::|SYCL::|Metal\b|MetalKit\b|CL/cl\.h)")
-_NV_WORD = re.compile(r"(^|[^A-Za-z])CUDA::|\.cu$|\.cuh$")
-_AMD_WORD = re.compile(r"(^|[^A-Za-z])(hip::|roc::)|\.hip$")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# Patterns, compiled (and kept by ``re``) when CMake files are read: not on every build's import.
+_NV_PKG = r"(?i)(CUDAToolkit|CUDA|CUDAToolkit_\w+|NCCL|cuDNN|CUTLASS)$"
+_AMD_PKG = r"(?i)(hip|HIP|hip\w+|roc\w+|rocm\w*|rccl|miopen|MIOpen)$"
+_OTHER_PKG = r"(?i)(OpenCL|SYCL|IntelSYCL|Vulkan|Metal|MetalKit|oneDPL|OpenGL_OpenCL|ComputeCpp)$"
+_OTHER_WORD = r"(^|[^A-Za-z])(-fsycl|OpenCL::|Vulkan::|SYCL::|Metal\b|MetalKit\b|CL/cl\.h)"
+_VAR = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
 MAX_DEPTH, MAX_REFS, MAX_ARGS = 32, 8, 64  # if-nesting levels, names and words of one condition tracked
 ARCH_VARS = frozenset({"CMAKE_CUDA_ARCHITECTURES", "CMAKE_HIP_ARCHITECTURES", "GPU_TARGETS", "AMDGPU_TARGETS"})
 
@@ -98,7 +97,7 @@ def _refs(args: tuple[str, ...], walk: Walk) -> list[tuple[str, int]]:
     negate = False
     for a in args:
         word = a.strip()
-        m = _VAR.fullmatch(word)
+        m = re.fullmatch(_VAR, word)
         word = m.group(1) if m else word
         if word.upper() == "NOT":
             negate = not negate
@@ -118,7 +117,7 @@ def _expand(value: str, here: Path, walk: Walk) -> str | None:
     known = dict(walk.variables)
     known.update({"CMAKE_CURRENT_SOURCE_DIR": str(here), "CMAKE_CURRENT_LIST_DIR": str(here),
                   "PROJECT_SOURCE_DIR": str(walk.root), "CMAKE_SOURCE_DIR": str(walk.root)})
-    out = _VAR.sub(lambda m: known.get(m.group(1), "\0"), value)
+    out = re.sub(_VAR, lambda m: known.get(m.group(1), "\0"), value)
     return None if "\0" in out or "$" in out else out
 
 
@@ -155,15 +154,15 @@ def _evidence(cmd: Command) -> tuple[dict[str, str], dict[str, str], str]:
                 strong["amd"] = f"{cmd.name}(HIP)"
     elif cmd.name == "find_package" and args:
         pkg = args[0]
-        if _OTHER_PKG.match(pkg) or (pkg == "Boost" and "compute" in (a.lower() for a in args)):
+        if re.match(_OTHER_PKG, pkg) or (pkg == "Boost" and "compute" in (a.lower() for a in args)):
             other = f"find_package({pkg})"
-        elif _NV_PKG.match(pkg):
+        elif re.match(_NV_PKG, pkg):
             strong["nvidia"] = f"find_package({pkg})"
-        elif _AMD_PKG.match(pkg):
+        elif re.match(_AMD_PKG, pkg):
             strong["amd"] = f"find_package({pkg})"
     for a in args:
         for word in a.split(";"):
-            if not other and _OTHER_WORD.search(word):
+            if not other and re.search(_OTHER_WORD, word):
                 other = f"{cmd.name}(... {word[:60]} ...)"
             if "CUDA::" in word:
                 strong.setdefault("nvidia", f"{cmd.name}(... {word[:60]} ...)")
@@ -223,7 +222,7 @@ def _set(cmd: Command, gate: list[tuple[str, int]], rel: str, here: Path, walk: 
         walk.fallbacks.add((rel, cmd.line))
     positive = {n for n, s in gate if s > 0 and n in walk.options}
     first = values[0] if values else ""
-    m = _VAR.fullmatch(first)
+    m = re.fullmatch(_VAR, first)
     if m and m.group(1) in walk.options:
         walk.aliases.setdefault(var, set()).add(m.group(1))
     elif positive and first.upper() in ("ON", "TRUE", "YES", "1"):

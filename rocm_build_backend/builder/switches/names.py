@@ -22,62 +22,63 @@ from rocm_build_backend.gpu.build import Switches
 from rocm_build_backend.gpu.build import build_side
 from rocm_build_backend.gpu.vendor import vendor_names
 
-_NOT = re.compile(r"(^|_)(HOME|PATH|ROOT|DIR|DIRS|VERSION|VISIBLE_DEVICES|ABI|DEBUG|VERBOSE|LOCAL_VERSION|"
-                  r"INCLUDE|LIB|LIBRARY|BIN|EXECUTABLE|COMPILER|CC|CXX)($|_)|^NVIDIA_|^CI$|"
-                  r"(^|_)(NVCC|HIPCC|CUDACXX|HIPCXX|LAUNCHER)$")
-_GPU = re.compile(r"CUDA|HIP|ROCM|(^|_)GPU|NVCC|CUBLAS|AMDGPU|TARGET_DEVICE|COMPUTE_BACKEND|"
-                  r"(^|_)BUILD_TARGET$|(^|_)BUILD_OPS$")
+# Patterns, compiled (and kept by ``re``) when a name is judged: not on every build's import.
+_NOT = (r"(^|_)(HOME|PATH|ROOT|DIR|DIRS|VERSION|VISIBLE_DEVICES|ABI|DEBUG|VERBOSE|LOCAL_VERSION|"
+        r"INCLUDE|LIB|LIBRARY|BIN|EXECUTABLE|COMPILER|CC|CXX)($|_)|^NVIDIA_|^CI$|"
+        r"(^|_)(NVCC|HIPCC|CUDACXX|HIPCXX|LAUNCHER)$")
+_GPU = (r"CUDA|HIP|ROCM|(^|_)GPU|NVCC|CUBLAS|AMDGPU|TARGET_DEVICE|COMPUTE_BACKEND|"
+        r"(^|_)BUILD_TARGET$|(^|_)BUILD_OPS$")
 # a switch turns a GPU backend on when that backend is what it names, not a feature of it:
 # FORCE_CUDA, WITH_ROCM, BUILD_CUDA_EXT, CT_CUBLAS, DS_BUILD_OPS; not ENABLE_HIP_FMHA_RTN_BF16_CONVERT
-_ON_NAME = re.compile(r"(^|_)(CUDA|HIP|ROCM|GPU|CUBLAS|HIPBLAS|NVCC)(_(EXT|EXTS|EXTENSION|EXTENSIONS|BUILD|KERNELS|OPS))?$|"
-                      r"TARGET_DEVICE$|COMPUTE_BACKEND$|(^|_)BUILD_TARGET$|(^|_)BUILD_OPS$")
-_TARGETS = re.compile(r"ARCH|GENCODE|(^|_)(GPU|AMDGPU)_TARGETS?$|CUDAARCHS|HCC_AMDGPU_TARGET")
-_JOBS = re.compile(r"(^|_)(MAX_JOBS|NUM_BUILD_JOBS|BUILD_JOBS|JOBS|NVCC_THREADS|PARALLEL_LEVEL)$")
-_PREBUILT = re.compile(r"FORCE_BUILD$")
-_OFF = re.compile(r"SKIP|(^|_)NO_(CUDA|HIP|ROCM|GPU)|ONLY_CPU|CPU_ONLY|DISABLE")
-_FLAGS = re.compile(r"(FLAGS|ARGS)($|_)")
+_ON_NAME = (r"(^|_)(CUDA|HIP|ROCM|GPU|CUBLAS|HIPBLAS|NVCC)(_(EXT|EXTS|EXTENSION|EXTENSIONS|BUILD|KERNELS|OPS))?$|"
+            r"TARGET_DEVICE$|COMPUTE_BACKEND$|(^|_)BUILD_TARGET$|(^|_)BUILD_OPS$")
+_TARGETS = r"ARCH|GENCODE|(^|_)(GPU|AMDGPU)_TARGETS?$|CUDAARCHS|HCC_AMDGPU_TARGET"
+_JOBS = r"(^|_)(MAX_JOBS|NUM_BUILD_JOBS|BUILD_JOBS|JOBS|NVCC_THREADS|PARALLEL_LEVEL)$"
+_PREBUILT = r"FORCE_BUILD$"
+_OFF = r"SKIP|(^|_)NO_(CUDA|HIP|ROCM|GPU)|ONLY_CPU|CPU_ONLY|DISABLE"
+_FLAGS = r"(FLAGS|ARGS)($|_)"
 #: other accelerators and APIs: a switch for one of them never turns on a CUDA or HIP build
-OTHER_DEVICE = re.compile(r"(^|_)(MLU|NPU|XPU|MPS|MUSA|IPU|DIPU|TPU|SYCL|OPENCL|VULKAN|METAL|ONEAPI|DPCPP|ASCEND)($|_)")
-_CPU_ONLY = re.compile(r"ONLY_CPU|CPU_ONLY")
-_MAIN_OPTION = re.compile(r"(^|_)(CUDA|HIP|ROCM|HIPBLAS|CUBLAS|GPU)$")
-_GPU_WORD = re.compile(r"CUDA|HIP|ROCM|CUBLAS|GPU")
+OTHER_DEVICE = r"(^|_)(MLU|NPU|XPU|MPS|MUSA|IPU|DIPU|TPU|SYCL|OPENCL|VULKAN|METAL|ONEAPI|DPCPP|ASCEND)($|_)"
+_CPU_ONLY = r"ONLY_CPU|CPU_ONLY"
+_MAIN_OPTION = r"(^|_)(CUDA|HIP|ROCM|HIPBLAS|CUBLAS|GPU)$"
+_GPU_WORD = r"CUDA|HIP|ROCM|CUBLAS|GPU"
 
 
 def role(name: str) -> str | None:
     """The role of an environment variable named ``name``, or None when it is no GPU switch."""
     up = name.upper()
-    if _JOBS.search(up):
+    if re.search(_JOBS, up):
         return "jobs"
-    if _TARGETS.search(up) and not _NOT.search(up):
+    if re.search(_TARGETS, up) and not re.search(_NOT, up):
         return "targets"
-    if _PREBUILT.search(up):
+    if re.search(_PREBUILT, up):
         return "prebuilt"
-    if _CPU_ONLY.search(up):
+    if re.search(_CPU_ONLY, up):
         return "gpu-off"
-    if _NOT.search(up) or not _GPU.search(up):
+    if re.search(_NOT, up) or not re.search(_GPU, up):
         return None
-    if _OFF.search(up):
+    if re.search(_OFF, up):
         return "gpu-off"
-    if _FLAGS.search(up):
+    if re.search(_FLAGS, up):
         return "flags"
-    return "gpu-on" if _ON_NAME.search(up) else None
+    return "gpu-on" if re.search(_ON_NAME, up) else None
 
 
 def switch_like(name: str) -> bool:
     """Whether a variable named ``name`` can be a switch at all (not a location, version, compiler
     or job count): what ``role`` says of a name that decides the GPU build by what it gates."""
     up = name.upper()
-    return not (_NOT.search(up) or _JOBS.search(up) or _FLAGS.search(up) or _OFF.search(up) or OTHER_DEVICE.search(up))
+    return not any(re.search(p, up) for p in (_NOT, _JOBS, _FLAGS, _OFF, OTHER_DEVICE))
 
 
 def option_role(name: str) -> str | None:
     """The role of a CMake ``option()`` (default OFF) named ``name``: ``gpu-on`` for a backend's
     main switch, ``targets`` for one that names targets, else None."""
     up = name.upper()
-    if _TARGETS.search(up) and not _NOT.search(up):
+    if re.search(_TARGETS, up) and not re.search(_NOT, up):
         return "targets"
     # the backend's own word once, at the end: GGML_CUDA, USE_ROCM; not GGML_CUDA_FORCE_CUBLAS
-    return "gpu-on" if _MAIN_OPTION.search(up) and len(_GPU_WORD.findall(up)) == 1 else None
+    return "gpu-on" if re.search(_MAIN_OPTION, up) and len(re.findall(_GPU_WORD, up)) == 1 else None
 
 
 def vendor_switches() -> list[tuple[str, Switches]]:

@@ -17,7 +17,7 @@ from typing import Iterable
 
 _CUDA_NAMES = frozenset({"CUDAExtension"})
 #: a CMake definition a setup.py passes that names the GPU build: "-DNATTEN_WITH_CUDA=1", "-DGGML_CUDA=ON"
-_DEFINE = re.compile(r"^-D[A-Z0-9_]*(CUDA|HIP|ROCM|CUBLAS)[A-Z0-9_]*(:BOOL)?=(1|ON|TRUE|YES)$", re.I)
+_DEFINE = r"(?i)^-D[A-Z0-9_]*(CUDA|HIP|ROCM|CUBLAS)[A-Z0-9_]*(:BOOL)?=(1|ON|TRUE|YES)$"  # compiled on first use
 _ROUNDS = 12
 
 
@@ -27,7 +27,7 @@ def _is_cuda(node: ast.AST) -> bool:
     if isinstance(node, ast.Attribute) and node.attr in _CUDA_NAMES:
         return True
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-        node.value.endswith(".cu") or bool(_DEFINE.match(node.value)))
+        node.value.endswith(".cu") or bool(re.match(_DEFINE, node.value)))
 
 
 def cuda_inside(tree: ast.AST, parents: dict[ast.AST, ast.AST]) -> set[int]:

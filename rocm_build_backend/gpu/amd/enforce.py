@@ -23,7 +23,7 @@ Appending ``--no-offload-arch=all --offload-arch=<each target>`` is not enough (
   compiler knows that copy as the build's own.
 
 A project that runs clang itself from its own path with its own ``--offload-arch`` is not
-reached: the audit finds what it built. Pure apart from the one folder ``fill`` writes.
+reached: the audit finds what it built. Pure: it reads hipcc's folders, ``builder/enforcedir.py`` writes.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ import os
 import re
 import shlex
 import shutil
-import stat
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from rocm_build_backend.gpu.amd import hip_launcher
+from rocm_build_backend.gpu.build import FolderEntry
 
 VARIABLES = ("HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_HIP_COMPILER_LAUNCHER", "HIP_CLANG_PATH", "HIPCXX")
 RESET = "--no-offload-arch=all"
@@ -166,39 +166,39 @@ def identity(targets: Sequence[str], ptx: str, env: Mapping[str, str], python: s
     return program_text(targets) + starter(python, Path("x")) + view
 
 
-def _executable(path: Path, text: str) -> None:
-    path.write_text(text, encoding="utf-8")
-    path.chmod(path.stat().st_mode | stat.S_IRUSR | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-
-
-def _view(view: Path, folder: Path, python: str, program: Path) -> None:
-    """``view``: the folder above ``folder`` with ``folder``'s clang drivers ours (each runs the
-    real one through the launcher) and every other entry a link to the real one."""
-    (view / "bin").mkdir(parents=True)
-    for name in os.listdir(folder.parent):
+def _view(prefix: str, folder: Path, python: str, program: Path) -> dict[str, FolderEntry]:
+    """The view at ``prefix``: the folder above ``folder`` with ``folder``'s clang drivers ours
+    (each runs the real one through the launcher) and every other entry a link to the real one."""
+    out: dict[str, FolderEntry] = {prefix: ("dir", "", 0), f"{prefix}/bin": ("dir", "", 0)}
+    above, real = str(folder.parent), str(folder)  # os.path.join: as str(folder / name), at a thousand names
+    for name in os.listdir(above):
         if name != folder.name and name != "bin":
-            os.symlink(folder.parent / name, view / name)
-    for name in os.listdir(folder):
+            out[f"{prefix}/{name}"] = ("link", os.path.join(above, name), 0)
+    for name in os.listdir(real):
         if _DRIVER.fullmatch(name):
-            _executable(view / "bin" / name, starter(python, program, str(folder / name)))
+            out[f"{prefix}/bin/{name}"] = ("file", starter(python, program, os.path.join(real, name)).encode(), 0o111)
         else:
-            os.symlink(folder / name, view / "bin" / name)
-    (view / MARKER).write_text(json.dumps({"bin": str(folder)}) + "\n", encoding="utf-8")
+            out[f"{prefix}/bin/{name}"] = ("link", os.path.join(real, name), 0)
+    out[f"{prefix}/{MARKER}"] = ("file", (json.dumps({"bin": str(folder)}) + "\n").encode(), 0)
+    return out
 
 
-def fill(directory: Path, home: Path, targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> None:
-    """Write the launcher program, its ``sh`` starter and the view of hipcc's clang folder (when
-    there is a hipcc) into ``directory``, which is then moved to ``home`` (the starters name the
-    program there)."""
-    (directory / "hip_launcher.py").write_text(program_text(targets), encoding="utf-8")
-    _executable(directory / "hip-launcher", starter(python, home / "hip_launcher.py"))
-    (directory / "targets.json").write_text(json.dumps(list(targets)) + "\n", encoding="utf-8")
+def contents(home: Path, targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> dict[str, FolderEntry]:
+    """What the folder at ``home`` holds: the launcher program, its ``sh`` starter and the view
+    of hipcc's clang folder (when there is a hipcc); nothing is written."""
+    program = home / "hip_launcher.py"
+    out: dict[str, FolderEntry] = {
+        "hip_launcher.py": ("file", program_text(targets).encode(), 0),
+        "hip-launcher": ("file", starter(python, program).encode(), 0o111),
+        "targets.json": ("file", (json.dumps(list(targets)) + "\n").encode(), 0),
+    }
     folder = clang_folder(env)
     if folder is not None:
-        _view(directory / "llvm", folder, python, home / "hip_launcher.py")
+        out.update(_view("llvm", folder, python, program))
     cxx = hip_compiler(env)
     if cxx is not None and cxx.parent != folder:
-        _view(directory / "cxx", cxx.parent, python, home / "hip_launcher.py")
+        out.update(_view("cxx", cxx.parent, python, program))
+    return out
 
 
 def variables(directory: Path, env: Mapping[str, str]) -> dict[str, str]:
@@ -236,11 +236,11 @@ class AmdEnforcer:
     def identity(self, targets: Sequence[str], env: Mapping[str, str], python: str) -> str:
         return identity(targets, "none", env, python)
 
-    def fill(self, directory: Path, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str) -> None:
-        fill(directory, home, targets, "none", env, python)
+    def contents(self, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str) -> dict[str, FolderEntry]:
+        return contents(home, targets, "none", env, python)
 
     def variables(self, directory: Path, env: Mapping[str, str]) -> dict[str, str]:
         return variables(directory, env)
 
 
-__all__ = ["VARIABLES", "AmdEnforcer", "describe", "fill", "flags", "identity", "plan_env", "variables"]
+__all__ = ["VARIABLES", "AmdEnforcer", "contents", "describe", "flags", "identity", "plan_env", "variables"]

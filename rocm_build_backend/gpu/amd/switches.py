@@ -11,22 +11,23 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-_NAME = re.compile(r"HIP|ROCM|AMDGPU|(^|_)CK($|_)")
-_TOOLCHAIN = re.compile(r"rocm|hip", re.I)
-_FLAG = re.compile(r"--(?:offload-arch|amdgpu-target)=(gfx[0-9a-z]+(?::[a-z]+[+-])*)")
+# Patterns, compiled (and kept by ``re``) when build files are read: not on every build's import.
+_NAME = r"HIP|ROCM|AMDGPU|(^|_)CK($|_)"
+_TOOLCHAIN = r"(?i)rocm|hip"
+_FLAG = r"--(?:offload-arch|amdgpu-target)=(gfx[0-9a-z]+(?::[a-z]+[+-])*)"
 
 
 class AmdSwitches:
     flag = "--offload-arch"
 
     def owns_name(self, name: str, *, targets: bool) -> bool:
-        return bool(_NAME.search(name))
+        return bool(re.search(_NAME, name))
 
     def picks_toolchain(self, text: str) -> bool:
-        return bool(_TOOLCHAIN.search(text))
+        return bool(re.search(_TOOLCHAIN, text))
 
     def flag_targets(self, text: str) -> list[str]:
-        return list(dict.fromkeys(_FLAG.findall(text)))
+        return list(dict.fromkeys(re.findall(_FLAG, text)))
 
     def spell(self, targets: Sequence[str], sample: str, name: str) -> list[str]:
         return list(targets)

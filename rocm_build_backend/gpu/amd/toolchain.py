@@ -15,23 +15,21 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.errors import ToolchainError
 from rocm_build_backend.gpu.targets import GpuTarget, parse_target, target_info, vendor_name
 
 _CACHE_VERSION = 2
-_REJECT = [
-    re.compile(r"invalid target ID '([^']+)'"),
-    re.compile(r"cannot find ROCm device library for ([^\s;,]+)"),
-    re.compile(r"[Uu]nsupported (?:CUDA|HIP|cuda|hip) gpu architecture:? '?([\w:+-]+)'?"),
-]
+_REJECT = (  # compiled (and kept by ``re``) when a compiler refused a target
+    r"invalid target ID '([^']+)'",
+    r"cannot find ROCm device library for ([^\s;,]+)",
+    r"[Uu]nsupported (?:CUDA|HIP|cuda|hip) gpu architecture:? '?([\w:+-]+)'?",
+)
 
 
-@dataclass(frozen=True)
-class Compiler:
+class Compiler(NamedTuple):
     name: str  # what the user would type: hipcc, amdclang++, clang-19
     path: str
     kind: str  # "hipcc" or "clang"
@@ -154,7 +152,7 @@ def find_compiler(setting: str = "auto", *, env: Mapping[str, str] | None = None
             cache = _Cache(env)
             entry = cache.entry(_cache_key(path, env))
             if "compiler" not in entry:
-                entry["compiler"] = _probe_version(os.path.basename(name), path, run, env).__dict__
+                entry["compiler"] = _probe_version(os.path.basename(name), path, run, env)._asdict()
                 cache.dirty = True
                 cache.save()
             return Compiler(**entry["compiler"])
@@ -182,7 +180,7 @@ def _check_argv(compiler: Compiler, targets: Sequence[str], out_dir: str) -> lis
 
 def _reason(text: str, target: str) -> str:
     for pattern in _REJECT:
-        for m in pattern.finditer(text):
+        for m in re.finditer(pattern, text):
             if m.group(1).split(":")[0] == target.split(":")[0]:
                 return m.group(0)
     lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]

@@ -13,10 +13,11 @@ keeps every compile to the chosen targets):
 - ``CUDACXX``: CMake's CUDA language (first configure);
 - ``PATH``: the view's ``bin`` first, for ``nvcc`` called by name.
 
-``fill`` writes the program, its ``sh`` starter and the view into ``directory`` (a folder
-named by everything it holds, so a build tree that cached the path finds it again on the next
-build with the same targets) and returns the variables. Pure apart from that one folder; the
-real toolkit is found the way PyTorch's ``_find_cuda_home`` does, skipping views of ours.
+``contents`` says what the folder holds: the program, its ``sh`` starter and the view (the folder
+is named by everything it holds, so a build tree that cached the path finds it again on the next
+build with the same targets; ``builder/enforcedir.py`` writes it); ``variables`` the build's
+variables. Pure apart from reading the toolkit's folders; the real toolkit is found the way
+PyTorch's ``_find_cuda_home`` does, skipping views of ours.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ import json
 import os
 import shlex
 import shutil
-import stat
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rocm_build_backend.data import path as data_path
+from rocm_build_backend.gpu.build import FolderEntry
 from rocm_build_backend.gpu.nvidia import nvcc_line, pinned_nvcc
 from rocm_build_backend.gpu.nvidia.knobs import with_ptx
 
@@ -145,13 +146,6 @@ def starter(python: str, program: Path) -> str:
             f"exec \"$py\" -I -S {shlex.quote(str(program))} \"$@\"\n")
 
 
-def _executable(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.chmod(tmp.stat().st_mode | stat.S_IRUSR | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    os.replace(tmp, path)
-
-
 def _parts(targets: Sequence[str], ptx: str, env: Mapping[str, str]) -> tuple[Path, dict[str, Any]]:
     root = toolkit_root(env)
     if root is None:
@@ -172,22 +166,22 @@ def identity(targets: Sequence[str], ptx: str, env: Mapping[str, str], python: s
     return program_text(cfg) + starter(python, Path("x")) + "\n".join(_listing(root))
 
 
-def fill(directory: Path, home: Path, targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> None:
-    """Write the program, the view of the real toolkit and its ``bin/nvcc`` starter into
-    ``directory``, which is then moved to ``home`` (the starter names the program there)."""
+def contents(home: Path, targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> dict[str, FolderEntry]:
+    """What the folder at ``home`` holds: the program, the view of the real toolkit and its
+    ``bin/nvcc`` starter (which names the program there); nothing is written."""
     root, cfg = _parts(targets, ptx, env)
-    (directory / "pinned_nvcc.py").write_text(program_text(cfg), encoding="utf-8")
-    program = home / "pinned_nvcc.py"
-    view = directory / "cuda"
-    (view / "bin").mkdir(parents=True)
-    for name in os.listdir(root):
+    out: dict[str, FolderEntry] = {"pinned_nvcc.py": ("file", program_text(cfg).encode(), 0),
+                                   "cuda": ("dir", "", 0), "cuda/bin": ("dir", "", 0)}
+    top, bin_ = str(root), str(root / "bin")  # os.path.join: as str(root / name), at hundreds of names
+    for name in os.listdir(top):
         if name != "bin":
-            os.symlink(root / name, view / name)
-    for name in os.listdir(root / "bin"):
+            out[f"cuda/{name}"] = ("link", os.path.join(top, name), 0)
+    for name in os.listdir(bin_):
         if name != "nvcc":
-            os.symlink(root / "bin" / name, view / "bin" / name)
-    _executable(view / "bin" / "nvcc", starter(python, program))
-    (view / MARKER).write_text(json.dumps({"root": str(root)}) + "\n", encoding="utf-8")
+            out[f"cuda/bin/{name}"] = ("link", os.path.join(bin_, name), 0)
+    out["cuda/bin/nvcc"] = ("file", starter(python, home / "pinned_nvcc.py").encode(), 0o111)
+    out[f"cuda/{MARKER}"] = ("file", (json.dumps({"root": str(root)}) + "\n").encode(), 0)
+    return out
 
 
 def variables(directory: Path, env: Mapping[str, str]) -> dict[str, str]:
@@ -226,8 +220,8 @@ class NvidiaEnforcer:
     def identity(self, targets: Sequence[str], env: Mapping[str, str], python: str) -> str:
         return identity(targets, "none", env, python)
 
-    def fill(self, directory: Path, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str) -> None:
-        fill(directory, home, targets, "none", env, python)
+    def contents(self, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str) -> dict[str, FolderEntry]:
+        return contents(home, targets, "none", env, python)
 
     def variables(self, directory: Path, env: Mapping[str, str]) -> dict[str, str]:
         return variables(directory, env)

@@ -21,8 +21,7 @@ highest SASS target too, ``a`` dropped, so a newer GPU can run it), or ``"all"``
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from rocm_build_backend.errors import ConfigError
 from rocm_build_backend.gpu.build import PTX_CHOICES
@@ -31,14 +30,13 @@ from rocm_build_backend.gpu.nvidia.targets import CudaTarget, parse_cuda_target,
 __all__ = ["PTX_CHOICES", "CudaKnobs", "with_ptx", "torch_arch_list", "cmake_architectures", "gencode_flags", "cuda_knobs"]
 
 
-@dataclass(frozen=True)
-class CudaKnobs:
+class CudaKnobs(NamedTuple):
     """``env``: variables for the build; ``cmake``: CMake definitions; ``code``: what nvcc emits."""
 
     env: dict[str, str]
     cmake: dict[str, str]
     code: list[CudaTarget]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str]
 
 
 def with_ptx(targets: Sequence[CudaTarget | str], ptx: str = "none") -> list[CudaTarget]:

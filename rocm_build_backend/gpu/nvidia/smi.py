@@ -25,9 +25,10 @@ from rocm_build_backend.gpu.nvidia.targets import CudaTarget
 QUERY = ["--query-gpu=index,name,compute_cap,uuid", "--format=csv,noheader"]
 CAP = 1 << 20  # bytes of nvidia-smi output read at most
 MAX_LINES = 1024
-_CC = re.compile(r"([0-9]{1,2})\.([0-9])")
-_GPU_LINE = re.compile(r"GPU (\d+): (.*?) \(UUID: (GPU-[0-9A-Za-z-]+)\)\s*$")
-_MIG_LINE = re.compile(r"\s+MIG .*Device\s+(\d+): \(UUID: (MIG-[0-9A-Za-z/-]+)\)\s*$")
+# Patterns, compiled (and kept by ``re``) when nvidia-smi's output is read: not on every import.
+_CC = r"([0-9]{1,2})\.([0-9])"
+_GPU_LINE = r"GPU (\d+): (.*?) \(UUID: (GPU-[0-9A-Za-z-]+)\)\s*$"
+_MIG_LINE = r"\s+MIG .*Device\s+(\d+): \(UUID: (MIG-[0-9A-Za-z/-]+)\)\s*$"
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def parse_query_csv(text: str, where: str = "nvidia-smi output") -> list[NvidiaG
             raise FormatError(f"{where} line {n}: expected 'index, name, compute_cap[, uuid]', got {line[:120]!r}")
         uuid = fields[-1] if fields[-1].startswith("GPU-") else ""
         body = fields[1:-1] if uuid else fields[1:]
-        m = _CC.fullmatch(body[-1])
+        m = re.fullmatch(_CC, body[-1])
         if not m:
             raise FormatError(f"{where} line {n}: compute capability {body[-1][:40]!r} is not X.Y")
         gpus.append(NvidiaGpu(index=int(fields[0]), name=", ".join(body[:-1])[:200],
@@ -93,12 +94,12 @@ def parse_list(text: str, where: str = "nvidia-smi -L output") -> dict[str, tupl
     out: dict[str, tuple[int, str]] = {}
     current: tuple[int, str] | None = None
     for n, line in enumerate(_lines(text, where), start=1):
-        g = _GPU_LINE.match(line)
+        g = re.match(_GPU_LINE, line)
         if g:
             current = (int(g.group(1)), g.group(3))
             out[g.group(3)] = current
             continue
-        m = _MIG_LINE.match(line)
+        m = re.match(_MIG_LINE, line)
         if m and current is not None:
             out[m.group(2)] = current
             continue

@@ -14,24 +14,25 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-_NAME = re.compile(r"CUBLAS|NVCC|CUTLASS|NVIDIA")
-_TARGET_NAME = re.compile(r"CUDA|CUBLAS|NVCC|CUTLASS|NVIDIA")
-_CODE = re.compile(r"\bcode=\[?\"?((?:sm|compute)_\d+[af]?(?:,(?:sm|compute)_\d+[af]?)*)")
-_ARCH = re.compile(r"(?:^|\s)-arch[= ](sm_\d+[af]?)")
-_CC = re.compile(r"\d+\.\d+[af]?(\+PTX)?")
+# Patterns, compiled (and kept by ``re``) when build files are read: not on every build's import.
+_NAME = r"CUBLAS|NVCC|CUTLASS|NVIDIA"
+_TARGET_NAME = r"CUDA|CUBLAS|NVCC|CUTLASS|NVIDIA"
+_CODE = r"\bcode=\[?\"?((?:sm|compute)_\d+[af]?(?:,(?:sm|compute)_\d+[af]?)*)"
+_ARCH = r"(?:^|\s)-arch[= ](sm_\d+[af]?)"
+_CC = r"\d+\.\d+[af]?(\+PTX)?"
 
 
 class NvidiaSwitches:
     flag = "-gencode"
 
     def owns_name(self, name: str, *, targets: bool) -> bool:
-        return bool((_TARGET_NAME if targets else _NAME).search(name))
+        return bool(re.search(_TARGET_NAME if targets else _NAME, name))
 
     def picks_toolchain(self, text: str) -> bool:
         return False
 
     def flag_targets(self, text: str) -> list[str]:
-        found = [t for m in _CODE.finditer(text) for t in m.group(1).split(",")] + _ARCH.findall(text)
+        found = [t for m in re.finditer(_CODE, text) for t in m.group(1).split(",")] + re.findall(_ARCH, text)
         return list(dict.fromkeys(found))
 
     def spell(self, targets: Sequence[str], sample: str, name: str) -> list[str]:
@@ -39,7 +40,7 @@ class NvidiaSwitches:
         numbers = [t.split("_", 1)[1] for t in sass]
         if sample.startswith("sm_") or (not sample and "SM" in name.upper()):
             return sass
-        if _CC.fullmatch(sample) or (not sample and "TORCH" in name.upper()):
+        if re.fullmatch(_CC, sample) or (not sample and "TORCH" in name.upper()):
             parts = [re.match(r"(\d+)(\D*)", n) for n in numbers]
             return [f"{m.group(1)[:-1]}.{m.group(1)[-1]}{m.group(2)}" for m in parts if m]
         return numbers

@@ -21,8 +21,7 @@ Pure: no probes, no environment. Unknown entries raise UnknownTargetError naming
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from rocm_build_backend.errors import ConfigError, UnknownTargetError
 
@@ -55,8 +54,7 @@ KNOWN_SM = frozenset({50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90
                       100, 101, 103, 110, 120, 121})
 
 
-@dataclass(frozen=True, order=True)
-class CudaTarget:
+class CudaTarget(NamedTuple):  # ordered by (number, suffix, ptx), as the dataclass it was
     """One code target: ``number`` is the SM number (90, 100, 120), ``ptx`` False for SASS."""
 
     number: int

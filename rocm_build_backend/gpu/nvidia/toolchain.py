@@ -16,9 +16,8 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from rocm_build_backend.errors import ToolchainError
 from rocm_build_backend.gpu.nvidia.smi import CAP
@@ -26,7 +25,7 @@ from rocm_build_backend.gpu.nvidia.targets import CudaTarget, parse_cuda_target
 from rocm_build_backend.gpu.programs import run_text
 
 _CACHE = "nvcc-v1.json"
-_RELEASE = re.compile(r"release (\d+)\.(\d+), (V[\d.]+)")
+_RELEASE = r"release (\d+)\.(\d+), (V[\d.]+)"  # compiled on first use
 # First CUDA release that emits each SM (NVIDIA's CUDA toolkit release notes).
 FIRST_CUDA: dict[int, tuple[int, int]] = {
     50: (6, 0), 52: (6, 5), 53: (7, 0), 60: (8, 0), 61: (8, 0), 62: (8, 0), 70: (9, 0), 72: (10, 0),
@@ -39,8 +38,7 @@ SUFFIX_FROM = {"a": (12, 0), "f": (12, 9)}
 DEFAULT_PATHS = ("/usr/local/cuda/bin/nvcc",)
 
 
-@dataclass(frozen=True)
-class Nvcc:
+class Nvcc(NamedTuple):
     path: str
     version: str  # "13.0"
     release: str  # "V13.0.88"
@@ -75,7 +73,7 @@ def find_nvcc(env: Mapping[str, str]) -> str | None:
 
 def parse_version(text: str) -> tuple[str, str]:
     """``("13.0", "V13.0.88")`` from ``nvcc --version``; ToolchainError when absent."""
-    m = _RELEASE.search(text)
+    m = re.search(_RELEASE, text)
     if not m:
         first = text.strip().splitlines()[-1][:200] if text.strip() else "no output"
         raise ToolchainError(f"nvcc --version printed no CUDA release ({first})",
@@ -142,7 +140,7 @@ def probe_nvcc(path: str, env: Mapping[str, str],
         found = _ask(path, runner)
     except (OSError, TimeoutError) as exc:
         raise ToolchainError(f"{path} cannot be run: {exc}", hint="check the CUDA installation") from None
-    data[key] = asdict(found)
+    data[key] = found._asdict()
     _save(file, data)
     return found
 
