@@ -109,8 +109,11 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
         targets = build_side(asked_by).parse_request(value, where=f" in {var}")
         return Resolved(targets, var, f"from {var}", vendor=choose_vendor(settings.vendor, targets, []))
 
-    found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
     asked = None if settings.vendor == "auto" else settings.vendor
+    if settings.verify == "off" and not settings.local_version:  # no GPU code, no label: no detection
+        return Resolved([], NO_TARGETS, "no targets given, nothing detected (the project has no GPU code); "
+                        "verify = \"off\": building without GPU targets", None, asked or vendor_names()[0])
+    found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
     try:
         detected = require_targets(found, asked)
     except NoGpuDetectedError as exc:

@@ -3,6 +3,7 @@ channel named the targets, and pip prepares a project's metadata without a GPU. 
 wrapped backend and mirroring its hooks: tests/unit/test_backend.py.)
 """
 
+import shutil
 import subprocess
 import sys
 
@@ -25,7 +26,10 @@ def test_every_stamp_follows_the_shipped_schema(tmp_path, channel, source):
     (proj / "purepkg").mkdir(parents=True)
     (proj / "purepkg" / "__init__.py").write_text("")
     table = 'targets = "gfx90a"\n' if channel == "pyproject" else ""
-    (proj / "pyproject.toml").write_text(PURE_PYPROJECT + table)
+    pyproject = PURE_PYPROJECT + table
+    if channel == "detected":  # verify = "off" (no GPU code) detects nothing: the audit warns instead
+        pyproject = pyproject.replace('verify = "off"', 'verify = "warn"')
+    (proj / "pyproject.toml").write_text(pyproject)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_") and k != "PYTORCH_ROCM_ARCH"}
     settings = {"rocm-build-backend.targets": "gfx90a"} if channel == "-C" else {}
     if channel == "env":
@@ -41,6 +45,29 @@ def test_every_stamp_follows_the_shipped_schema(tmp_path, channel, source):
     wheel = out / proc.stdout.strip().splitlines()[-1]
     assert assert_valid_stamp(wheel) is not None
     assert read_stamp(wheel)["requested"] == {"targets": ["gfx90a"], "source": source}
+
+
+def test_a_project_without_gpu_code_detects_nothing(tmp_path):
+    """verify = "off" says the project has no GPU code: on a machine with a GPU its build asks no
+    GPU (no probe runs), builds without targets and stamps none; local-version still detects."""
+    import os
+
+    from rocm_build_backend.wheel.stamp import read_stamp
+
+    proj = pure_project(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_") and k != "PYTORCH_ROCM_ARCH"}
+    env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(kfd_root(tmp_path, 90010))
+    for n, settings in enumerate(({}, {"rocm-build-backend.local-version": "true"})):
+        shutil.rmtree(proj / "build", ignore_errors=True)  # made for no targets: stale for gfx90a
+        out = tmp_path / f"out{n}"
+        code = f"import rocm_build_backend as b; print(b.build_wheel({str(out)!r}, {settings!r}))"
+        proc = subprocess.run([sys.executable, "-c", code], cwd=proj, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        stamp = read_stamp(out / proc.stdout.strip().splitlines()[-1])
+        if n == 0:
+            assert stamp["requested"]["targets"] == [] and "nothing detected" in proc.stderr
+        else:
+            assert stamp["requested"] == {"targets": ["gfx90a"], "source": "detected:kfd"}
 
 
 def test_preparing_metadata_needs_no_gpu(tmp_path):
