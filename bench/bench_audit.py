@@ -50,6 +50,7 @@ TOOLS = {
 
 # ------------------------------------------------------------------ generating
 
+
 class Filler:
     """Bytes that deflate about like machine code (~2.5x), made quickly."""
 
@@ -135,7 +136,9 @@ def elf(sections) -> bytes:
     shoff = len(out)
     out += b"".join(shdrs)
     ident = b"\x7fELF\x02\x01\x01" + bytes(9)
-    out[:64] = ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 56, 0, 64, len(shdrs), len(shdrs) - 1)
+    out[:64] = ident + struct.pack(
+        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 56, 0, 64, len(shdrs), len(shdrs) - 1
+    )
     return bytes(out)
 
 
@@ -180,6 +183,7 @@ def generate(path: Path, size_gb: float) -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------ measuring (children)
 
+
 def peak_rss() -> int:
     """This process's peak RSS: VmHWM where /proc has it (ru_maxrss can carry the parent's
     peak over fork + exec), else ru_maxrss."""
@@ -221,8 +225,9 @@ def child(mode: str, wheel: str) -> None:
 
 
 def run_child(mode: str, wheel: Path) -> dict:
-    res = subprocess.run([sys.executable, __file__, "--child", mode, str(wheel)],
-                         capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, __file__, "--child", mode, str(wheel)], capture_output=True, text=True, check=True
+    )
     return json.loads(res.stdout)
 
 
@@ -249,8 +254,11 @@ def run_tools(wheel: Path, work: Path) -> dict:
         t0 = time.perf_counter()
         for lib in libs:
             sec = work / "hip.bin"
-            subprocess.run([objcopy, f"--dump-section=.hip_fatbin={sec}", str(lib), str(work / "null.o")],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [objcopy, f"--dump-section=.hip_fatbin={sec}", str(lib), str(work / "null.o")],
+                check=True,
+                capture_output=True,
+            )
             res = subprocess.run([bundler, "--list", "--type=o", f"--input={sec}"], capture_output=True, text=True)
             listed += res.stdout.count("amdgcn")
         out["bundler"] = time.perf_counter() - t0
@@ -287,8 +295,10 @@ def main() -> int:
         with zipfile.ZipFile(wheel) as zf:
             infos = zf.infolist()
         usize = sum(i.file_size for i in infos)
-        print(f"wheel: {wheel.stat().st_size / 2**30:.2f} GiB on disk, {usize / 2**30:.2f} GiB inflated, "
-              f"{len(infos)} members, {len(expected)} libraries (generated in {time.perf_counter() - t0:.0f} s)")
+        print(
+            f"wheel: {wheel.stat().st_size / 2**30:.2f} GiB on disk, {usize / 2**30:.2f} GiB inflated, "
+            f"{len(infos)} members, {len(expected)} libraries (generated in {time.perf_counter() - t0:.0f} s)"
+        )
         read = run_child("read", wheel)
         aud = run_child("audit", wheel)
         heap = run_child("audit-tracemalloc", wheel)
@@ -296,17 +306,23 @@ def main() -> int:
         print(f"audit agrees with the generated truth on {agree}/{len(expected)} libraries; ok={aud['ok']}")
         tools = {} if args.no_tools else run_tools(wheel, work)
 
-    rows = [("read + inflate all members (zipfile)", read["seconds"], read["maxrss"]),
-            ("audit_wheel", aud["seconds"], aud["maxrss"])]
+    rows = [
+        ("read + inflate all members (zipfile)", read["seconds"], read["maxrss"]),
+        ("audit_wheel", aud["seconds"], aud["maxrss"]),
+    ]
     if tools:
         rows.append(("extract all members (zipfile.extractall)", tools["extract"], None))
         if "bundler" in tools:
-            rows.append((f"  + objcopy .hip_fatbin + clang-offload-bundler --list ({tools['libraries']} libs)",
-                         tools["bundler"], None))
+            rows.append(
+                (
+                    f"  + objcopy .hip_fatbin + clang-offload-bundler --list ({tools['libraries']} libs)",
+                    tools["bundler"],
+                    None,
+                )
+            )
         if "objdump" in tools:
             rows.append(("  + llvm-objdump --offloading", tools["objdump"], None))
-        rows.append(("  + cuobjdump --list-elf --list-ptx",
-                     tools.get("cuobjdump"), None))
+        rows.append(("  + cuobjdump --list-elf --list-ptx", tools.get("cuobjdump"), None))
         total = tools["extract"] + tools.get("bundler", 0) + tools.get("objdump", 0) + tools.get("cuobjdump", 0)
         rows.append(("extract + tools, total", total, None))
     print()
@@ -320,8 +336,10 @@ def main() -> int:
     if tools and "cuobjdump" not in tools:
         print("cuobjdump: not installed here")
     if tools.get("bundler_ids") is not None:
-        print(f"clang-offload-bundler listed {tools['bundler_ids']} device ids "
-              f"(first bundle of each .hip_fatbin only; CCOBs after it are not seen)")
+        print(
+            f"clang-offload-bundler listed {tools['bundler_ids']} device ids "
+            f"(first bundle of each .hip_fatbin only; CCOBs after it are not seen)"
+        )
     return 0
 
 

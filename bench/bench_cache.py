@@ -97,8 +97,22 @@ class Builder:
         src = self.work / f"copy{self.n}"
         shutil.copytree(self.project, src)
         out = self.work / f"out{self.n}"
-        argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", str(out),
-                str(src), "-C", f"rocm-build-backend.targets={target}", "-C", f"rocm-build-backend.compiler-cache={self.cache}"]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            str(out),
+            str(src),
+            "-C",
+            f"rocm-build-backend.targets={target}",
+            "-C",
+            f"rocm-build-backend.compiler-cache={self.cache}",
+        ]
         t = time.perf_counter()
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True)
         wall = time.perf_counter() - t
@@ -126,9 +140,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
         work = Path(tmp)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ROCM_BUILD_BACKEND_", "SCCACHE_", "CCACHE_"))}
-        env.update(cmake_hip_env(work), PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(work / "xdg"),
-                   PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
-                   SCCACHE_DIR=str(work / "sccache"), CCACHE_DIR=str(work / "ccache"), SCCACHE_SERVER_PORT="4299")
+        env.update(
+            cmake_hip_env(work),
+            PYTHONPATH=str(ROOT),
+            XDG_CACHE_HOME=str(work / "xdg"),
+            PIP_NO_CACHE_DIR="1",
+            PIP_DISABLE_PIP_VERSION_CHECK="1",
+            SCCACHE_DIR=str(work / "sccache"),
+            CCACHE_DIR=str(work / "ccache"),
+            SCCACHE_SERVER_PORT="4299",
+        )
         builder = Builder(work, make_project(work / "project", args.sources), args.cache, env)
         rows: dict[str, list[float]] = {"cold": [], "warm": [], "revisit": []}
         notes: dict[str, str] = {}
@@ -142,12 +163,16 @@ def main() -> None:
             wall, notes["revisit"] = builder.build(a)
             rows["revisit"].append(wall)
         cold = statistics.median(rows["cold"])
-        print(f"CMake HIP project, {args.sources} sources, clang-19, target {a}, cache {args.cache}, "
-              f"fresh copy each build, {args.runs} rounds (medians)")
+        print(
+            f"CMake HIP project, {args.sources} sources, clang-19, target {a}, cache {args.cache}, "
+            f"fresh copy each build, {args.runs} rounds (medians)"
+        )
         for label, times in rows.items():
             med = statistics.median(times)
-            print(f"  {label:8s} median {med:6.2f} s  ({med / cold:.2f}x cold)  "
-                  f"runs {' '.join(f'{t:.2f}' for t in times)}  last: {notes[label]}")
+            print(
+                f"  {label:8s} median {med:6.2f} s  ({med / cold:.2f}x cold)  "
+                f"runs {' '.join(f'{t:.2f}' for t in times)}  last: {notes[label]}"
+            )
 
 
 if __name__ == "__main__":

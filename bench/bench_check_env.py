@@ -47,10 +47,29 @@ def make_env(wheels: list[Path], where: Path) -> str:
     if not (venv / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-cache-dir",
-                    "--upgrade", "--target", site, *map(str, wheels)], check=True)
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--no-cache-dir",
+            "--upgrade",
+            "--target",
+            site,
+            *map(str, wheels),
+        ],
+        check=True,
+    )
     return str(python)
 
 
@@ -117,28 +136,47 @@ def main() -> None:
     if args.targets:
         cmd += ["--targets", args.targets]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(work / "xdg")}
-    cli_s, proc = timed(lambda: subprocess.run([*cmd, "--no-cache"], capture_output=True, text=True, env=env),
-                        args.repeat)
+    cli_s, proc = timed(
+        lambda: subprocess.run([*cmd, "--no-cache"], capture_output=True, text=True, env=env), args.repeat
+    )
     cli_kept_s, _ = timed(lambda: subprocess.run(cmd, capture_output=True, text=True, env=env), args.repeat)
 
     s = report.scanned
     print(f"environment: {report.python}")
-    print(f"  {s['distributions']} distributions, {s['files']} files in RECORD, {s['opened']} opened, "
-          f"{s['audited']} audited; {len(files)} files with device code, {nbytes / 2**20:.1f} MiB")
+    print(
+        f"  {s['distributions']} distributions, {s['files']} files in RECORD, {s['opened']} opened, "
+        f"{s['audited']} audited; {len(files)} files with device code, {nbytes / 2**20:.1f} MiB"
+    )
     for d in report.dists:
         print(f"  {d.dist.name} {d.dist.version}: {len(d.files)} files, {len(d.targets)} targets, {d.status}")
     print(f"{'read once':<26}{read_s * 1000:9.1f} ms   1.00x")
-    for label, took in (("check --env (library)", lib_s), ("  results kept", kept_s),
-                        ("check --env (command)", cli_s), ("  results kept", cli_kept_s)):
+    for label, took in (
+        ("check --env (library)", lib_s),
+        ("  results kept", kept_s),
+        ("check --env (command)", cli_s),
+        ("  results kept", cli_kept_s),
+    ):
         print(f"{label:<26}{took * 1000:9.1f} ms  {took / read_s:5.2f}x")
     print(f"exit {proc.returncode}")
     if args.json:
-        args.json.write_text(json.dumps({
-            "python": report.python, "scanned": s, "device_files": len(files), "device_bytes": nbytes,
-            "read_once_s": read_s, "check_library_s": lib_s, "check_library_kept_s": kept_s,
-            "check_command_s": cli_s, "check_command_kept_s": cli_kept_s,
-            "exit_code": proc.returncode, "report": json.loads(proc.stdout) if proc.stdout else None,
-        }, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "python": report.python,
+                    "scanned": s,
+                    "device_files": len(files),
+                    "device_bytes": nbytes,
+                    "read_once_s": read_s,
+                    "check_library_s": lib_s,
+                    "check_library_kept_s": kept_s,
+                    "check_command_s": cli_s,
+                    "check_command_kept_s": cli_kept_s,
+                    "exit_code": proc.returncode,
+                    "report": json.loads(proc.stdout) if proc.stdout else None,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

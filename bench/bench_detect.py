@@ -112,8 +112,14 @@ def hostile_rows(tmp: Path) -> list[tuple[str, str, float, float, str]]:
     yes, head = shutil.which("yes") or "yes", shutil.which("head") or "head"
 
     def child(*argv: str) -> tuple[float, float, str]:
-        out = subprocess.run([sys.executable, "-c", HOSTILE_CHILD, *argv], env=env, capture_output=True,
-                             text=True, check=True, timeout=300).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", HOSTILE_CHILD, *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        ).stdout.split()
         return float(out[0]), float(out[1]), out[3].replace("_", " ") if len(out) > 3 else ""
 
     for mib in (1, 3, 16, 64):
@@ -122,7 +128,9 @@ def hostile_rows(tmp: Path) -> list[tuple[str, str, float, float, str]]:
         script = bindir / "rocminfo"
         script.write_text(f"#!/bin/sh\n{yes} '  Name: gfx90a' | {head} -c {mib * 2**20}\n")
         script.chmod(0o755)
-        rows.append(("program prints 'Name: gfx90a' lines", f"{mib} MiB", *child("live", str(empty), str(bindir), "30")))
+        rows.append(
+            ("program prints 'Name: gfx90a' lines", f"{mib} MiB", *child("live", str(empty), str(bindir), "30"))
+        )
     bindir = tmp / "binyes"
     bindir.mkdir()
     (bindir / "rocminfo").write_text(f"#!/bin/sh\nexec {yes} '  Name: gfx90a'\n")
@@ -132,8 +140,13 @@ def hostile_rows(tmp: Path) -> list[tuple[str, str, float, float, str]]:
     for copies in (1, 8, 32, 100):
         path = tmp / f"paste{copies}.txt"
         path.write_text(real * copies)
-        rows.append(("rocminfo pasted on one line, recorded", f"{len(real) * copies / 2**20:.2f} MiB",
-                     *child("recorded", str(path))))
+        rows.append(
+            (
+                "rocminfo pasted on one line, recorded",
+                f"{len(real) * copies / 2**20:.2f} MiB",
+                *child("recorded", str(path)),
+            )
+        )
     return rows
 
 
@@ -179,8 +192,10 @@ def main() -> None:
         ]
         real = shutil.which("rocminfo")
         if real:
+
             def real_run():
                 subprocess.run([real], capture_output=True, timeout=30, check=False)
+
             rows.append(("this machine's real rocminfo, run only", timed(real_run, 5)))
         if args.hostile:
             hostile = hostile_rows(tmp)

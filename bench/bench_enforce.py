@@ -90,8 +90,10 @@ def main() -> int:
             direct_v.append(timed([real, "--version"], env))
             pinned_v.append(timed([pinned, "--version"], pinned_env))
         d, p = statistics.median(direct_v) * 1000, statistics.median(pinned_v) * 1000
-        print(f"nvcc --version, median of {args.calls}: direct {d:.1f} ms, through the pinned nvcc {p:.1f} ms "
-              f"(+{p - d:.1f} ms a call)")
+        print(
+            f"nvcc --version, median of {args.calls}: direct {d:.1f} ms, through the pinned nvcc {p:.1f} ms "
+            f"(+{p - d:.1f} ms a call)"
+        )
 
         cases = {
             "a: sm_90 set by hand": ([real], gencode(["90"]), env),
@@ -104,14 +106,18 @@ def main() -> int:
                 out = work / f"k{r}.o"
                 times[name].append(timed(cmd + ["-O3", "-c", str(src), "-o", str(out)] + flags, e))
         base = statistics.median(times["a: sm_90 set by hand"])
-        print(f"\none compile of a 24-kernel file, median of {args.rounds} interleaved rounds "
-              f"(nvcc {root.name}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}):")
+        print(
+            f"\none compile of a 24-kernel file, median of {args.rounds} interleaved rounds "
+            f"(nvcc {root.name}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}):"
+        )
         for name, values in times.items():
             med = statistics.median(values)
             print(f"  {name:40s} {med:7.2f} s  x{med / base:.2f}")
         done = read_record(record)
-        print(f"\nthe pinned nvcc's record: {done.compiles} compiles, {done.rewritten} cut to sm_90, "
-              f"dropped {' '.join(sorted(done.dropped))}")
+        print(
+            f"\nthe pinned nvcc's record: {done.compiles} compiles, {done.rewritten} cut to sm_90, "
+            f"dropped {' '.join(sorted(done.dropped))}"
+        )
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -45,8 +45,11 @@ _ONE = (
 
 
 def env(tree: Path, cache: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")
-         and k not in ("HIP_CLANG_PATH", "HIPCXX", "PYTHONDONTWRITEBYTECODE")}
+    e = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ROCM_BUILD_BACKEND_") and k not in ("HIP_CLANG_PATH", "HIPCXX", "PYTHONDONTWRITEBYTECODE")
+    }
     e.update(PYTHONPATH=str(tree), XDG_CACHE_HOME=str(cache), HIP_PLATFORM="amd")
     return e
 
@@ -54,8 +57,14 @@ def env(tree: Path, cache: Path) -> dict[str, str]:
 def one(tree: Path, cache: Path, targets: str, record: Path) -> float:
     """Milliseconds ``install`` took; run in ``record``'s folder (``python -c`` puts the working
     folder ahead of PYTHONPATH: never a checkout)."""
-    out = subprocess.run([sys.executable, "-c", _ONE, targets, str(record)], env=env(tree, cache),
-                         capture_output=True, text=True, check=True, cwd=record.parent).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _ONE, targets, str(record)],
+        env=env(tree, cache),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=record.parent,
+    ).stdout
     module, ms = out.split()[-2:]
     if not Path(module).is_relative_to(tree):
         raise RuntimeError(f"{module} ran, not the shim of {tree}")
@@ -67,8 +76,11 @@ def hip_wheel(runs: int, before: Path, targets: str) -> None:
     import bench_shim
 
     trees = {"before": before, "this tree": ROOT}
-    settings = (f"rocm-build-backend.targets={targets}", "rocm-build-backend.stale=clean",
-                "rocm-build-backend.compiler-cache=off")
+    settings = (
+        f"rocm-build-backend.targets={targets}",
+        "rocm-build-backend.stale=clean",
+        "rocm-build-backend.compiler-cache=off",
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         projects = {label: work / f"hip-{i}" for i, label in enumerate(trees)}
@@ -80,9 +92,10 @@ def hip_wheel(runs: int, before: Path, targets: str) -> None:
                 bench_shim.pip_wheel_cpu(projects[label], work / "o", *settings, tree=tree)
             rows: dict[str, list[float]] = {label: [] for label in trees}
             for i in range(runs):
-                for label in (list(trees) if i % 2 == 0 else list(reversed(trees))):
-                    rows[label].append(bench_shim.pip_wheel_cpu(projects[label], work / "o", *settings,
-                                                                tree=trees[label])[0])
+                for label in list(trees) if i % 2 == 0 else list(reversed(trees)):
+                    rows[label].append(
+                        bench_shim.pip_wheel_cpu(projects[label], work / "o", *settings, tree=trees[label])[0]
+                    )
         finally:
             if saved is None:
                 os.environ.pop("XDG_CACHE_HOME", None)
@@ -92,8 +105,10 @@ def hip_wheel(runs: int, before: Path, targets: str) -> None:
     for label, values in rows.items():
         print(f"  {label:28} {statistics.median(values) * 1000:8.0f} ms")
     diff = [(a - b) * 1000 for a, b in zip(rows["this tree"], rows["before"])]
-    print(f"  this tree - before, paired   {statistics.median(diff):8.0f} ms (faster in {sum(d < 0 for d in diff)} "
-          f"of {runs} rounds)")
+    print(
+        f"  this tree - before, paired   {statistics.median(diff):8.0f} ms (faster in {sum(d < 0 for d in diff)} "
+        f"of {runs} rounds)"
+    )
 
 
 def main() -> None:
@@ -118,16 +133,18 @@ def main() -> None:
             one(tree, caches[label], args.targets, work / "record")
         order = list(trees.items())
         for i in range(args.runs):
-            for label, tree in order[i % len(order):] + order[: i % len(order)]:
+            for label, tree in order[i % len(order) :] + order[: i % len(order)]:
                 rows[f"{label}, in place"].append(one(tree, caches[label], args.targets, work / "record"))
                 fresh = work / f"fresh-{i}-{len(rows[f'{label}, first'])}"
                 rows[f"{label}, first"].append(one(tree, fresh, args.targets, work / "record"))
                 shutil.rmtree(fresh)
         views = sorted(p for p in caches[next(iter(trees))].rglob("llvm/bin") if p.is_dir())
         size = len(os.listdir(views[0])) if views else 0
-    print(f"builder.enforce.install('amd', {args.targets!r}) in a fresh interpreter, median of {args.runs} runs, "
-          f"the order turned each run; hipcc {found or 'not found'}, its clang folder's view {size} entries; "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    print(
+        f"builder.enforce.install('amd', {args.targets!r}) in a fresh interpreter, median of {args.runs} runs, "
+        f"the order turned each run; hipcc {found or 'not found'}, its clang folder's view {size} entries; "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end"
+    )
     base = {kind: statistics.median(rows[f"{next(iter(trees))}, {kind}"]) for kind in ("in place", "first")}
     print(f"  {'':28} {'ms':>8} {'ratio':>6}")
     for label, values in rows.items():

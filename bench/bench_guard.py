@@ -76,8 +76,14 @@ def fresh(base: Path, env: dict, repeat: int) -> float:
     pattern = re.compile(r"import time:\s+\d+ \|\s+(\d+) \|\s+pkg_guarded\." + GUARD_MODULE + "$")
     times = []
     for _ in range(repeat):
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pkg_guarded"],
-                              cwd=base, env=env, capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import pkg_guarded"],
+            cwd=base,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         (match,) = [m for m in map(pattern.search, proc.stderr.splitlines()) if m]
         times.append(int(match.group(1)))
     return statistics.median(times)
@@ -106,8 +112,9 @@ def main() -> None:
             guarded = in_process("pkg_guarded", args.repeat)
             env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
             cold = fresh(base, env, max(5, args.repeat // 30))
-            print(f"{label:<16}{plain:>12.1f}{guarded:>13.1f}{guarded - plain:>12.1f}"
-                  f"{guarded / plain:>8.2f}{cold:>12.0f}")
+            print(
+                f"{label:<16}{plain:>12.1f}{guarded:>13.1f}{guarded - plain:>12.1f}{guarded / plain:>8.2f}{cold:>12.0f}"
+            )
         os.environ["ROCM_BUILD_BACKEND_GUARD_OFF"] = "1"
         off = in_process("pkg_guarded", args.repeat) - in_process("pkg_plain", args.repeat)
         print(f"guard turned off (ROCM_BUILD_BACKEND_GUARD_OFF=1): {off:.1f} µs over the plain package")

@@ -68,8 +68,9 @@ def run_one(path: Path, timeout: float) -> dict[str, object]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t = time.perf_counter()
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True,
-                             timeout=timeout, env=env)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, timeout=timeout, env=env
+        )
     except subprocess.TimeoutExpired:
         return {"s": time.perf_counter() - t, "timeout": True}
     if out.returncode != 0:
@@ -86,8 +87,7 @@ def main() -> int:
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; one child process per row")
-    print(f"{'generator':<22} {'n':>7} {'input':>10} {'time s':>8} {'s/MB':>8} {'peak MB':>8} "
-          f"{'+MB':>6}  result")
+    print(f"{'generator':<22} {'n':>7} {'input':>10} {'time s':>8} {'s/MB':>8} {'peak MB':>8} {'+MB':>6}  result")
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in hostile.GENERATORS.items():
             if args.only and name != args.only:
@@ -107,8 +107,10 @@ def main() -> int:
                 peak = int(res["rss_kb"]) / 1024  # type: ignore[call-overload]
                 grow = (int(res["rss_kb"]) - int(res["base_kb"])) / 1024  # type: ignore[call-overload]
                 said = res["first"] or f"targets {res['targets']}"
-                print(f"{name:<22} {n:>7} {len(data):>10,} {secs:>8.3f} {secs / max(mb, 1e-9):>8.2f} "
-                      f"{peak:>8.1f} {grow:>6.1f}  {res['problems']} problem(s): {said}")
+                print(
+                    f"{name:<22} {n:>7} {len(data):>10,} {secs:>8.3f} {secs / max(mb, 1e-9):>8.2f} "
+                    f"{peak:>8.1f} {grow:>6.1f}  {res['problems']} problem(s): {said}"
+                )
                 path.unlink()
     return 0
 

@@ -47,8 +47,10 @@ sys.path.insert(0, str(REPO))
 from rocm_build_backend.wheel.index.run import build_index  # noqa: E402
 
 TARGETS = ["gfx90a", "gfx942", "gfx1100"]
-WORDS = ("kernel tensor fused attention matmul gemm conv reduce scan sort sparse dense batch "
-         "stream graph launch device memory pool cache layout quant dequant rotary norm").split()
+WORDS = (
+    "kernel tensor fused attention matmul gemm conv reduce scan sort sparse dense batch "
+    "stream graph launch device memory pool cache layout quant dequant rotary norm"
+).split()
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -66,12 +68,22 @@ def _metadata(rng: random.Random, name: str, version: str) -> bytes:
         "License-Expression: Apache-2.0",
         f"Requires-Python: >={rng.choice(['3.9', '3.10', '3.11'])}",
     ]
-    lines += [f"Classifier: {c}" for c in (
-        "Development Status :: 4 - Beta", "Environment :: GPU", "Intended Audience :: Science/Research",
-        "Operating System :: POSIX :: Linux", "Programming Language :: C++",
-        "Programming Language :: Python :: 3", "Topic :: Scientific/Engineering :: Artificial Intelligence")]
-    lines += [f"Requires-Dist: {d}" for d in ("numpy>=1.24", "packaging", "torch>=2.3; extra == 'torch'",
-                                              "pytest; extra == 'test'")]
+    lines += [
+        f"Classifier: {c}"
+        for c in (
+            "Development Status :: 4 - Beta",
+            "Environment :: GPU",
+            "Intended Audience :: Science/Research",
+            "Operating System :: POSIX :: Linux",
+            "Programming Language :: C++",
+            "Programming Language :: Python :: 3",
+            "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        )
+    ]
+    lines += [
+        f"Requires-Dist: {d}"
+        for d in ("numpy>=1.24", "packaging", "torch>=2.3; extra == 'torch'", "pytest; extra == 'test'")
+    ]
     lines += ["Provides-Extra: torch", "Provides-Extra: test", "Description-Content-Type: text/markdown", ""]
     body = "\n\n".join(" ".join(rng.choices(WORDS, k=60)) for _ in range(30))
     return ("\n".join(lines) + f"\n# {name}\n\n{body}\n").encode()
@@ -79,14 +91,22 @@ def _metadata(rng: random.Random, name: str, version: str) -> bytes:
 
 def _stamp(member: str, targets: list[str]) -> bytes:
     files = {member: {"targets": targets, "complete": targets}} if targets else {}
-    return json.dumps({
-        "schema_version": 1,
-        "generator": {"name": "rocm-build-backend", "version": "0.1.0"},
-        "requested": {"targets": targets, "source": "settings"},
-        "audit": {"targets": targets, "complete": targets, "files": files},
-        "host": {"gpus": []},
-        "toolchain": {"compiler": "hipcc", "version": "6.2.41133", "hip_version": "6.2.41133", "rocm_version": "6.2.0"},
-    }, indent=2).encode()
+    return json.dumps(
+        {
+            "schema_version": 1,
+            "generator": {"name": "rocm-build-backend", "version": "0.1.0"},
+            "requested": {"targets": targets, "source": "settings"},
+            "audit": {"targets": targets, "complete": targets, "files": files},
+            "host": {"gpus": []},
+            "toolchain": {
+                "compiler": "hipcc",
+                "version": "6.2.41133",
+                "hip_version": "6.2.41133",
+                "rocm_version": "6.2.0",
+            },
+        },
+        indent=2,
+    ).encode()
 
 
 MEDIAN = 256 << 10
@@ -106,7 +126,9 @@ def make_wheel(folder: Path, rng: random.Random, name: str, version: str, target
     }
     if not targets:
         del files[member]
-    files[f"{di}/RECORD"] = ("\n".join([_record_line(n, d) for n, d in files.items()] + [f"{di}/RECORD,,"]) + "\n").encode()
+    files[f"{di}/RECORD"] = (
+        "\n".join([_record_line(n, d) for n, d in files.items()] + [f"{di}/RECORD,,"]) + "\n"
+    ).encode()
     path = folder / f"{dist}-{version}-cp311-cp311-linux_x86_64.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
         for n, d in files.items():
@@ -181,6 +203,7 @@ def main() -> None:
                 for m in wheels.glob("*.metadata"):
                     m.unlink()
                 build_index(wheels, target)
+
             return go
 
         floor = timed(lambda: sha256_only(wheels), args.repeat)
@@ -189,8 +212,11 @@ def main() -> None:
         build_index(wheels, out)  # the state the next row starts from
         again = timed(lambda: build_index(wheels, out), args.repeat)
         # the other floor: creating the files an index must hold (pages and .metadata), plainly
-        produced = [(p.relative_to(out), p.read_bytes()) for p in sorted(out.rglob("*"))
-                    if p.is_file() and (p.name.startswith("index.") or p.name.endswith(".metadata"))]
+        produced = [
+            (p.relative_to(out), p.read_bytes())
+            for p in sorted(out.rglob("*"))
+            if p.is_file() and (p.name.startswith("index.") or p.name.endswith(".metadata"))
+        ]
 
         def plain_writes():
             dest = work / "plain"
@@ -201,9 +227,14 @@ def main() -> None:
 
         create = timed(plain_writes, args.repeat)
         print(f"{'run':<34}{'seconds':>9}{'x sha256':>10}")
-        rows = (("sha256 only", floor), (f"create the {len(produced)} files only", create),
-                ("sha256 + create", floor + create), ("index (in place)", in_place),
-                ("index (hosted copy)", hosted), ("index again (nothing changed)", again))
+        rows = (
+            ("sha256 only", floor),
+            (f"create the {len(produced)} files only", create),
+            ("sha256 + create", floor + create),
+            ("index (in place)", in_place),
+            ("index (hosted copy)", hosted),
+            ("index again (nothing changed)", again),
+        )
         for label, secs in rows:
             print(f"{label:<34}{secs:>9.3f}{secs / floor:>10.2f}")
 

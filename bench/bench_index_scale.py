@@ -53,19 +53,33 @@ LIBRARY_RECORD = base64.urlsafe_b64encode(hashlib.sha256(LIBRARY).digest()).rstr
 
 def _targets(i: int) -> list[str]:
     roll = (i * 7919) % 6
-    return [TARGETS, TARGETS, [TARGETS[i % 3]], [TARGETS[(i + 1) % 3]], [], sorted({TARGETS[i % 3], TARGETS[(i + 1) % 3]})][roll]
+    return [
+        TARGETS,
+        TARGETS,
+        [TARGETS[i % 3]],
+        [TARGETS[(i + 1) % 3]],
+        [],
+        sorted({TARGETS[i % 3], TARGETS[(i + 1) % 3]}),
+    ][roll]
 
 
 def _stamp(member: str, targets: list[str]) -> bytes:
     files = {member: {"targets": targets, "complete": targets}} if targets else {}
-    return json.dumps({
-        "schema_version": 1,
-        "generator": {"name": "rocm-build-backend", "version": "0.1.0"},
-        "requested": {"targets": targets, "source": "settings"},
-        "audit": {"targets": targets, "complete": targets, "files": files},
-        "host": {"gpus": []},
-        "toolchain": {"compiler": "hipcc", "version": "6.2.41133", "hip_version": "6.2.41133", "rocm_version": "6.2.0"},
-    }).encode()
+    return json.dumps(
+        {
+            "schema_version": 1,
+            "generator": {"name": "rocm-build-backend", "version": "0.1.0"},
+            "requested": {"targets": targets, "source": "settings"},
+            "audit": {"targets": targets, "complete": targets, "files": files},
+            "host": {"gpus": []},
+            "toolchain": {
+                "compiler": "hipcc",
+                "version": "6.2.41133",
+                "hip_version": "6.2.41133",
+                "rocm_version": "6.2.0",
+            },
+        }
+    ).encode()
 
 
 def make_wheel(folder: Path, name: str, version: str, targets: list[str]) -> Path:
@@ -76,14 +90,20 @@ def make_wheel(folder: Path, name: str, version: str, targets: list[str]) -> Pat
     member = f"{dist}/_C.so"
     if targets:
         files[member] = LIBRARY
-    files[f"{di}/METADATA"] = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                               "Requires-Python: >=3.9\nSummary: a GPU extension\n\n").encode()
-    files[f"{di}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n\n"
+    files[f"{di}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.9\nSummary: a GPU extension\n\n"
+    ).encode()
+    files[f"{di}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n\n"
+    )
     files[f"{di}/rocm_build.json"] = _stamp(member, targets)
     lines = []
     for n, d in files.items():
-        digest = LIBRARY_RECORD if d is LIBRARY else \
-            base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+        digest = (
+            LIBRARY_RECORD
+            if d is LIBRARY
+            else base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+        )
         lines.append(f"{n},sha256={digest},{len(d)}")
     files[f"{di}/RECORD"] = ("\n".join(lines + [f"{di}/RECORD,,"]) + "\n").encode()
     path = folder / f"{dist}-{version}-cp311-cp311-linux_x86_64.whl"
@@ -143,7 +163,7 @@ def floor(wheels: Path, out: Path, dest: Path) -> tuple[float, float, int]:
     files = made_files(out)
     creating = 0.0
     for start in range(0, len(files), 5000):  # read a chunk (not timed), create it (timed)
-        chunk = [(dest / p.relative_to(out), p.read_bytes()) for p in files[start:start + 5000]]
+        chunk = [(dest / p.relative_to(out), p.read_bytes()) for p in files[start : start + 5000]]
         settle()
         t = time.perf_counter()
         for path, data in chunk:
@@ -163,7 +183,9 @@ def as_publisher(out: Path, on: bool) -> None:
     conn = sqlite3.connect(out / ".rocm-build-backend-index.sqlite3", isolation_level=None)
     conn.execute("PRAGMA locking_mode=EXCLUSIVE")
     conn.execute("UPDATE meta SET value=? WHERE key='mode'", ("publish" if on else "mirror",))
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('options', ?)", (json.dumps([None, False, True, False]),))
+    conn.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES('options', ?)", (json.dumps([None, False, True, False]),)
+    )
     conn.close()
 
 
@@ -228,8 +250,12 @@ def level(work: Path, n: int, repeat: int, first_repeat: int) -> dict[str, objec
         assert res.wheels_removed == [whl.name], res.wheels_removed
         as_publisher(out, False)
     build_index(wheels, out, lists=False)  # the fingerprints of the runs above settle
-    row.update(add_s=statistics.median(adds), remove_s=statistics.median(removes),
-               pub_add_s=statistics.median(pub_adds), pub_remove_s=statistics.median(pub_removes))
+    row.update(
+        add_s=statistics.median(adds),
+        remove_s=statistics.median(removes),
+        pub_add_s=statistics.median(pub_adds),
+        pub_remove_s=statistics.median(pub_removes),
+    )
     shutil.rmtree(base)
     return row
 
@@ -249,24 +275,32 @@ def roots(projects: int) -> dict[str, float]:
 
 
 def table(rows: list[dict[str, object]], root: dict[str, float]) -> str:
-    out = [f"{'wheels':>8}{'MiB':>7}{'first':>8}{'floor':>8}{'ratio':>7}{'hash':>7}{'create':>8}{'files':>8}"
-           f"{'no-chg':>8}{'add':>7}{'remove':>8}{'--add':>7}{'--rm':>7}{'root KB':>9}"]
+    out = [
+        f"{'wheels':>8}{'MiB':>7}{'first':>8}{'floor':>8}{'ratio':>7}{'hash':>7}{'create':>8}{'files':>8}"
+        f"{'no-chg':>8}{'add':>7}{'remove':>8}{'--add':>7}{'--rm':>7}{'root KB':>9}"
+    ]
     for r in rows:
         fl = float(r["hash_s"]) + float(r["create_s"])  # type: ignore[arg-type]
-        out.append(f"{r['wheels']:>8}{r['MiB']:>7.0f}{r['first_s']:>8.2f}{fl:>8.2f}{float(r['ratio']):>7.2f}"
-                   f"{r['hash_s']:>7.2f}{r['create_s']:>8.2f}{r['files']:>8}{r['unchanged_s']:>8.3f}{r['add_s']:>7.3f}"
-                   f"{r['remove_s']:>8.3f}{r['pub_add_s']:>7.3f}{r['pub_remove_s']:>7.3f}{int(r['root_bytes']) / 1024:>9.0f}")
+        out.append(
+            f"{r['wheels']:>8}{r['MiB']:>7.0f}{r['first_s']:>8.2f}{fl:>8.2f}{float(r['ratio']):>7.2f}"
+            f"{r['hash_s']:>7.2f}{r['create_s']:>8.2f}{r['files']:>8}{r['unchanged_s']:>8.3f}{r['add_s']:>7.3f}"
+            f"{r['remove_s']:>8.3f}{r['pub_add_s']:>7.3f}{r['pub_remove_s']:>7.3f}{int(r['root_bytes']) / 1024:>9.0f}"
+        )
     for r in rows:
         out.append(f"{r['wheels']:>8}: first runs {r['first_runs']} s, each with its floor {r['floors']} s")
     base = rows[0]
     for r in rows[1:]:
-        out.append(f"{r['wheels']:>8} vs {base['wheels']}: add {float(r['add_s']) / float(base['add_s']):.2f}x, "
-                   f"--add {float(r['pub_add_s']) / float(base['pub_add_s']):.2f}x, "
-                   f"remove {float(r['remove_s']) / float(base['remove_s']):.2f}x, "
-                   f"--remove {float(r['pub_remove_s']) / float(base['pub_remove_s']):.2f}x, "
-                   f"no change {float(r['unchanged_s']) / float(base['unchanged_s']):.2f}x")
-    out.append(f"root pages of {root['projects']:,} projects: HTML {root['html_bytes'] / 2**20:.2f} MiB, JSON "
-               f"{root['json_bytes'] / 2**20:.2f} MiB; rendered in {root['render_s']:.3f} s, written in {root['write_s']:.3f} s")
+        out.append(
+            f"{r['wheels']:>8} vs {base['wheels']}: add {float(r['add_s']) / float(base['add_s']):.2f}x, "
+            f"--add {float(r['pub_add_s']) / float(base['pub_add_s']):.2f}x, "
+            f"remove {float(r['remove_s']) / float(base['remove_s']):.2f}x, "
+            f"--remove {float(r['pub_remove_s']) / float(base['pub_remove_s']):.2f}x, "
+            f"no change {float(r['unchanged_s']) / float(base['unchanged_s']):.2f}x"
+        )
+    out.append(
+        f"root pages of {root['projects']:,} projects: HTML {root['html_bytes'] / 2**20:.2f} MiB, JSON "
+        f"{root['json_bytes'] / 2**20:.2f} MiB; rendered in {root['render_s']:.3f} s, written in {root['write_s']:.3f} s"
+    )
     return "\n".join(out)
 
 
@@ -274,8 +308,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--first-repeat", type=int, default=3,
-                    help="first runs (each with its floor) per size up to 10,000 wheels; 1 above")
+    ap.add_argument(
+        "--first-repeat",
+        type=int,
+        default=3,
+        help="first runs (each with its floor) per size up to 10,000 wheels; 1 above",
+    )
     ap.add_argument("--dir", type=Path, default=None, help="work folder (default: a temporary one, removed)")
     ap.add_argument("--out", type=Path, default=None, help="also write the table here")
     args = ap.parse_args()
@@ -288,9 +326,11 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     text = table(rows, roots(100_000))
-    header = (f"bench/bench_index_scale.py --sizes {args.sizes} --repeat {args.repeat} --first-repeat {args.first_repeat}; "
-              "seconds, medians; floor = hash + create (the same process, right after each first run; ratio: median "
-              "of the pairs); add/remove: a folder mirrored; --add/--rm: by name")
+    header = (
+        f"bench/bench_index_scale.py --sizes {args.sizes} --repeat {args.repeat} --first-repeat {args.first_repeat}; "
+        "seconds, medians; floor = hash + create (the same process, right after each first run; ratio: median "
+        "of the pairs); add/remove: a folder mirrored; --add/--rm: by name"
+    )
     print(header + "\n" + text)
     if args.out:
         args.out.write_text(header + "\n" + text + "\n")

@@ -59,8 +59,14 @@ def stamped_copies(links: Path, dest: Path) -> Path:
         shutil.copyfile(wheel, copy)
         facts = wheel_targets(copy)
         files = {f.path: {"targets": list(f.targets), "complete": list(f.complete)} for f in facts.files}
-        stamp = make_stamp(requested=facts.targets, source="settings", audit_files=files, host_gpus=[],
-                           toolchain={}, version=__version__)
+        stamp = make_stamp(
+            requested=facts.targets,
+            source="settings",
+            audit_files=files,
+            host_gpus=[],
+            toolchain={},
+            version=__version__,
+        )
         rewrite_wheel(copy, stamp=stamp)
     return dest
 
@@ -72,16 +78,20 @@ def main() -> None:
     ap.add_argument("--req", action="append", default=[], help="a requirement to install (repeatable)")
     ap.add_argument("--targets", default="gfx942")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--stamp", action="store_true",
-                    help="serve copies of the wheels with a stamp written from their audit, as if built through the shim")
+    ap.add_argument(
+        "--stamp",
+        action="store_true",
+        help="serve copies of the wheels with a stamp written from their audit, as if built through the shim",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-install-"))
     links = args.wheels or work / "links"
     links.mkdir(parents=True, exist_ok=True)
     if args.download:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(links), *args.download],
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(links), *args.download], check=True
+        )
     if args.stamp:
         links = stamped_copies(links, work / "stamped")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -90,13 +100,25 @@ def main() -> None:
         ap.error("give --req")
     out = work / "out"
     pip = [sys.executable, "-m", "pip", "wheel", "--wheel-dir", str(out), *pip_args]
-    ours = [sys.executable, "-m", "rocm_build_backend", "install", "--dry-run", "--targets", args.targets, "--", *pip_args]
+    ours = [
+        sys.executable,
+        "-m",
+        "rocm_build_backend",
+        "install",
+        "--dry-run",
+        "--targets",
+        args.targets,
+        "--",
+        *pip_args,
+    ]
     pip_s, pip_proc = timed(pip, env, args.repeat)
     ours_s, ours_proc = timed(ours, env, args.repeat)
     size = sum(p.stat().st_size for p in out.glob("*.whl")) / 2**20
     print(f"wheels: {', '.join(p.name for p in out.glob('*.whl'))} ({size:.1f} MiB)")
     print(f"{'pip wheel':<22}{pip_s:8.2f} s   exit {pip_proc.returncode}")
-    print(f"{'install --dry-run':<22}{ours_s:8.2f} s   exit {ours_proc.returncode}   +{(ours_s / pip_s - 1) * 100:.0f}%")
+    print(
+        f"{'install --dry-run':<22}{ours_s:8.2f} s   exit {ours_proc.returncode}   +{(ours_s / pip_s - 1) * 100:.0f}%"
+    )
     print(ours_proc.stdout.strip())
     shutil.rmtree(work, ignore_errors=True)
 

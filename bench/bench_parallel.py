@@ -42,9 +42,11 @@ MEDIUM, LARGE = 400, 1200  # functions in a medium and a large source: about 1.4
 
 def source(name: str, count: int) -> str:
     """``count`` small functions (g++ -O2 time grows with them) and ``name``, which calls two."""
-    body = "".join(f"int {name}_f{i}(int x) {{ int s = {i}; for (int j = 0; j < x; ++j) s += (j * {i}) ^ (s >> 3); "
-                   f"return s; }}\n" for i in range(count))
-    return f"{body}extern \"C\" int {name}(void) {{ return {name}_f0(3) + {name}_f{count - 1}(3); }}\n"
+    body = "".join(
+        f"int {name}_f{i}(int x) {{ int s = {i}; for (int j = 0; j < x; ++j) s += (j * {i}) ^ (s >> 3); return s; }}\n"
+        for i in range(count)
+    )
+    return f'{body}extern "C" int {name}(void) {{ return {name}_f0(3) + {name}_f{count - 1}(3); }}\n'
 
 
 def make_project(folder: Path, count: int) -> Path:
@@ -63,11 +65,13 @@ def make_project(folder: Path, count: int) -> Path:
         f"N = {count}\n"
         "def sources(i):\n"
         "    return [f'csrc/e{i}.cpp'] + [f'csrc/e{i}_{k}.cpp' for k in range(3 if i == N - 1 else 1)]\n"
-        "setup(ext_modules=[Extension(f'manyext._e{i}', sources(i), extra_compile_args=['-O2']) for i in range(N)])\n")
+        "setup(ext_modules=[Extension(f'manyext._e{i}', sources(i), extra_compile_args=['-O2']) for i in range(N)])\n"
+    )
     (folder / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["rocm-build-backend", "setuptools>=64"]\nbuild-backend = "rocm_build_backend"\n'
         '[project]\nname = "manyext"\nversion = "0.1.0"\n[tool.setuptools]\npackages = ["manyext"]\n'
-        '[tool.rocm-build-backend]\nbackend = "setuptools.build_meta"\nverify = "off"\n')
+        '[tool.rocm-build-backend]\nbackend = "setuptools.build_meta"\nverify = "off"\n'
+    )
     return folder
 
 
@@ -75,15 +79,36 @@ def build(project: Path, out: Path, env: dict[str, str]) -> tuple[float, float, 
     shutil.rmtree(project / "build", ignore_errors=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
-                           "-w", str(out), str(project), "-C", "rocm-build-backend.targets=gfx90a",
-                           "-C", "rocm-build-backend.compiler-check=false"],
-                          env=env, capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            str(out),
+            str(project),
+            "-C",
+            "rocm-build-backend.targets=gfx90a",
+            "-C",
+            "rocm-build-backend.compiler-check=false",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()
-             if "build_ext parallel =" in ln or "compile pool: " in ln and " compiles from " in ln]
+    lines = [
+        ln.strip()
+        for ln in (proc.stdout + proc.stderr).splitlines()
+        if "build_ext parallel =" in ln or "compile pool: " in ln and " compiles from " in ln
+    ]
     return wall, cpu, "\n    log: ".join(lines)
 
 
@@ -101,9 +126,11 @@ def main() -> int:
         serial_cfg.write_text("[build_ext]\nparallel = 1\n")
         base = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(work / "cache")}
         base.pop("DIST_EXTRA_CONFIG", None)
-        cases = {"compile pool (the shim's plan)": base,
-                 f"{cores} extensions at once, no pool": {**base, "DIST_EXTRA_CONFIG": str(side_cfg)},
-                 "one extension at a time": {**base, "DIST_EXTRA_CONFIG": str(serial_cfg)}}
+        cases = {
+            "compile pool (the shim's plan)": base,
+            f"{cores} extensions at once, no pool": {**base, "DIST_EXTRA_CONFIG": str(side_cfg)},
+            "one extension at a time": {**base, "DIST_EXTRA_CONFIG": str(serial_cfg)},
+        }
         got: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
         lines = {}
         for _ in range(args.rounds):
@@ -111,14 +138,18 @@ def main() -> int:
                 wall, cpu, line = build(project, work / "out", env)
                 got[name].append((wall, cpu))
                 lines[name] = line
-        print(f"{args.extensions} C++ extensions ({2 * args.extensions + 2} sources, the last extension's three large), "
-              f"{cores} cores, median of {args.rounds} interleaved rounds (load {os.getloadavg()[0]:.1f}):")
+        print(
+            f"{args.extensions} C++ extensions ({2 * args.extensions + 2} sources, the last extension's three large), "
+            f"{cores} cores, median of {args.rounds} interleaved rounds (load {os.getloadavg()[0]:.1f}):"
+        )
         serial_wall = statistics.median(w for w, _ in got["one extension at a time"])
         for name, values in got.items():
             wall = statistics.median(w for w, _ in values)
             cpu = statistics.median(c for _, c in values)
-            print(f"  {name:38s} wall {wall:6.1f} s  cpu {cpu:6.1f} s  cpu/wall/cores {cpu / wall / cores:4.0%}  "
-                  f"x{wall / serial_wall:.2f}")
+            print(
+                f"  {name:38s} wall {wall:6.1f} s  cpu {cpu:6.1f} s  cpu/wall/cores {cpu / wall / cores:4.0%}  "
+                f"x{wall / serial_wall:.2f}"
+            )
             print(f"    log: {lines[name]}")
         return 0
     finally:

@@ -41,31 +41,35 @@ cc "$@"; rc=$?
 echo "end $kind $src $$ $(date +%s.%N) $rc" >> "$REC"
 exit $rc
 """
-MODULE = ('#include <Python.h>\nstatic PyObject* answer(PyObject* s, PyObject* a) {{ return PyLong_FromLong({expr}); }}\n'
-          'static PyMethodDef m[] = {{{{"answer", answer, METH_NOARGS, NULL}}, {{NULL, NULL, 0, NULL}}}};\n'
-          'static struct PyModuleDef d = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, m}};\n'
-          'PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&d); }}\n')
-PYPROJECT = ('[build-system]\nrequires = ["rocm-build-backend", "setuptools>=64"]\nbuild-backend = "rocm_build_backend"\n'
-             '[project]\nname = "{n}"\nversion = "0.1.0"\n[tool.setuptools]\npackages = ["{n}"]\n'
-             '[tool.rocm-build-backend]\nbackend = "setuptools.build_meta"\nverify = "off"\n')
+MODULE = (
+    "#include <Python.h>\nstatic PyObject* answer(PyObject* s, PyObject* a) {{ return PyLong_FromLong({expr}); }}\n"
+    'static PyMethodDef m[] = {{{{"answer", answer, METH_NOARGS, NULL}}, {{NULL, NULL, 0, NULL}}}};\n'
+    'static struct PyModuleDef d = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, m}};\n'
+    "PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&d); }}\n"
+)
+PYPROJECT = (
+    '[build-system]\nrequires = ["rocm-build-backend", "setuptools>=64"]\nbuild-backend = "rocm_build_backend"\n'
+    '[project]\nname = "{n}"\nversion = "0.1.0"\n[tool.setuptools]\npackages = ["{n}"]\n'
+    '[tool.rocm-build-backend]\nbackend = "setuptools.build_meta"\nverify = "off"\n'
+)
 SETUPS = {
     "plain": "from setuptools import Extension, setup\n"
-             "setup(ext_modules=[Extension(f'{n}._e{i}', [f'csrc/e{i}.c']) for i in range({count})])\n",
+    "setup(ext_modules=[Extension(f'{n}._e{i}', [f'csrc/e{i}.c']) for i in range({count})])\n",
     "flags": "from setuptools import Extension, setup\nfrom setuptools.command.build_ext import build_ext\n"
-             "class B(build_ext):\n    def build_extensions(self):\n        self.base = list(self.compiler.compiler_so)\n"
-             "        super().build_extensions()\n    def build_extension(self, ext):\n"
-             "        self.compiler.compiler_so = self.base + ['-DWHICH=' + ext.name.rsplit('_e', 1)[1]]\n"
-             "        super().build_extension(ext)\n"
-             "setup(ext_modules=[Extension(f'{n}._e{i}', [f'csrc/e{i}.c']) for i in range({count})], cmdclass={'build_ext': B})\n",
+    "class B(build_ext):\n    def build_extensions(self):\n        self.base = list(self.compiler.compiler_so)\n"
+    "        super().build_extensions()\n    def build_extension(self, ext):\n"
+    "        self.compiler.compiler_so = self.base + ['-DWHICH=' + ext.name.rsplit('_e', 1)[1]]\n"
+    "        super().build_extension(ext)\n"
+    "setup(ext_modules=[Extension(f'{n}._e{i}', [f'csrc/e{i}.c']) for i in range({count})], cmdclass={'build_ext': B})\n",
     "own": "import distutils.ccompiler\nfrom multiprocessing.pool import ThreadPool\nfrom setuptools import Extension, setup\n"
-           "def parallelCCompile(self, sources, output_dir=None, macros=None, include_dirs=None, debug=0,\n"
-           "                     extra_preargs=None, extra_postargs=None, depends=None):\n"
-           "    macros, objects, extra_postargs, pp_opts, build = self._setup_compile(output_dir, macros, include_dirs, sources, depends, extra_postargs)\n"
-           "    cc_args = self._get_cc_args(pp_opts, debug, extra_preargs)\n"
-           "    def one(obj):\n        src, ext = build[obj]\n        self._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)\n"
-           "    list(ThreadPool(8).imap(one, objects))\n    return objects\n"
-           "distutils.ccompiler.CCompiler.compile = parallelCCompile\n"
-           "setup(ext_modules=[Extension(f'{n}._e{i}', [f'csrc/e{i}.c', f'csrc/a{i}.c', f'csrc/b{i}.c']) for i in range({count})])\n",
+    "def parallelCCompile(self, sources, output_dir=None, macros=None, include_dirs=None, debug=0,\n"
+    "                     extra_preargs=None, extra_postargs=None, depends=None):\n"
+    "    macros, objects, extra_postargs, pp_opts, build = self._setup_compile(output_dir, macros, include_dirs, sources, depends, extra_postargs)\n"
+    "    cc_args = self._get_cc_args(pp_opts, debug, extra_preargs)\n"
+    "    def one(obj):\n        src, ext = build[obj]\n        self._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)\n"
+    "    list(ThreadPool(8).imap(one, objects))\n    return objects\n"
+    "distutils.ccompiler.CCompiler.compile = parallelCCompile\n"
+    "setup(ext_modules=[Extension(f'{n}._e{i}', [f'csrc/e{i}.c', f'csrc/a{i}.c', f'csrc/b{i}.c']) for i in range({count})])\n",
 }
 
 
@@ -80,7 +84,9 @@ def project(root: Path, shape: str, count: int, expr: str = "{i}") -> Path:
         (folder / "csrc" / f"e{i}.c").write_text(MODULE.format(name=f"_e{i}", expr=expr.replace("{i}", str(i))))
         for part in "ab":
             (folder / "csrc" / f"{part}{i}.c").write_text(f"int {part}{i}(void) {{ return 0; }}\n")
-    (folder / "setup.py").write_text(SETUPS.get(shape, SETUPS["plain"]).replace("{n}", n).replace("{count}", str(count)))
+    (folder / "setup.py").write_text(
+        SETUPS.get(shape, SETUPS["plain"]).replace("{n}", n).replace("{count}", str(count))
+    )
     return folder
 
 
@@ -89,17 +95,38 @@ def environment(root: Path, installed: bool, **extra: str) -> dict[str, str]:
     tool.write_text(LAUNCHER)
     tool.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_JOBS", "PYTHONPATH")}
-    env.update(CC=str(tool), REC=str(root / "record.txt"), XDG_CACHE_HOME=str(root / "cache"), PIP_NO_CACHE_DIR="1",
-               PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+    env.update(
+        CC=str(tool),
+        REC=str(root / "record.txt"),
+        XDG_CACHE_HOME=str(root / "cache"),
+        PIP_NO_CACHE_DIR="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        **extra,
+    )
     if not installed:
         env["PYTHONPATH"] = str(ROOT)
     return env
 
 
 def pip(folder: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", str(out), str(folder),
-            "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.max-jobs=2",
-            "-C", "rocm-build-backend.compiler-check=false"]
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        str(out),
+        str(folder),
+        "-C",
+        "rocm-build-backend.targets=gfx90a",
+        "-C",
+        "rocm-build-backend.max-jobs=2",
+        "-C",
+        "rocm-build-backend.compiler-check=false",
+    ]
 
 
 def records(root: Path) -> list[list[str]]:
@@ -129,6 +156,7 @@ def alive(pids: list[int]) -> int:
 
 def answers(wheel: Path, root: Path, package: str, count: int) -> list[int]:
     import zipfile
+
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(root / "site")
     code = f"import importlib; print(*[importlib.import_module('{package}._e%d' % i).answer() for i in range({count})])"
@@ -145,15 +173,18 @@ def shape_flags(root: Path, installed: bool) -> str:
 
 def shape_own(root: Path, installed: bool) -> str:
     folder = project(root, "own", 30)
-    subprocess.run(pip(folder, root / "out"), env=environment(root, installed, SLOW="0.2"), capture_output=True, check=True)
+    subprocess.run(
+        pip(folder, root / "out"), env=environment(root, installed, SLOW="0.2"), capture_output=True, check=True
+    )
     rows = records(root)
     return f"{most_at_once(rows)} compilers at once (budget 2), {sum(1 for r in rows if r[0] == 'start')} runs"
 
 
 def shape_links(root: Path, installed: bool) -> str:
     folder = project(root, "links", 30)
-    subprocess.run(pip(folder, root / "out"), env=environment(root, installed, SLOW_LINK="0.3"), capture_output=True,
-                   check=True)
+    subprocess.run(
+        pip(folder, root / "out"), env=environment(root, installed, SLOW_LINK="0.3"), capture_output=True, check=True
+    )
     rows = records(root)
     return f"{most_at_once(rows, 'link')} links at once, {most_at_once(rows)} compilers and links at once (2 slots)"
 
@@ -164,12 +195,16 @@ def shape_failure(root: Path, installed: bool) -> str:
     subprocess.run(pip(folder, root / "out"), env=environment(root, installed), capture_output=True)
     rows = records(root)
     failed = next(i for i, r in enumerate(rows) if r[0] == "end" and r[5] != "0")
-    after = [r for r in rows[failed + 1:] if r[0] == "start"]
-    return (f"after the failure: {sum(r[1] == 'compile' for r in after)} compiles and "
-            f"{sum(r[1] == 'link' for r in after)} links started")
+    after = [r for r in rows[failed + 1 :] if r[0] == "start"]
+    return (
+        f"after the failure: {sum(r[1] == 'compile' for r in after)} compiles and "
+        f"{sum(r[1] == 'link' for r in after)} links started"
+    )
 
 
-def _signal_run(root: Path, argv: list[str], env: dict[str, str], signum: int, group: bool) -> tuple[int, int, int, float]:
+def _signal_run(
+    root: Path, argv: list[str], env: dict[str, str], signum: int, group: bool
+) -> tuple[int, int, int, float]:
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     while sum(1 for r in records(root) if r[:2] == ["start", "compile"]) < 6:
         time.sleep(0.02)
@@ -186,21 +221,39 @@ def _signal_run(root: Path, argv: list[str], env: dict[str, str], signum: int, g
 
 def shape_signal(root: Path, installed: bool) -> str:
     folder = project(root, "signal", 30)
-    code, after, left, took = _signal_run(root, pip(folder, root / "out"), environment(root, installed, SLOW="1"),
-                                          signal.SIGINT, group=True)
+    code, after, left, took = _signal_run(
+        root, pip(folder, root / "out"), environment(root, installed, SLOW="1"), signal.SIGINT, group=True
+    )
     return f"Ctrl-C: pip exit {code} after {took:.1f} s, {after} compiler runs started after it, {left} left running"
 
 
 def shape_build(root: Path, installed: bool) -> str:
     folder = project(root, "build", 30)
     out = root / "out"
-    argv = [sys.executable, "-m", "rocm_build_backend", "build", str(folder), "-o", str(out), "--targets", "gfx90a",
-            "-C", "rocm-build-backend.max-jobs=2", "-C", "rocm-build-backend.compiler-check=false"]
-    code, after, left, took = _signal_run(root, argv, environment(root, installed, SLOW="1"), signal.SIGTERM, group=False)
+    argv = [
+        sys.executable,
+        "-m",
+        "rocm_build_backend",
+        "build",
+        str(folder),
+        "-o",
+        str(out),
+        "--targets",
+        "gfx90a",
+        "-C",
+        "rocm-build-backend.max-jobs=2",
+        "-C",
+        "rocm-build-backend.compiler-check=false",
+    ]
+    code, after, left, took = _signal_run(
+        root, argv, environment(root, installed, SLOW="1"), signal.SIGTERM, group=False
+    )
     time.sleep(30 if installed else 0)  # an orphaned build goes on: see what it leaves
     files = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
-    return (f"SIGTERM: exit {code} after {took:.1f} s, {after} compiler runs started after it, {left} left running, "
-            f"output folder {files}")
+    return (
+        f"SIGTERM: exit {code} after {took:.1f} s, {after} compiler runs started after it, {left} left running, "
+        f"output folder {files}"
+    )
 
 
 def main() -> None:

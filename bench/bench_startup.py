@@ -48,28 +48,21 @@ ROWS = {
     "import rocm_build_backend": "import rocm_build_backend",
     "import rocm_build_backend.api": "import rocm_build_backend.api",
     "cli, lazy: parser (--help)": "from rocm_build_backend.cli import parser; parser()",
-    "cli, eager: parser + every verb's module":
-        "from rocm_build_backend.cli import parser; parser()\n"
-        "import rocm_build_backend.builder.configure, rocm_build_backend.builder.project\n"
-        "import rocm_build_backend.binary.audit, rocm_build_backend.gpu.detect\n"
-        "import rocm_build_backend.wheel.check.environment, rocm_build_backend.wheel.cache.run\n"
-        "import rocm_build_backend.wheel.index.run, rocm_build_backend.wheel.install.run\n"
-        "import rocm_build_backend.wheel.thin.run, rocm_build_backend.wheel.thin.split",
-    "targets, lazy: parse gfx90a and sm_90":
-        "from rocm_build_backend.gpu.targets import parse_targets; parse_targets('gfx90a sm_90')",
-    "targets, eager: the same + the vendors' probes":
-        "from rocm_build_backend.gpu.targets import parse_targets; parse_targets('gfx90a sm_90')\n"
-        "import rocm_build_backend.gpu.amd.detection, rocm_build_backend.gpu.nvidia.probe",
-    "hooks, lazy: get_requires_for_build_wheel":
-        "import rocm_build_backend as b; b.get_requires_for_build_wheel()",
-    "hooks, lazy: the same with targets = gfx90a":
-        "import rocm_build_backend as b\n"
-        "b.get_requires_for_build_wheel({'rocm-build-backend.targets': 'gfx90a'})",
-    "hooks, eager: get_requires_for_build_wheel":
-        "import rocm_build_backend as b, rocm_build_backend.builder.flow\n"
-        "b.get_requires_for_build_wheel()",
-    "wrapped alone: get_requires_for_build_wheel":
-        "import setuptools.build_meta as b; b.get_requires_for_build_wheel()",
+    "cli, eager: parser + every verb's module": "from rocm_build_backend.cli import parser; parser()\n"
+    "import rocm_build_backend.builder.configure, rocm_build_backend.builder.project\n"
+    "import rocm_build_backend.binary.audit, rocm_build_backend.gpu.detect\n"
+    "import rocm_build_backend.wheel.check.environment, rocm_build_backend.wheel.cache.run\n"
+    "import rocm_build_backend.wheel.index.run, rocm_build_backend.wheel.install.run\n"
+    "import rocm_build_backend.wheel.thin.run, rocm_build_backend.wheel.thin.split",
+    "targets, lazy: parse gfx90a and sm_90": "from rocm_build_backend.gpu.targets import parse_targets; parse_targets('gfx90a sm_90')",
+    "targets, eager: the same + the vendors' probes": "from rocm_build_backend.gpu.targets import parse_targets; parse_targets('gfx90a sm_90')\n"
+    "import rocm_build_backend.gpu.amd.detection, rocm_build_backend.gpu.nvidia.probe",
+    "hooks, lazy: get_requires_for_build_wheel": "import rocm_build_backend as b; b.get_requires_for_build_wheel()",
+    "hooks, lazy: the same with targets = gfx90a": "import rocm_build_backend as b\n"
+    "b.get_requires_for_build_wheel({'rocm-build-backend.targets': 'gfx90a'})",
+    "hooks, eager: get_requires_for_build_wheel": "import rocm_build_backend as b, rocm_build_backend.builder.flow\n"
+    "b.get_requires_for_build_wheel()",
+    "wrapped alone: get_requires_for_build_wheel": "import setuptools.build_meta as b; b.get_requires_for_build_wheel()",
 }
 
 
@@ -94,7 +87,7 @@ def run_once(body: str, importtime: bool = False) -> tuple[float, list[str], dic
     own: dict[str, int] = {}
     for line in out.stderr.splitlines():
         if line.startswith("import time:") and "|" in line and "self [us]" not in line:
-            self_us, _, name = line[len("import time:"):].split("|")
+            self_us, _, name = line[len("import time:") :].split("|")
             own[name.strip()] = int(self_us)
     return elapsed, json.loads(out.stdout.strip().splitlines()[-1]), own
 
@@ -119,15 +112,19 @@ def main() -> int:
             imports[name].append(sum(us for m, us in own.items() if m in counted) / 1000)
     base = statistics.median(times["python -c pass"])
     wrapped = statistics.median(times[WRAPPED])
-    print(f"{sys.version.split()[0]}, median of {args.runs} alternated runs each; "
-          "'imports' = -X importtime, own time of the modules loaded (hook rows: those the wrapped backend alone does not load)")
+    print(
+        f"{sys.version.split()[0]}, median of {args.runs} alternated runs each; "
+        "'imports' = -X importtime, own time of the modules loaded (hook rows: those the wrapped backend alone does not load)"
+    )
     print(f"{'row':44} {'wall ms':>8} {'- python':>9} {'/ wrapped':>9} {'imports ms':>11} {'modules':>8} {'ours':>5}")
     for name in ROWS:
         med = statistics.median(times[name])
         ratio = f"{med / wrapped:.2f}" if name.startswith(("hooks", "wrapped")) else ""
         ours = sum(m.startswith("rocm_build_backend") for m in loaded[name])
-        print(f"{name:44} {med * 1000:8.1f} {(med - base) * 1000:9.1f} {ratio:>9} "
-              f"{statistics.median(imports[name]):11.1f} {len(loaded[name]):8} {ours:5}")
+        print(
+            f"{name:44} {med * 1000:8.1f} {(med - base) * 1000:9.1f} {ratio:>9} "
+            f"{statistics.median(imports[name]):11.1f} {len(loaded[name]):8} {ours:5}"
+        )
     return 0
 
 

@@ -30,8 +30,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def run(tree: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tree), str(ROOT / "tests")])
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "switch_corpus.py")], capture_output=True, text=True,
-                          env=env, timeout=1200, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "switch_corpus.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+        cwd=ROOT,
+    )
     if proc.returncode != 0:
         sys.exit(proc.stderr[-4000:])
     return json.loads(proc.stdout)
@@ -40,14 +46,21 @@ def run(tree: Path) -> dict:
 def table(data: dict, lines: bool) -> list[str]:
     out = [f"{'project':28} {'vendor':7} {'expected':>8} {'on':>3} {'applied':>7}  missed / wrong"]
     for r in data["rows"]:
-        notes = ", ".join([f"missed {m}" for m in r["missed"]] + [f"WRONG {w}" for w in r["wrong"]]
-                          + [f"TOUCHED {t}" for t in r["touched"]])
-        out.append(f"{r['project']:28} {r['vendor']:7} {r['expected']:>8} {len(r['found']):>3} {r['applied']:>7}  {notes}")
+        notes = ", ".join(
+            [f"missed {m}" for m in r["missed"]]
+            + [f"WRONG {w}" for w in r["wrong"]]
+            + [f"TOUCHED {t}" for t in r["touched"]]
+        )
+        out.append(
+            f"{r['project']:28} {r['vendor']:7} {r['expected']:>8} {len(r['found']):>3} {r['applied']:>7}  {notes}"
+        )
         if lines:
             out += [f"    {line[:200]}" for line in r["lines"]]
     for vendor, t in list(data["totals"].items()) + [("all", data["all"])]:
-        out.append(f"{vendor:7} recall {t['found']}/{t['expected']} = {t['recall']:.3f}   precision "
-                   f"{t['applied'] - t['wrong']}/{t['applied']} = {t['precision']:.3f}   left-alone touched {t['touched']}")
+        out.append(
+            f"{vendor:7} recall {t['found']}/{t['expected']} = {t['recall']:.3f}   precision "
+            f"{t['applied'] - t['wrong']}/{t['applied']} = {t['precision']:.3f}   left-alone touched {t['touched']}"
+        )
     return out
 
 

@@ -47,16 +47,29 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # pinned by name, version, file name, size and sha256; found through pip's configured index
-CUPY = {"name": "cupy-rocm-7-0", "version": "14.2.0", "filename": "cupy_rocm_7_0-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
-        "size": 73485746, "sha256": "8e824c1c2fc386e72fe8ae69ab7c273326b17650160400f8f4ea2c932189ed1a"}
-CUDA13 = {"name": "cupy-cuda13x", "version": "14.2.0", "filename": "cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
-          "size": 69969199, "sha256": "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12"}
+CUPY = {
+    "name": "cupy-rocm-7-0",
+    "version": "14.2.0",
+    "filename": "cupy_rocm_7_0-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
+    "size": 73485746,
+    "sha256": "8e824c1c2fc386e72fe8ae69ab7c273326b17650160400f8f4ea2c932189ed1a",
+}
+CUDA13 = {
+    "name": "cupy-cuda13x",
+    "version": "14.2.0",
+    "filename": "cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
+    "size": 69969199,
+    "sha256": "f94843e54500a9c8c169135f79572bfaba946efe4f7178e834c227280c1b0c12",
+}
 CUOBJDUMP = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
-TOOLS = {k: shutil.which(f"{k}-19") or shutil.which(k)
-         for k in ("clang-offload-bundler", "llvm-objcopy", "llvm-objdump", "llvm-readelf")}
+TOOLS = {
+    k: shutil.which(f"{k}-19") or shutil.which(k)
+    for k in ("clang-offload-bundler", "llvm-objcopy", "llvm-objdump", "llvm-readelf")
+}
 
 
 # ------------------------------------------------------------------ inputs
+
 
 def fetch_cupy(cache: Path, pin: dict = CUPY) -> Path:
     """The pinned wheel, downloaded once through pip's configured index (``tests/realinputs.py``)
@@ -95,6 +108,7 @@ def generated(path: Path, size_gb: float) -> Path:
 
 # ------------------------------------------------------------------ children
 
+
 def _peak_rss() -> int:
     """This process's own peak RSS (VmHWM; ru_maxrss would include the parent's before exec)."""
     try:
@@ -109,11 +123,17 @@ def _peak_rss() -> int:
 def child(mode: str, wheel: str, out: str, targets: str) -> None:
     start = time.perf_counter()
     if mode == "floor":
-        with zipfile.ZipFile(wheel) as zin, zipfile.ZipFile(Path(out) / "floor.whl", "w", zipfile.ZIP_DEFLATED,
-                                                             compresslevel=6) as zout:
+        with (
+            zipfile.ZipFile(wheel) as zin,
+            zipfile.ZipFile(Path(out) / "floor.whl", "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zout,
+        ):
             for info in zin.infolist():
                 zi = zipfile.ZipInfo(info.filename, info.date_time)
-                zi.compress_type, zi.file_size, zi.external_attr = zipfile.ZIP_DEFLATED, info.file_size, info.external_attr
+                zi.compress_type, zi.file_size, zi.external_attr = (
+                    zipfile.ZIP_DEFLATED,
+                    info.file_size,
+                    info.external_attr,
+                )
                 with zin.open(info) as r, zout.open(zi, "w", force_zip64=info.file_size > zipfile.ZIP64_LIMIT) as w:
                     while chunk := r.read(1 << 20):
                         w.write(chunk)
@@ -127,14 +147,19 @@ def child(mode: str, wheel: str, out: str, targets: str) -> None:
 
 def run_child(mode: str, wheel: Path, out: Path, targets: str = "") -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([sys.executable, __file__, "--child", mode, str(wheel), str(out), targets],
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, __file__, "--child", mode, str(wheel), str(out), targets],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if r.returncode:
         raise SystemExit(f"{mode} failed: {r.stderr}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------ proof
+
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, cwd=cwd)
@@ -175,10 +200,12 @@ def _common_checks(old: bytes, new: bytes, work: Path, sec_name: str) -> list[st
     problems = []
     off, size = _section(old, sec_name) or (0, 0)
     if len(new) == len(old):
-        if old[:off] != new[:off] or old[off + size:] != new[off + size:]:
+        if old[:off] != new[:off] or old[off + size :] != new[off + size :]:
             problems.append(f"bytes outside {sec_name} changed")
-        layouts = [_run([TOOLS["llvm-readelf"], "-h", "-l", "-S", "-s", "--dyn-syms", f], work).stdout.replace(f, "")
-                   for f in ("old.so", "new.so")]
+        layouts = [
+            _run([TOOLS["llvm-readelf"], "-h", "-l", "-S", "-s", "--dyn-syms", f], work).stdout.replace(f, "")
+            for f in ("old.so", "new.so")
+        ]
         if layouts[0] != layouts[1]:
             problems.append("llvm-readelf: headers, sections or symbols differ from the original")
     elif _memory_layout("old.so", work) != _memory_layout("new.so", work):
@@ -197,7 +224,7 @@ def prove_member(old: bytes, new: bytes, work: Path, kept: set[str]) -> list[str
         return ["no .hip_fatbin"]
     problems = _common_checks(old, new, work, ".hip_fatbin")
     (o_off, o_size), (n_off, n_size) = _section(old, ".hip_fatbin"), _section(new, ".hip_fatbin")
-    old_fb, new_fb = old[o_off:o_off + o_size], new[n_off:n_off + n_size]
+    old_fb, new_fb = old[o_off : o_off + o_size], new[n_off : n_off + n_size]
     old_slices, new_slices = _bundle_slices(old_fb), _bundle_slices(new_fb)
     if len(old_slices) != len(new_slices):
         problems.append(f"{len(old_slices)} bundles before, {len(new_slices)} after")
@@ -214,8 +241,17 @@ def prove_member(old: bytes, new: bytes, work: Path, kept: set[str]) -> list[str
                 continue
             outs = []
             for which in ("old", "new"):
-                r = _run([TOOLS["clang-offload-bundler"], "--unbundle", "--type=o", f"--input={which}.fb",
-                          f"--targets={ident}", f"--output={which}.co"], work)
+                r = _run(
+                    [
+                        TOOLS["clang-offload-bundler"],
+                        "--unbundle",
+                        "--type=o",
+                        f"--input={which}.fb",
+                        f"--targets={ident}",
+                        f"--output={which}.co",
+                    ],
+                    work,
+                )
                 outs.append((work / f"{which}.co").read_bytes() if r.returncode == 0 else None)
             if outs[0] is None or outs[0] != outs[1]:
                 problems.append(f"bundle {i}: {ident} is not byte-identical after thinning")
@@ -281,9 +317,11 @@ def prove(src: Path, dst: Path, targets: set[str]) -> list[str]:
             tool = "cuobjdump" if nvidia else "bundler"
             old, new = zs.getinfo(f.path).file_size, zd.getinfo(f.path).file_size
             layout = "layout identical" if old == new else "same memory layout, file cut"
-            lines.append(f"  {f.path}: {tool} lists {', '.join(f.targets)}{'' if nvidia else ' + host'}; kept "
-                         f"code byte-identical; readelf clean; {layout} ({old / 2**20:.1f} -> {new / 2**20:.1f} MiB)"
-                         f" -> {verdict}")
+            lines.append(
+                f"  {f.path}: {tool} lists {', '.join(f.targets)}{'' if nvidia else ' + host'}; kept "
+                f"code byte-identical; readelf clean; {layout} ({old / 2**20:.1f} -> {new / 2**20:.1f} MiB)"
+                f" -> {verdict}"
+            )
     return lines
 
 
@@ -294,21 +332,28 @@ def sizes(path: Path) -> tuple[int, int]:
 
 # ------------------------------------------------------------------ main
 
+
 def bench_one(label: str, wheel: Path, targets: list[str], work: Path, do_prove: bool) -> list[str]:
     lines = [f"== {label}: {wheel.name}"]
     w0, i0 = sizes(wheel)
     floor = run_child("floor", wheel, work / "floor")
-    lines.append(f"  floor (inflate + deflate every member): {floor['seconds']:.1f} s, peak RSS {floor['rss'] >> 20} MiB")
+    lines.append(
+        f"  floor (inflate + deflate every member): {floor['seconds']:.1f} s, peak RSS {floor['rss'] >> 20} MiB"
+    )
     for t in targets:
         for mode, what in (("thin-in-place", "--keep-layout"), ("thin", "(compacted)")):
             out = work / t
             res = run_child(mode, wheel, out, t)
             dst = out / wheel.name
             w1, i1 = sizes(dst)
-            lines.append(f"  thin --targets {t} {what}: {res['seconds']:.1f} s = {res['seconds'] / floor['seconds']:.2f}x "
-                         f"floor, peak RSS {res['rss'] >> 20} MiB")
-            lines.append(f"    wheel {w0 / 2**20:.1f} MiB -> {w1 / 2**20:.1f} MiB ({100 * w1 / w0:.0f} %); "
-                         f"installed {i0 / 2**20:.1f} MiB -> {i1 / 2**20:.1f} MiB ({100 * i1 / i0:.0f} %)")
+            lines.append(
+                f"  thin --targets {t} {what}: {res['seconds']:.1f} s = {res['seconds'] / floor['seconds']:.2f}x "
+                f"floor, peak RSS {res['rss'] >> 20} MiB"
+            )
+            lines.append(
+                f"    wheel {w0 / 2**20:.1f} MiB -> {w1 / 2**20:.1f} MiB ({100 * w1 / w0:.0f} %); "
+                f"installed {i0 / 2**20:.1f} MiB -> {i1 / 2**20:.1f} MiB ({100 * i1 / i0:.0f} %)"
+            )
             if do_prove:
                 lines.extend(prove(wheel, dst, {t}))
             shutil.rmtree(out)
@@ -325,28 +370,38 @@ def main() -> int:
     ap.add_argument("--generated-gb", type=float, default=1.0)
     ap.add_argument("--no-generated", action="store_true")
     ap.add_argument("--no-amd", action="store_true", help="leave out the cupy-rocm wheel")
-    ap.add_argument("--nvidia", default="", metavar="TARGETS",
-                    help="also thin cupy-cuda13x to these targets (sm_90,sm_80); cuobjdump from $CUOBJDUMP checks it")
+    ap.add_argument(
+        "--nvidia",
+        default="",
+        metavar="TARGETS",
+        help="also thin cupy-cuda13x to these targets (sm_90,sm_80); cuobjdump from $CUOBJDUMP checks it",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "results_thin.txt"))
     args = ap.parse_args()
     missing = [k for k, v in TOOLS.items() if not v]
     if missing:
         raise SystemExit(f"missing LLVM tools: {', '.join(missing)}")
     targets = args.targets.split(",")
-    lines = [f"bench_thin.py on {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-             f"{time.strftime('%Y-%m-%d', time.gmtime())}"]
+    lines = [
+        f"bench_thin.py on {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+        f"{time.strftime('%Y-%m-%d', time.gmtime())}"
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if not args.no_amd:
-            lines += bench_one("cupy-rocm-7-0 14.2.0 (real, PyPI, sha256 pinned)", fetch_cupy(Path(args.cache)),
-                               targets, work, True)
+            lines += bench_one(
+                "cupy-rocm-7-0 14.2.0 (real, PyPI, sha256 pinned)", fetch_cupy(Path(args.cache)), targets, work, True
+            )
         if args.nvidia:
             cuda = fetch_cupy(Path(args.cache), CUDA13)
-            lines += bench_one("cupy-cuda13x 14.2.0 (real, PyPI, sha256 pinned)", cuda, args.nvidia.split(","), work, True)
+            lines += bench_one(
+                "cupy-cuda13x 14.2.0 (real, PyPI, sha256 pinned)", cuda, args.nvidia.split(","), work, True
+            )
         if not args.no_generated:
             big = generated(work / "gen.whl", args.generated_gb)
-            lines += bench_one(f"generated {args.generated_gb:g} GB wheel (bench_audit's generator)", big,
-                               [targets[0]], work, False)
+            lines += bench_one(
+                f"generated {args.generated_gb:g} GB wheel (bench_audit's generator)", big, [targets[0]], work, False
+            )
     text = "\n".join(lines) + "\n"
     print(text, end="")
     Path(args.out).write_text(text)

@@ -25,10 +25,18 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_real_audit  # noqa: E402  (the pinned wheels)
 
-TARGETS = {"cupy-rocm-7-0": ["gfx942"], "cupy-rocm-5-0": ["gfx908"], "bitsandbytes": ["gfx942", "sm_90"],
-           "cupy-cuda13x": ["sm_90"], "cupy-cuda12x": ["sm_90"], "cupy-cuda11x": ["sm_90"],
-           "nvidia-cufft": ["sm_90"], "nvidia-cusparse": ["sm_90"], "nvidia-curand-cu12": ["sm_90"],
-           "torchao": ["sm_90", "sm_100"]}
+TARGETS = {
+    "cupy-rocm-7-0": ["gfx942"],
+    "cupy-rocm-5-0": ["gfx908"],
+    "bitsandbytes": ["gfx942", "sm_90"],
+    "cupy-cuda13x": ["sm_90"],
+    "cupy-cuda12x": ["sm_90"],
+    "cupy-cuda11x": ["sm_90"],
+    "nvidia-cufft": ["sm_90"],
+    "nvidia-cusparse": ["sm_90"],
+    "nvidia-curand-cu12": ["sm_90"],
+    "torchao": ["sm_90", "sm_100"],
+}
 
 
 def _shape(report_file: object) -> str:
@@ -50,19 +58,23 @@ def one(wheel: Path, target: str, work: Path) -> list[str]:
         results[keep] = thin_wheel(wheel, parse_targets(target), out, keep_layout=keep)
         seconds[keep] = time.perf_counter() - t
         (out / wheel.name).unlink()
-    lines = [f"== {wheel.name} --targets {target}: wheel {results[False].wheel_before / 2**20:.1f} MiB -> "
-             f"{results[False].wheel_after / 2**20:.1f} MiB; installed {results[True].installed_before / 2**20:.1f} MiB "
-             f"-> {results[True].installed_after / 2**20:.1f} MiB in place, "
-             f"{results[False].installed_after / 2**20:.1f} MiB compacted; thin {seconds[True]:.1f} s in place, "
-             f"{seconds[False]:.1f} s compacted"]
+    lines = [
+        f"== {wheel.name} --targets {target}: wheel {results[False].wheel_before / 2**20:.1f} MiB -> "
+        f"{results[False].wheel_after / 2**20:.1f} MiB; installed {results[True].installed_before / 2**20:.1f} MiB "
+        f"-> {results[True].installed_after / 2**20:.1f} MiB in place, "
+        f"{results[False].installed_after / 2**20:.1f} MiB compacted; thin {seconds[True]:.1f} s in place, "
+        f"{seconds[False]:.1f} s compacted"
+    ]
     in_place = {m.name: m for m in results[True].members}
     for m in results[False].members:
         if m.action not in ("thinned", "kept-whole"):
             continue
         why = f" ({m.layout_reason})" if m.layout_reason else (f" (kept whole: {m.reason})" if m.reason else "")
-        lines.append(f"  {m.name}: {shapes.get(m.name, '?')}; {m.size_before / 2**20:.2f} MiB -> "
-                     f"{in_place[m.name].size_after / 2**20:.2f} in place -> {m.size_after / 2**20:.2f} MiB "
-                     f"{m.layout or m.action}{why}")
+        lines.append(
+            f"  {m.name}: {shapes.get(m.name, '?')}; {m.size_before / 2**20:.2f} MiB -> "
+            f"{in_place[m.name].size_after / 2**20:.2f} in place -> {m.size_after / 2**20:.2f} MiB "
+            f"{m.layout or m.action}{why}"
+        )
     return lines
 
 

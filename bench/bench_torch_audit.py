@@ -60,9 +60,20 @@ def main() -> None:
         ours = set(rep.targets)
         theirs, ttook, note = cuobjdump_targets(so, exe) if have_cuobjdump else (set(), 0.0, "no cuobjdump")
         tool_total += ttook
-        rows.append({"file": so.name, "bytes": so.stat().st_size, "audit": sorted(ours), "complete": rep.complete,
-                     "cuobjdump": sorted(theirs), "agree": ours == theirs, "audit_s": took, "cuobjdump_s": ttook,
-                     "note": note, "problems": rep.problems})
+        rows.append(
+            {
+                "file": so.name,
+                "bytes": so.stat().st_size,
+                "audit": sorted(ours),
+                "complete": rep.complete,
+                "cuobjdump": sorted(theirs),
+                "agree": ours == theirs,
+                "audit_s": took,
+                "cuobjdump_s": ttook,
+                "note": note,
+                "problems": rep.problems,
+            }
+        )
     with tempfile.TemporaryDirectory() as tmp:
         wheel = Path(tmp) / "torch-0-cp311-cp311-linux_x86_64.whl"
         with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
@@ -84,15 +95,33 @@ def main() -> None:
     print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), {len(rows)} files in torch/lib")
     print(f"{'file':<34} {'MB':>7} {'agree':>6} {'audit s':>8} {'cuobjdump s':>12}  targets")
     for r in rows:
-        print(f"{r['file']:<34} {r['bytes'] / 1e6:7.1f} {str(r['agree']):>6} {r['audit_s']:8.3f} {r['cuobjdump_s']:12.3f}  "
-              f"{' '.join(r['audit']) or '-'}  {r['note']}")
-    print(f"agree on {sum(r['agree'] for r in rows)}/{len(rows)} files; audit {audit_total:.2f} s, cuobjdump {tool_total:.2f} s")
-    print(f"zip of them: {size / 1e6:.0f} MB; audit_wheel {wheel_s:.2f} s vs reading it {read_s:.2f} s "
-          f"({wheel_s / read_s:.2f}x); same targets as the files: {same}")
+        print(
+            f"{r['file']:<34} {r['bytes'] / 1e6:7.1f} {str(r['agree']):>6} {r['audit_s']:8.3f} {r['cuobjdump_s']:12.3f}  "
+            f"{' '.join(r['audit']) or '-'}  {r['note']}"
+        )
+    print(
+        f"agree on {sum(r['agree'] for r in rows)}/{len(rows)} files; audit {audit_total:.2f} s, cuobjdump {tool_total:.2f} s"
+    )
+    print(
+        f"zip of them: {size / 1e6:.0f} MB; audit_wheel {wheel_s:.2f} s vs reading it {read_s:.2f} s "
+        f"({wheel_s / read_s:.2f}x); same targets as the files: {same}"
+    )
     if args.out:
-        args.out.write_text(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "files": rows,
-                                        "zip_bytes": size, "zip_audit_s": wheel_s, "zip_read_s": read_s,
-                                        "zip_same": same, "zip_targets": in_zip}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "torch": torch.__version__,
+                    "cuda": torch.version.cuda,
+                    "files": rows,
+                    "zip_bytes": size,
+                    "zip_audit_s": wheel_s,
+                    "zip_read_s": read_s,
+                    "zip_same": same,
+                    "zip_targets": in_zip,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

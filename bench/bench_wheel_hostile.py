@@ -88,10 +88,15 @@ def run(args: list[str], cwd: Path | None = None) -> tuple[float, float, int]:
     import signal
 
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "rocm_build_backend", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(CODE)},
-                            cwd=cwd or CODE,  # not this folder: python -m puts the working folder first
-                            preexec_fn=_limit, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocm_build_backend", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(CODE)},
+        cwd=cwd or CODE,  # not this folder: python -m puts the working folder first
+        preexec_fn=_limit,
+        start_new_session=True,
+    )
     deadline = t + TIMEOUT
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -118,8 +123,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1,16,64,256,1024", help="inflated sizes in MiB")
     ap.add_argument("--dir", help="where to build the inputs (default: a temporary folder)")
-    ap.add_argument("--new", action="store_true", help="the shapes of thin, split, configure, check --env, "
-                                                       "index --variants and install instead")
+    ap.add_argument(
+        "--new",
+        action="store_true",
+        help="the shapes of thin, split, configure, check --env, index --variants and install instead",
+    )
     ap.add_argument("--repo", default=str(REPO), help="the checkout whose code runs (default: this one)")
     ap.add_argument("--timeout", type=float, default=TIMEOUT)
     args = ap.parse_args()
@@ -140,9 +148,11 @@ def main() -> None:
             whl = bomb(folder / "wheels", member, size)
             disk = whl.stat().st_size
             cache = pip_cache(folder, folder / "wheels")
-            for verb, cmd in (("check", ["check", "--targets", "gfx90a", whl]),
-                              ("index", ["index", "--targets", "gfx90a", folder / "wheels", "-o", folder / "out"]),
-                              ("cache", ["cache", "list", "--targets", "gfx90a", "--cache-dir", cache])):
+            for verb, cmd in (
+                ("check", ["check", "--targets", "gfx90a", whl]),
+                ("index", ["index", "--targets", "gfx90a", folder / "wheels", "-o", folder / "out"]),
+                ("cache", ["cache", "list", "--targets", "gfx90a", "--cache-dir", cache]),
+            ):
                 secs, peak, code = run([str(c) for c in cmd])
                 print(f"{gen:<16}{size:>6}Mi{disk / 1024:>8.0f}Ki{verb:>8}{secs:>9.2f}{peak:>10.0f}{code:>6}")
             shutil.rmtree(folder)
@@ -181,8 +191,10 @@ def new_shapes(work: Path, sizes: list[int]) -> None:
         for gen, make in (("ccob-bomb", G.ccob_bomb_wheel), ("zeros-after-elf", G.zeros_after_elf_wheel)):
             folder = work / f"{gen}-{mib}"
             whl = make(folder / "wheels", mib * G.MIB)
-            verbs = [("thin", ["thin", whl, "--targets", "gfx942", "--outdir", folder / "thin"]),
-                     ("split", ["split", whl, "--outdir", folder / "split"])]
+            verbs = [
+                ("thin", ["thin", whl, "--targets", "gfx942", "--outdir", folder / "thin"]),
+                ("split", ["split", whl, "--outdir", folder / "split"]),
+            ]
             if gen == "ccob-bomb":  # beside a wheel that splits: the bomb is skipped, the other indexed
                 G.fat_wheel(folder / "wheels")
                 verbs.append(("index --split", ["index", "--split", folder / "wheels", "-o", folder / "index"]))
@@ -201,8 +213,13 @@ def new_shapes(work: Path, sizes: list[int]) -> None:
         python, site = venv(folder / "venv")
         G.spellings(site, n)
         disk = (next(site.glob("spelled-*.dist-info")) / "RECORD").stat().st_size
-        row("spellings", str(n), disk, "check --env", run(["check", "--env", str(python), "--targets", "gfx942",
-                                                           "--no-cache"]))
+        row(
+            "spellings",
+            str(n),
+            disk,
+            "check --env",
+            run(["check", "--env", str(python), "--targets", "gfx942", "--no-cache"]),
+        )
         shutil.rmtree(folder)
     for n in (10, 100):
         folder = work / f"variants-{n}"
@@ -214,14 +231,24 @@ def new_shapes(work: Path, sizes: list[int]) -> None:
             bad["default-priorities"] = [i]
             G.variant_wheel(folder / "wheels", f"bad{i}", "1.0", "gfx942", bad, members={f"bad{i}/k.hsaco": code})
         disk = sum(p.stat().st_size for p in (folder / "wheels").iterdir())
-        row("bad-variants", str(n), disk, "index --variants", run(["index", "--variants", str(folder / "wheels"),
-                                                                   "-o", str(folder / "out")]))
+        row(
+            "bad-variants",
+            str(n),
+            disk,
+            "index --variants",
+            run(["index", "--variants", str(folder / "wheels"), "-o", str(folder / "out")]),
+        )
         shutil.rmtree(folder)
     folder = work / "flood"
     flood = G.program(folder, "python3", G.FLOOD)
     row("flood", "-", flood.stat().st_size, "check --env", run(["check", "--env", str(flood), "--targets", "gfx942"]))
-    row("flood", "-", flood.stat().st_size, "install", run(["install", "--targets", "gfx942", "--dry-run",
-                                                            "--python", str(flood), "--", "pkg"]))
+    row(
+        "flood",
+        "-",
+        flood.stat().st_size,
+        "install",
+        run(["install", "--targets", "gfx942", "--dry-run", "--python", str(flood), "--", "pkg"]),
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "build_wheel", "build_sdist"]
 
 
-def build_wheel(wheel_directory: str, config_settings: ConfigSettings = None,
-                metadata_directory: str | None = None) -> str:
+def build_wheel(
+    wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
+) -> str:
     from rocm_build_backend.builder.flow import build
 
     return build("build_wheel", wheel_directory, config_settings, metadata_directory)
@@ -51,8 +52,10 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) ->
 
 # The optional hooks: offered by __getattr__ below, under their PEP 517/660 names.
 
-def _build_editable(wheel_directory: str, config_settings: ConfigSettings = None,
-                    metadata_directory: str | None = None) -> str:
+
+def _build_editable(
+    wheel_directory: str, config_settings: ConfigSettings = None, metadata_directory: str | None = None
+) -> str:
     from rocm_build_backend.builder.flow import build
 
     return build("build_editable", wheel_directory, config_settings, metadata_directory)
@@ -98,9 +101,13 @@ def _prepare_metadata_for_build_editable(metadata_directory: str, config_setting
 
 
 _OPTIONAL: dict[str, Callable[..., Any]] = {
-    f.__name__[1:]: f for f in (
-        _build_editable, _get_requires_for_build_wheel, _get_requires_for_build_sdist,
-        _get_requires_for_build_editable, _prepare_metadata_for_build_wheel,
+    f.__name__[1:]: f
+    for f in (
+        _build_editable,
+        _get_requires_for_build_wheel,
+        _get_requires_for_build_sdist,
+        _get_requires_for_build_editable,
+        _prepare_metadata_for_build_wheel,
         _prepare_metadata_for_build_editable,
     )
 }

@@ -31,8 +31,14 @@ from pathlib import Path
 from rocm_build_backend.errors import RocmBuildBackendError
 
 LEFTOVER_AGE = 600  # seconds a temporary name must have been left alone before it counts as abandoned
-_KINDS = ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
-          (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
@@ -91,10 +97,14 @@ def kind_of(mode: int) -> str:
 def why_not_written(exc: OSError, where: str | os.PathLike[str]) -> OutputError:
     """One clear error for a write that failed in ``where`` (full disk, read-only, ...)."""
     if exc.errno in NO_SPACE:
-        return OutputError(f"no space left in {where} ({exc.strerror}); nothing was written",
-                           hint="free some space or give another output folder")
-    return OutputError(f"cannot write in {where}: {exc.strerror or exc}; nothing was written",
-                       hint="give an output folder you can write to")
+        return OutputError(
+            f"no space left in {where} ({exc.strerror}); nothing was written",
+            hint="free some space or give another output folder",
+        )
+    return OutputError(
+        f"cannot write in {where}: {exc.strerror or exc}; nothing was written",
+        hint="give an output folder you can write to",
+    )
 
 
 def output_folder(out: Path) -> Path | None:
@@ -109,11 +119,15 @@ def output_folder(out: Path) -> Path | None:
         raise why_not_written(exc, out) from None
     if st is not None:
         if stat.S_ISLNK(st.st_mode) and not out.exists():
-            raise OutputError(f"{out} is a symlink to {os.readlink(out)}, which does not exist",
-                              hint="give an existing folder, or one that can be created")
+            raise OutputError(
+                f"{out} is a symlink to {os.readlink(out)}, which does not exist",
+                hint="give an existing folder, or one that can be created",
+            )
         if not out.is_dir():
-            raise OutputError(f"{out} is {kind_of(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a file'}, "
-                              "not a folder", hint="give a folder for the output")
+            raise OutputError(
+                f"{out} is {kind_of(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a file'}, not a folder",
+                hint="give a folder for the output",
+            )
         return None
     top = None
     for folder in [out, *out.parents]:
@@ -137,8 +151,10 @@ def check_output_name(path: Path) -> bool:
     except OSError as exc:
         raise why_not_written(exc, path.parent) from None
     if not stat.S_ISREG(st.st_mode):
-        raise OutputError(f"{path} exists and is {kind_of(st.st_mode)}; it is not replaced",
-                          hint="remove it, or give another output folder")
+        raise OutputError(
+            f"{path} exists and is {kind_of(st.st_mode)}; it is not replaced",
+            hint="remove it, or give another output folder",
+        )
     return True
 
 
@@ -152,15 +168,18 @@ def regular_or_none(path: Path) -> tuple[int, int] | None:
     try:
         fd = os.open(path, flags)
     except OSError as exc:  # replaced by a symlink since (ELOOP), or gone
-        raise OutputError(f"{path} cannot be opened: {exc.strerror or exc}",
-                          hint="remove it, or give another output folder") from None
+        raise OutputError(
+            f"{path} cannot be opened: {exc.strerror or exc}", hint="remove it, or give another output folder"
+        ) from None
     try:
         st = os.fstat(fd)
     finally:
         os.close(fd)
     if not stat.S_ISREG(st.st_mode):
-        raise OutputError(f"{path} exists and is {kind_of(st.st_mode)}; it is not replaced",
-                          hint="remove it, or give another output folder")
+        raise OutputError(
+            f"{path} exists and is {kind_of(st.st_mode)}; it is not replaced",
+            hint="remove it, or give another output folder",
+        )
     return st.st_dev, st.st_ino
 
 
@@ -172,8 +191,10 @@ def still_same(path: Path, expect: tuple[int, int] | None) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(st.st_mode) or (expect is not None and (st.st_dev, st.st_ino) != expect):
-        raise OutputError(f"{path} was replaced while it was being opened; it is not used",
-                          hint="remove it, or give another output folder")
+        raise OutputError(
+            f"{path} was replaced while it was being opened; it is not used",
+            hint="remove it, or give another output folder",
+        )
 
 
 def temp_file(folder: Path, name: str, suffix: str) -> tuple[int, str]:
@@ -261,8 +282,9 @@ def replace_if_unchanged(path: Path, data: bytes, expected: bytes | None, *, mod
             os.replace(tmp, path)
         tmp = ""
     except FileExistsError:
-        raise OutputError(f"{path} appeared while it was being written; it was left as it is",
-                          hint="run the command again") from None
+        raise OutputError(
+            f"{path} appeared while it was being written; it was left as it is", hint="run the command again"
+        ) from None
     except OSError as exc:
         raise why_not_written(exc, folder) from None
     finally:
@@ -280,8 +302,9 @@ def _still(path: Path, expected: bytes | None) -> None:
     """OutputError unless ``path`` holds ``expected`` right now (None: does not exist)."""
     if expected is None:
         if os.path.lexists(path):
-            raise OutputError(f"{path} appeared while it was being written; it was left as it is",
-                              hint="run the command again")
+            raise OutputError(
+                f"{path} appeared while it was being written; it was left as it is", hint="run the command again"
+            )
         return
     try:
         st = os.lstat(path)
@@ -289,5 +312,6 @@ def _still(path: Path, expected: bytes | None) -> None:
     except OSError:
         current = None
     if current != expected:
-        raise OutputError(f"{path} changed while it was being edited; it was left as it is",
-                          hint="run the command again")
+        raise OutputError(
+            f"{path} changed while it was being edited; it was left as it is", hint="run the command again"
+        )

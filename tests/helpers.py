@@ -47,8 +47,20 @@ from rocm_build_backend.gpu.vendor import Entry
 
 import hostile_gen as hostile  # noqa: F401 (re-exported: generated hostile inputs)
 from realinputs import (  # noqa: F401 (re-exported: the real inputs the tests use)
-    MARKER, MORE_PINS, PINS, WHEEL_PINS, CorpusError, cache_dir, copy_tree, load_pins, pin_named,
-    pinned_file, real_wheel, sdist_tree, wanted_members, wheel_pin,
+    MARKER,
+    MORE_PINS,
+    PINS,
+    WHEEL_PINS,
+    CorpusError,
+    cache_dir,
+    copy_tree,
+    load_pins,
+    pin_named,
+    pinned_file,
+    real_wheel,
+    sdist_tree,
+    wanted_members,
+    wheel_pin,
 )
 
 # ------------------------------------------------------------------------------------- paths
@@ -60,10 +72,23 @@ PROJECTS = TESTS / "projects"
 SAMPLES = ROOT / "sample_projects"
 
 # variables a build reads; tests start from an environment without them
-TARGET_VARS = ("PYTORCH_ROCM_ARCH", "GPU_TARGETS", "AMDGPU_TARGETS", "HCC_AMDGPU_TARGET",
-               "HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_ARGS", "MAX_JOBS", "HSA_OVERRIDE_GFX_VERSION",
-               "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "PIP_CONFIG_FILE",
-               "TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "NVCC_APPEND_FLAGS", "CUDA_VISIBLE_DEVICES")
+TARGET_VARS = (
+    "PYTORCH_ROCM_ARCH",
+    "GPU_TARGETS",
+    "AMDGPU_TARGETS",
+    "HCC_AMDGPU_TARGET",
+    "HIPCC_COMPILE_FLAGS_APPEND",
+    "CMAKE_ARGS",
+    "MAX_JOBS",
+    "HSA_OVERRIDE_GFX_VERSION",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "PIP_CONFIG_FILE",
+    "TORCH_CUDA_ARCH_LIST",
+    "CUDAARCHS",
+    "NVCC_APPEND_FLAGS",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 # --------------------------------------------------------------------------------- processes
@@ -74,8 +99,13 @@ def clean_build_env(tmp_path: Path) -> dict[str, str]:
     (the ``build_env`` fixture)."""
     env = {k: v for k, v in os.environ.items() if k not in TARGET_VARS and not k.startswith("ROCM_BUILD_BACKEND_")}
     (tmp_path / "tmp").mkdir(exist_ok=True)
-    env.update(XDG_CACHE_HOME=str(tmp_path / "xdg-cache"), TMPDIR=str(tmp_path / "tmp"),
-               PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    env.update(
+        XDG_CACHE_HOME=str(tmp_path / "xdg-cache"),
+        TMPDIR=str(tmp_path / "tmp"),
+        PIP_NO_CACHE_DIR="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+    )
     return env
 
 
@@ -84,9 +114,12 @@ def copy_sample(name: str, dest: Path) -> Path:
     shutil.copytree(SAMPLES / name, target, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"))
     return target
 
+
 def run(argv, *, cwd=None, env=None, check=False, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=check)
+    return subprocess.run(
+        [str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=check
+    )
+
 
 def run_main(capsys: Any, *argv: Any) -> tuple[int, str, str]:
     """The command line in this process (``rocm_build_backend.cli.main``): exit code, stdout,
@@ -122,6 +155,7 @@ def pip_wheel(project: Path, outdir: Path, env: dict, *settings: str) -> subproc
         argv += ["-C", s]
     return run(argv, env=env)
 
+
 _PIP_OPTION = re.compile(r"^  (-\w, )?(--[\w-]+)( <[^>]*>)?")  # "  -r, --requirement <file>   Install ..."
 
 
@@ -156,8 +190,11 @@ def install_table_gaps(python: str | Path) -> list[str]:
         if not takes and name in args.VALUE_OPTIONS:
             gaps.append(f"{name} takes no value; VALUE_OPTIONS has it")
     sorted_out = args.INSTALL_ONLY | args.OTHER_PLATFORM | args.NOT_HERE
-    gaps += [f"{name}: only pip install has it, and no table sorts it" for name in sorted(set(install) - set(wheel))
-             if name not in sorted_out]
+    gaps += [
+        f"{name}: only pip install has it, and no table sorts it"
+        for name in sorted(set(install) - set(wheel))
+        if name not in sorted_out
+    ]
     return gaps
 
 
@@ -167,6 +204,7 @@ def only_wheel(folder: Path) -> Path:
     assert len(wheels) == 1, wheels
     assert_valid_stamp(wheels[0])
     return wheels[0]
+
 
 def assert_valid_stamp(wheel: Path) -> dict | None:
     """Validate a built wheel's stamp against the shipped stamp.schema.json (jsonschema)."""
@@ -184,9 +222,14 @@ def assert_valid_stamp(wheel: Path) -> dict | None:
     jsonschema.validate(stamp, json.loads(schema.read_text(encoding="utf-8")))
     return stamp
 
+
 def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
     text = proc.stdout + proc.stderr
-    return [line.strip() for line in text.splitlines() if "rocm-build-backend: error:" in line or "rocm-build-backend: hint:" in line]
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if "rocm-build-backend: error:" in line or "rocm-build-backend: hint:" in line
+    ]
 
 
 # ------------------------------------------------------------------------------------- wheels
@@ -198,12 +241,14 @@ def record_line(name: str, data: bytes) -> str:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{name},sha256={digest},{len(data)}"
 
+
 def valid_stamp(stamp: dict) -> dict:
     """``stamp``, once it validates against the shipped ``stamp.schema.json`` (jsonschema)."""
     import jsonschema
 
     jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(stamp)
     return stamp
+
 
 def stamp_for(device: dict[str, list[str] | tuple[list[str], list[str]]], *, check: bool = True) -> dict:
     """A stamp (docs/stamp.md) whose audit found ``device``: member -> targets, or
@@ -225,10 +270,19 @@ def stamp_for(device: dict[str, list[str] | tuple[list[str], list[str]]], *, che
     }
     return valid_stamp(stamp) if check else stamp
 
-def make_wheel(folder: Path, name: str, version: str, *, device: dict | None = None,
-               members: dict[str, bytes] | None = None, stamp: dict | bytes | bool | None = True,
-               requires_python: str | None = None, dist: str | None = None,
-               placeholder: bytes = b"placeholder for a library") -> Path:
+
+def make_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    *,
+    device: dict | None = None,
+    members: dict[str, bytes] | None = None,
+    stamp: dict | bytes | bool | None = True,
+    requires_python: str | None = None,
+    dist: str | None = None,
+    placeholder: bytes = b"placeholder for a library",
+) -> Path:
     """A small valid wheel. ``device``: member -> targets for the stamp (members get
     ``placeholder`` bytes unless ``members`` gives them); ``stamp``: True (from ``device``),
     False (none), or the stamp itself (a dict, or raw bytes for a corrupt one)."""
@@ -258,6 +312,7 @@ def make_wheel(folder: Path, name: str, version: str, *, device: dict | None = N
             zf.writestr(n, d)
     return path
 
+
 def damage_member(path: Path, member: str, how: str) -> None:
     """Damage one member of a wheel in place, as a hostile or broken wheel would carry it.
 
@@ -270,12 +325,12 @@ def damage_member(path: Path, member: str, how: str) -> None:
         info = zf.getinfo(member)
         start_dir = zf.start_dir
     local = info.header_offset
-    name_len, extra_len = struct.unpack("<HH", data[local + 26: local + 30])
+    name_len, extra_len = struct.unpack("<HH", data[local + 26 : local + 30])
     body = local + 30 + name_len + extra_len
     central = start_dir
-    while data[central: central + 4] == b"PK\x01\x02":
-        n, e, c = struct.unpack("<HHH", data[central + 28: central + 34])
-        if data[central + 46: central + 46 + n].decode() == member:
+    while data[central : central + 4] == b"PK\x01\x02":
+        n, e, c = struct.unpack("<HHH", data[central + 28 : central + 34])
+        if data[central + 46 : central + 46 + n].decode() == member:
             break
         central += 46 + n + e + c
     else:
@@ -292,6 +347,7 @@ def damage_member(path: Path, member: str, how: str) -> None:
     else:
         raise ValueError(how)
     path.write_bytes(bytes(data))
+
 
 def huge_member(path: Path, member: str, size: int, head: bytes = b"") -> None:
     """Replace ``member`` with ``head`` and zeros up to ``size`` bytes (deflate makes it small)."""
@@ -316,7 +372,8 @@ def kfd_root(tmp_path: Path, *versions: int) -> Path:
         simd = 0 if version == 0 else 440
         (nodes / str(i) / "properties").write_text(
             f"cpu_cores_count {16 if version == 0 else 0}\nsimd_count {simd}\nvendor_id 4098\n"
-            f"gfx_target_version {version}\ndrm_render_minor {128 + i}\n")
+            f"gfx_target_version {version}\ndrm_render_minor {128 + i}\n"
+        )
         (nodes / str(i) / "gpu_id").write_text("0\n" if version == 0 else f"{1000 + i}\n")
         (nodes / str(i) / "name").write_text("\n" if version == 0 else "ip discovery\n")
     return root
@@ -329,13 +386,22 @@ class _Fn:
     def __call__(self, *args):
         return self.impl(*args)
 
+
 class FakeNvml:
     """libnvidia-ml.so.1 as ctypes sees it, answering from a list of GPUs."""
 
     def __init__(self, gpus, fail=None):
         self.gpus, self.fail = gpus, fail or {}
-        for name in ("nvmlInit_v2", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetName",
-                     "nvmlDeviceGetUUID", "nvmlDeviceGetCudaComputeCapability", "nvmlShutdown", "nvmlErrorString"):
+        for name in (
+            "nvmlInit_v2",
+            "nvmlDeviceGetCount_v2",
+            "nvmlDeviceGetHandleByIndex_v2",
+            "nvmlDeviceGetName",
+            "nvmlDeviceGetUUID",
+            "nvmlDeviceGetCudaComputeCapability",
+            "nvmlShutdown",
+            "nvmlErrorString",
+        ):
             setattr(self, name, _Fn(getattr(self, "_" + name)))
 
     def _ret(self, name):
@@ -385,7 +451,7 @@ def decoy_tools(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     scripts = {
         "rocminfo": "echo 'ROCk module is loaded'\necho '  Name:                    gfx1036'\n"
-                    "echo '  Device Type:             GPU'\n",
+        "echo '  Device Type:             GPU'\n",
         "rocm_agent_enumerator": "echo gfx000\necho gfx1036\n",
         "amdgpu-arch": "echo gfx1036\n",
         "offload-arch": "echo gfx1036\n",
@@ -395,6 +461,7 @@ def decoy_tools(directory: Path) -> Path:
         path.write_text("#!/bin/sh\n" + body)
         path.chmod(0o755)
     return directory
+
 
 def _hip_lang_dir() -> Path | None:
     """Where the HIP runtime's CMake package (hip-lang-config.cmake) is installed."""
@@ -407,6 +474,7 @@ def _hip_lang_dir() -> Path | None:
         if (candidate / "hip-lang-config.cmake").is_file():
             return candidate
     return None
+
 
 def cmake_hip_env(tmp_path: Path) -> dict[str, str]:
     """Make enable_language(HIP) work with clang-19 and no GPU libraries, on any HIP layout.
@@ -446,24 +514,47 @@ def code_object(tmp: Path, target: str) -> bytes:
     src.write_text(KERNEL)
     out = tmp / f"{target.replace(':', '_')}.co"
     extra = ["-mcode-object-version=6"] if target.endswith("-generic") else []
-    subprocess.run([clang, "-x", "hip", "-nogpuinc", "-nogpulib", f"--offload-arch={target}", "--cuda-device-only",
-                    "-O1", "-c", *extra, str(src), "-o", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            clang,
+            "-x",
+            "hip",
+            "-nogpuinc",
+            "-nogpulib",
+            f"--offload-arch={target}",
+            "--cuda-device-only",
+            "-O1",
+            "-c",
+            *extra,
+            str(src),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return out.read_bytes()
+
 
 def gpu_wheel(folder: Path, data: bytes, member: str = "demo_gpu/_k.so", name: str = "demo-gpu") -> Path:
     return make_wheel(folder, name, "1.0", members={member: data}, stamp=False)
 
+
 def picked_variants(variants_json: Path, env: dict[str, str], extra_path: str = "") -> list[str]:
-    code = ("import json, sys\nfrom variantlib.api import get_variants_by_priority\n"
-            "vj = json.load(open(sys.argv[1]))\n"
-            "print(json.dumps([v.label for v in get_variants_by_priority(variants_json=vj)]))\n")
+    code = (
+        "import json, sys\nfrom variantlib.api import get_variants_by_priority\n"
+        "vj = json.load(open(sys.argv[1]))\n"
+        "print(json.dumps([v.label for v in get_variants_by_priority(variants_json=vj)]))\n"
+    )
     run_env = {**os.environ, **env}
     if extra_path:
         run_env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, run_env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.run([sys.executable, "-c", code, str(variants_json)], env=run_env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(variants_json)], env=run_env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return [label for label in json.loads(proc.stdout) if label != "null"]
+
 
 def uv_or_skip() -> str:
     """uv's path; the test is skipped where uv is not installed."""
@@ -509,11 +600,20 @@ def pure_project(tmp_path: Path, extra: str = "") -> Path:
 
 def gpu_less_env(tmp_path: Path) -> dict[str, str]:
     """No GPU and no way to find one: an empty sysfs, no ROCm tools on PATH, no target variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")
-           and k not in ("PYTORCH_ROCM_ARCH", "HSA_OVERRIDE_GFX_VERSION", "PIP_CONFIG_FILE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ROCM_BUILD_BACKEND_")
+        and k not in ("PYTORCH_ROCM_ARCH", "HSA_OVERRIDE_GFX_VERSION", "PIP_CONFIG_FILE")
+    }
     (tmp_path / "empty-root").mkdir()
-    env.update(ROCM_BUILD_BACKEND_SYSFS_ROOT=str(tmp_path / "empty-root"), PATH=os.path.dirname(sys.executable),
-               PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    env.update(
+        ROCM_BUILD_BACKEND_SYSFS_ROOT=str(tmp_path / "empty-root"),
+        PATH=os.path.dirname(sys.executable),
+        PIP_NO_CACHE_DIR="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+    )
     return env
 
 
@@ -535,7 +635,8 @@ def variant_project(tmp: Path) -> Path:
         '[project]\nname = "demo-v"\nversion = "1.0"\n\n'
         '[tool.setuptools]\npackages = ["demo_v"]\npackage-data = {demo_v = ["*.hsaco"]}\n\n'
         '[tool.rocm-build-backend]\ntargets = "gfx942"\ncompiler-check = false\npinned-tools = false\n'
-        'variant = true\n')
+        "variant = true\n"
+    )
     (proj / "demo_v" / "__init__.py").write_text("")
     shutil.copyfile(DATA / "binaries" / "amdgpu_gfx942_cov5.hsaco", proj / "demo_v" / "k.hsaco")
     return proj
@@ -544,8 +645,13 @@ def variant_project(tmp: Path) -> Path:
 def variant_build_env(tmp: Path) -> dict[str, str]:
     """The environment of a frontend building ``variant_project``: no shim settings, no caches."""
     out = {k: v for k, v in os.environ.items() if not k.startswith(("ROCM_BUILD_BACKEND_", "PIP_BUILD"))}
-    out.update(PYTHONPATH=str(ROOT), PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
-               UV_NO_CACHE="1", XDG_CACHE_HOME=str(tmp / "cache"))
+    out.update(
+        PYTHONPATH=str(ROOT),
+        PIP_NO_CACHE_DIR="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        UV_NO_CACHE="1",
+        XDG_CACHE_HOME=str(tmp / "cache"),
+    )
     return out
 
 
@@ -575,7 +681,9 @@ def pure_wheel(folder: Path, name: str = "plain", version: str = "1.0") -> Path:
         f"{di}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n".encode(),
         f"{di}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n\n",
     }
-    files[f"{di}/RECORD"] = ("\n".join([record_line(n, d) for n, d in files.items()] + [f"{di}/RECORD,,"]) + "\n").encode()
+    files[f"{di}/RECORD"] = (
+        "\n".join([record_line(n, d) for n, d in files.items()] + [f"{di}/RECORD,,"]) + "\n"
+    ).encode()
     path = folder / f"{name}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
         for n, d in files.items():
@@ -670,8 +778,13 @@ def split_wheels(tmp: Path) -> Path:
     fat = DATA / "binaries" / "hip_gfx90a_gfx942_cov5.so"  # one offload bundle: gfx90a and gfx942
     make_wheel(wd, "demo-gpu", "1.0", members={"demo_gpu/_k.so": fat.read_bytes()}, stamp=False)
     make_wheel(wd, "pure", "2.0", members={"pure/__init__.py": b""}, stamp=False)
-    make_wheel(wd, "one-gpu", "1.0", members={"one_gpu/k.co": (DATA / "binaries" / "amdgpu_gfx942_cov5.hsaco").read_bytes()},
-               stamp=False)
+    make_wheel(
+        wd,
+        "one-gpu",
+        "1.0",
+        members={"one_gpu/k.co": (DATA / "binaries" / "amdgpu_gfx942_cov5.hsaco").read_bytes()},
+        stamp=False,
+    )
     return wd
 
 
@@ -743,8 +856,10 @@ def handmade_wheel(folder: Path, payload: bytes) -> Path:
         "hand/_k.so": (payload, zipfile.ZIP_DEFLATED),
         "hand/stored.bin": (payload[:5000], zipfile.ZIP_STORED),
         f"{dist_info}/METADATA": (b"Metadata-Version: 2.1\nName: hand\nVersion: 1.0\n", zipfile.ZIP_DEFLATED),
-        f"{dist_info}/WHEEL": (b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
-                               zipfile.ZIP_DEFLATED),
+        f"{dist_info}/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
+            zipfile.ZIP_DEFLATED,
+        ),
     }
     rows = []
     path = folder / "hand-1.0-py3-none-any.whl"
@@ -762,11 +877,21 @@ def handmade_wheel(folder: Path, payload: bytes) -> Path:
 #: the registry entry of ``tests/thirdvendor`` ("acme"), for ``gpu.vendor.registered``
 ACME_ENTRY = Entry("acme", "thirdvendor.vendor:ACME", "thirdvendor.build:BUILD")
 #: the other vendors' knobs, none of which an ACME build may get
-ACME_OTHER_KNOBS = frozenset({"PYTORCH_ROCM_ARCH", "GPU_TARGETS", "HIPCC_COMPILE_FLAGS_APPEND", "HIP_ARCHITECTURES",
-                              "TORCH_CUDA_ARCH_LIST", "NVCC_APPEND_FLAGS", "CUDAARCHS"})
+ACME_OTHER_KNOBS = frozenset(
+    {
+        "PYTORCH_ROCM_ARCH",
+        "GPU_TARGETS",
+        "HIPCC_COMPILE_FLAGS_APPEND",
+        "HIP_ARCHITECTURES",
+        "TORCH_CUDA_ARCH_LIST",
+        "NVCC_APPEND_FLAGS",
+        "CUDAARCHS",
+    }
+)
 
 
 # ------------------------------------------------------------------- hostile inputs: the verdict
+
 
 def one_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
     """A refusal as the project promises it: exit ``code``, no traceback, and stderr nothing but
@@ -774,7 +899,9 @@ def one_error(proc: subprocess.CompletedProcess, code: int = 2) -> str:
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     lines = proc.stderr.splitlines()
-    assert lines and lines[0].startswith("error: ") and all(ln.startswith(("error: ", "hint: ")) for ln in lines), proc.stderr
+    assert lines and lines[0].startswith("error: ") and all(ln.startswith(("error: ", "hint: ")) for ln in lines), (
+        proc.stderr
+    )
     return proc.stderr
 
 
@@ -785,15 +912,23 @@ def _cap_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (CAPPED_MEMORY, CAPPED_MEMORY))
 
 
-def capped_cli(*args: object, cwd: Path | None = None, timeout: float = 60,
-               env: dict | None = None) -> subprocess.CompletedProcess:
+def capped_cli(
+    *args: object, cwd: Path | None = None, timeout: float = 60, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """``python -m rocm_build_backend ARGS`` from this checkout, its address space capped at 1 GiB."""
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=timeout, cwd=cwd,
-                          preexec_fn=_cap_memory)
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        timeout=timeout,
+        cwd=cwd,
+        preexec_fn=_cap_memory,
+    )
 
 
 # ------------------------------------------------------------------- check --env: one site-packages
+
 
 def check_env_site(tmp_path: Path) -> Path:
     """A site-packages of three distributions: code for gfx90a:xnack+ (``demo-gpu``), for gfx942
@@ -809,6 +944,7 @@ def check_env_site(tmp_path: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------- index pages
+
 
 class Anchors(html.parser.HTMLParser):
     def __init__(self):

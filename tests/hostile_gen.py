@@ -30,8 +30,14 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def write_wheel(path: Path, members: dict[str, bytes], *, dist: str = "pkg-1.0",
-                lies: dict[str, str] | None = None, streamed: dict[str, tuple[bytes, int]] | None = None) -> Path:
+def write_wheel(
+    path: Path,
+    members: dict[str, bytes],
+    *,
+    dist: str = "pkg-1.0",
+    lies: dict[str, str] | None = None,
+    streamed: dict[str, tuple[bytes, int]] | None = None,
+) -> Path:
     """A wheel at ``path`` with ``members``, METADATA/WHEEL and a RECORD. ``lies``: member ->
     the RECORD row to write for it instead of the true one. ``streamed``: member -> (head, n):
     ``head`` then ``n`` zero bytes, written in chunks (never held whole) and listed in RECORD
@@ -39,8 +45,12 @@ def write_wheel(path: Path, members: dict[str, bytes], *, dist: str = "pkg-1.0",
     path.parent.mkdir(parents=True, exist_ok=True)
     name, version = dist.split("-")
     files = dict(members)
-    files.setdefault(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n".encode())
-    files.setdefault(f"{dist}.dist-info/WHEEL", b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-any\n\n")
+    files.setdefault(
+        f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n".encode()
+    )
+    files.setdefault(
+        f"{dist}.dist-info/WHEEL", b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-any\n\n"
+    )
     rows = [(lies or {}).get(n, record_line(n, d)) for n, d in files.items()]
     big_rows = []
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -83,9 +93,11 @@ def csv_rows(rows: list[str]) -> bytes:
 
 def fat_members() -> dict[str, bytes]:
     """Real HIP fixtures with code for gfx90a and gfx942."""
-    return {"pkg/_hip.so": (DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes(),
-            "pkg/kernels/gfx942.hsaco": (DATA / "amdgpu_gfx942_cov5.hsaco").read_bytes(),
-            "pkg/__init__.py": b""}
+    return {
+        "pkg/_hip.so": (DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes(),
+        "pkg/kernels/gfx942.hsaco": (DATA / "amdgpu_gfx942_cov5.hsaco").read_bytes(),
+        "pkg/__init__.py": b"",
+    }
 
 
 def fat_wheel(folder: Path, name: str = "pkg-1.0-py3-none-any.whl", **kw: object) -> Path:
@@ -119,23 +131,34 @@ def ccob_bomb(inflated: int) -> bytes:
 
 def ccob_bomb_wheel(folder: Path, inflated: int) -> Path:
     """A wheel of a few KB whose one device-code member is ``ccob_bomb(inflated)``."""
-    return write_wheel(folder / "bomb-1.0-py3-none-any.whl",
-                       {"bomb/kernels.hipfb": ccob_bomb(inflated), "bomb/__init__.py": b""}, dist="bomb-1.0")
+    return write_wheel(
+        folder / "bomb-1.0-py3-none-any.whl",
+        {"bomb/kernels.hipfb": ccob_bomb(inflated), "bomb/__init__.py": b""},
+        dist="bomb-1.0",
+    )
 
 
 def zeros_after_elf_wheel(folder: Path, zeros: int) -> Path:
     """A wheel whose library is a real two-target HIP library followed by ``zeros`` zero bytes
     (deflate makes them about a thousandth of that)."""
     head = (DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes()
-    return write_wheel(folder / "zeros-1.0-py3-none-any.whl", {"zeros/__init__.py": b""}, dist="zeros-1.0",
-                       streamed={"zeros/_hip.so": (head, zeros)})
+    return write_wheel(
+        folder / "zeros-1.0-py3-none-any.whl",
+        {"zeros/__init__.py": b""},
+        dist="zeros-1.0",
+        streamed={"zeros/_hip.so": (head, zeros)},
+    )
 
 
 def bad_header_elf_wheel(folder: Path, zeros: int) -> Path:
     """A member with ELF magic and a header that points nowhere, ``zeros`` bytes long."""
     head = b"\x7fELF\x02\x01\x01" + b"\xff" * 57
-    return write_wheel(folder / "badelf-1.0-py3-none-any.whl", {"badelf/__init__.py": b""}, dist="badelf-1.0",
-                       streamed={"badelf/_k.so": (head, zeros)})
+    return write_wheel(
+        folder / "badelf-1.0-py3-none-any.whl",
+        {"badelf/__init__.py": b""},
+        dist="badelf-1.0",
+        streamed={"badelf/_k.so": (head, zeros)},
+    )
 
 
 def lying_record_wheel(folder: Path, how: str) -> Path:
@@ -144,15 +167,19 @@ def lying_record_wheel(folder: Path, how: str) -> Path:
     members = fat_members()
     other = record_line("pkg/_hip.so", b"something else")
     size = record_line("pkg/_hip.so", members["pkg/_hip.so"]).rsplit(",", 1)[0] + ",12"
-    lies = {"hash": {"pkg/_hip.so": other}, "size": {"pkg/_hip.so": size},
-            "plain": {"pkg/__init__.py": record_line("pkg/__init__.py", b"x = 1\n")}}.get(how, {})
+    lies = {
+        "hash": {"pkg/_hip.so": other},
+        "size": {"pkg/_hip.so": size},
+        "plain": {"pkg/__init__.py": record_line("pkg/__init__.py", b"x = 1\n")},
+    }.get(how, {})
     path = write_wheel(folder / "pkg-1.0-py3-none-any.whl", members, lies=lies)
     if how == "missing":
         with zipfile.ZipFile(path) as zf:
             files = {i.filename: zf.read(i) for i in zf.infolist()}
         record = files["pkg-1.0.dist-info/RECORD"].decode()
-        files["pkg-1.0.dist-info/RECORD"] = "".join(line + "\n" for line in record.splitlines()
-                                                      if not line.startswith("pkg/_hip.so,")).encode()
+        files["pkg-1.0.dist-info/RECORD"] = "".join(
+            line + "\n" for line in record.splitlines() if not line.startswith("pkg/_hip.so,")
+        ).encode()
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
             for n, d in files.items():
                 zf.writestr(n, d)
@@ -162,8 +189,9 @@ def lying_record_wheel(folder: Path, how: str) -> Path:
 # --------------------------------------------------------------------------- environments
 
 
-def site_with_dist(site: Path, name: str = "gpupkg", files: dict[str, bytes] | None = None,
-                   record_rows: list[str] | None = None) -> Path:
+def site_with_dist(
+    site: Path, name: str = "gpupkg", files: dict[str, bytes] | None = None, record_rows: list[str] | None = None
+) -> Path:
     """A distribution in ``site``: its files and a RECORD listing them (plus ``record_rows``)."""
     files = files if files is not None else {f"{name}/_hip.so": (DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes()}
     dist_info = site / f"{name}-1.0.dist-info"
@@ -240,17 +268,23 @@ def variant_json(label: str, props: dict, namespaces: list | None = None) -> dic
     props = copy.deepcopy(props)
     known = {p.namespace: dict(p.provider) for _, p in providers()}
     order = namespaces if namespaces is not None else [ns for ns in known if ns in props] or list(known)[:1]
-    return {"$schema": SCHEMA_URL, "default-priorities": {"namespace": order},
-            "providers": {ns: known.get(ns, {"requires": ["x"]}) for ns in order},
-            "variants": {label: props}}
+    return {
+        "$schema": SCHEMA_URL,
+        "default-priorities": {"namespace": order},
+        "providers": {ns: known.get(ns, {"requires": ["x"]}) for ns in order},
+        "variants": {label: props},
+    }
 
 
-def variant_wheel(folder: Path, name: str, version: str, label: str, data: object,
-                  members: dict[str, bytes] | None = None) -> Path:
+def variant_wheel(
+    folder: Path, name: str, version: str, label: str, data: object, members: dict[str, bytes] | None = None
+) -> Path:
     """A variant wheel ``<name>-<version>-py3-none-any-<label>.whl`` whose variant.json is
     ``data`` (any JSON, or bytes as they are)."""
     dist = f"{name}-{version}"
     raw = data if isinstance(data, bytes) else json.dumps(data).encode()
-    files = dict(members if members is not None else {f"{name}/_hip.so": (DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes()})
+    files = dict(
+        members if members is not None else {f"{name}/_hip.so": (DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes()}
+    )
     files[f"{dist}.dist-info/variant.json"] = raw
     return write_wheel(folder / f"{dist}-py3-none-any-{label}.whl", files, dist=dist)

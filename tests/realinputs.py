@@ -97,8 +97,9 @@ def pip_sources() -> tuple[tuple[str, ...], tuple[str, ...], str | None]:
     own configuration files and ``PIP_*`` variables (its default index included). Asked in a
     child process: importing pip's internals here would load the deprecated ``distutils`` into
     the test process, which setuptools' own distutils shim then refuses."""
-    out = subprocess.run([sys.executable, "-c", _PIP_SOURCES], capture_output=True, text=True,
-                         check=True, timeout=120).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _PIP_SOURCES], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
     indexes, links, cert = json.loads(out)
     return tuple(indexes), tuple(links), cert
 
@@ -160,7 +161,7 @@ def _project_files(index: str, name: str) -> dict[str, tuple[str, str | None]]:
     anchors.feed(body.decode("utf-8", "replace"))
     for text, href in anchors.links:
         url, _, fragment = urllib.parse.urljoin(page, href).partition("#")
-        digest = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
+        digest = fragment[len("sha256=") :] if fragment.startswith("sha256=") else None
         files[text or url.rsplit("/", 1)[-1]] = (url, digest)
     return files
 
@@ -184,13 +185,15 @@ def locate(pin: dict[str, Any]) -> str:
             continue
         url, digest = files[pin["filename"]]
         if digest is not None and digest != pin["sha256"]:
-            raise CorpusError(f"{pin['filename']}: {_split_auth(index)[0]} lists sha256 {digest}, "
-                              f"the pin says {pin['sha256']}")
+            raise CorpusError(
+                f"{pin['filename']}: {_split_auth(index)[0]} lists sha256 {digest}, the pin says {pin['sha256']}"
+            )
         return url
     raise CorpusError(
         f"cannot locate {pin['filename']} ({pin['name']} {pin['version']}) on pip's configured indexes: "
         f"{'; '.join(tried) or 'none (--no-index)'}. The real-input tests download each pinned file once "
-        f"into {cache_dir()} (set RBB_TEST_CACHE to a filled cache), or deselect them with -m 'not realinputs'")
+        f"into {cache_dir()} (set RBB_TEST_CACHE to a filled cache), or deselect them with -m 'not realinputs'"
+    )
 
 
 @contextlib.contextmanager
@@ -203,15 +206,18 @@ def open_pinned(pin: dict[str, Any]) -> Iterator[tuple[str, BinaryIO]]:
         raise CorpusError(
             f"cannot download {pin['filename']} from {_split_auth(url)[0]}: {exc}. The real-input tests download "
             f"each pinned file once into {cache_dir()} (set RBB_TEST_CACHE to a filled cache), "
-            "or deselect them with -m 'not realinputs'") from None
+            "or deselect them with -m 'not realinputs'"
+        ) from None
     with response:
         yield _split_auth(url)[0], response
 
 
 def _check(pin: dict[str, Any], url: str, size: int, digest: str) -> None:
     if (pin.get("size") is not None and size != pin["size"]) or digest != pin["sha256"]:
-        raise CorpusError(f"{pin['filename']} from {url}: got {size} bytes with sha256 {digest}, "
-                          f"the pin says {pin.get('size', 'any number of')} bytes with sha256 {pin['sha256']}")
+        raise CorpusError(
+            f"{pin['filename']} from {url}: got {size} bytes with sha256 {digest}, "
+            f"the pin says {pin.get('size', 'any number of')} bytes with sha256 {pin['sha256']}"
+        )
 
 
 def wanted_members(pin: dict[str, Any]) -> list[str]:

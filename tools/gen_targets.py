@@ -19,12 +19,27 @@ OUT = Path(__file__).resolve().parents[1] / "rocm_build_backend" / "data" / "gpu
 
 # Compute capabilities nvcc 12/13 name (sm_XY; "a" and "f" variants where they exist).
 NVIDIA_TARGETS = {
-    "sm_50": "Maxwell", "sm_52": "Maxwell", "sm_53": "Maxwell",
-    "sm_60": "Pascal", "sm_61": "Pascal", "sm_62": "Pascal",
-    "sm_70": "Volta", "sm_72": "Volta", "sm_75": "Turing",
-    "sm_80": "Ampere", "sm_86": "Ampere", "sm_87": "Ampere", "sm_88": "Ampere",
-    "sm_89": "Ada", "sm_90": "Hopper", "sm_100": "Blackwell", "sm_101": "Blackwell",
-    "sm_103": "Blackwell", "sm_110": "Blackwell", "sm_120": "Blackwell", "sm_121": "Blackwell",
+    "sm_50": "Maxwell",
+    "sm_52": "Maxwell",
+    "sm_53": "Maxwell",
+    "sm_60": "Pascal",
+    "sm_61": "Pascal",
+    "sm_62": "Pascal",
+    "sm_70": "Volta",
+    "sm_72": "Volta",
+    "sm_75": "Turing",
+    "sm_80": "Ampere",
+    "sm_86": "Ampere",
+    "sm_87": "Ampere",
+    "sm_88": "Ampere",
+    "sm_89": "Ada",
+    "sm_90": "Hopper",
+    "sm_100": "Blackwell",
+    "sm_101": "Blackwell",
+    "sm_103": "Blackwell",
+    "sm_110": "Blackwell",
+    "sm_120": "Blackwell",
+    "sm_121": "Blackwell",
 }
 NVIDIA_PRODUCTS = {  # the products users name, for hints ("H100" -> sm_90); NVIDIA's CUDA GPUs list
     "sm_50": "GeForce GTX 750 Ti, GTX 750, Quadro K2200",

@@ -39,7 +39,8 @@ def module_names(root: Path = ROOT) -> dict[str, Path]:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.Module, type_only: bool = False) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
@@ -61,8 +62,7 @@ def _imports(tree: ast.Module, type_only: bool = False) -> list[tuple[ast.Import
     return found
 
 
-def _targets(stmt: ast.Import | ast.ImportFrom, here: str, is_package: bool,
-             modules: dict[str, Path]) -> list[str]:
+def _targets(stmt: ast.Import | ast.ImportFrom, here: str, is_package: bool, modules: dict[str, Path]) -> list[str]:
     if isinstance(stmt, ast.Import):
         names = [a.name for a in stmt.names]
         return [_nearest(n, modules) for n in names if n.split(".")[0] == PACKAGE]

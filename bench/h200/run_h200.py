@@ -65,26 +65,52 @@ extern "C" int launch(int *sum) {
 
 # label -> nvcc code-target arguments
 MATRIX: list[tuple[str, list[str]]] = [
-    *[(f"SASS {a}", [f"-gencode=arch=compute_{a[3:]},code={a}"])
-      for a in ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100f", "sm_120")],
-    *[(f"PTX {a}", [f"-gencode=arch={a},code={a}"])
-      for a in ("compute_75", "compute_80", "compute_90", "compute_90a", "compute_100", "compute_100f")],
+    *[
+        (f"SASS {a}", [f"-gencode=arch=compute_{a[3:]},code={a}"])
+        for a in ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100f", "sm_120")
+    ],
+    *[
+        (f"PTX {a}", [f"-gencode=arch={a},code={a}"])
+        for a in ("compute_75", "compute_80", "compute_90", "compute_90a", "compute_100", "compute_100f")
+    ],
     ("SASS sm_80 + PTX compute_80", ["-gencode=arch=compute_80,code=[sm_80,compute_80]"]),
     ("SASS sm_80 + sm_90", ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"]),
-    ("SASS sm_80 + sm_100 + PTX compute_100", ["-gencode=arch=compute_80,code=sm_80",
-                                               "-gencode=arch=compute_100,code=[sm_100,compute_100]"]),
-    ("SASS sm_100 + PTX compute_90", ["-gencode=arch=compute_100,code=sm_100",
-                                      "-gencode=arch=compute_90,code=compute_90"]),
-    ("SASS sm_90a + PTX compute_80", ["-gencode=arch=compute_90a,code=sm_90a",
-                                      "-gencode=arch=compute_80,code=compute_80"]),
-    ("SASS sm_90, fatbin compressed (-Xfatbin=-compress-all)",
-     ["-gencode=arch=compute_90,code=sm_90", "-Xfatbin=-compress-all"]),
-    ("SASS sm_80 + PTX compute_80, --compress-mode=size",
-     ["-gencode=arch=compute_80,code=[sm_80,compute_80]", "--compress-mode=size"]),
+    (
+        "SASS sm_80 + sm_100 + PTX compute_100",
+        ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_100,code=[sm_100,compute_100]"],
+    ),
+    (
+        "SASS sm_100 + PTX compute_90",
+        ["-gencode=arch=compute_100,code=sm_100", "-gencode=arch=compute_90,code=compute_90"],
+    ),
+    (
+        "SASS sm_90a + PTX compute_80",
+        ["-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_80,code=compute_80"],
+    ),
+    (
+        "SASS sm_90, fatbin compressed (-Xfatbin=-compress-all)",
+        ["-gencode=arch=compute_90,code=sm_90", "-Xfatbin=-compress-all"],
+    ),
+    (
+        "SASS sm_80 + PTX compute_80, --compress-mode=size",
+        ["-gencode=arch=compute_80,code=[sm_80,compute_80]", "--compress-mode=size"],
+    ),
     ("nvcc default (no target named)", []),
 ]
-TORCH_SPELLINGS = ["8.0;9.0+PTX", "9.0a", "8.6 9.0", "Hopper", "Ampere;Hopper", "Blackwell",
-                   "7.5;8.0;8.6;9.0;10.0;12.0", "12.0a+PTX", "10.0f", "9.0 ;8.0", "sm_90", "9.1"]
+TORCH_SPELLINGS = [
+    "8.0;9.0+PTX",
+    "9.0a",
+    "8.6 9.0",
+    "Hopper",
+    "Ampere;Hopper",
+    "Blackwell",
+    "7.5;8.0;8.6;9.0;10.0;12.0",
+    "12.0a+PTX",
+    "10.0f",
+    "9.0 ;8.0",
+    "sm_90",
+    "9.1",
+]
 TORCH_OWN = "7.5;8.0;8.6;9.0;10.0;12.0"  # torch 2.11+cu130's own arch list
 
 
@@ -99,8 +125,9 @@ class Bench:
         self.results: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         self.log = open(out / "log.txt", "w", encoding="utf-8")
 
-    def sh(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
-           timeout: float = 900) -> tuple[int, str, float]:
+    def sh(
+        self, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 900
+    ) -> tuple[int, str, float]:
         t0 = time.monotonic()
         try:
             p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
@@ -148,8 +175,16 @@ def record(b: Bench) -> dict[str, Any]:
     (b.fixtures / "nvml.json").write_text(json.dumps(out["nvml"], indent=2) + "\n")
     gpus = out["nvml"] if isinstance(out["nvml"], list) else []
     uuid = gpus[0]["uuid"] if gpus else "GPU-unknown"
-    cases = {"unset": None, "0": "0", "uuid": uuid, "uuid prefix": uuid[:12], "1": "1",
-             "empty": "", "0,-1,1": "0,-1,1", "bogus": "banana"}
+    cases = {
+        "unset": None,
+        "0": "0",
+        "uuid": uuid,
+        "uuid prefix": uuid[:12],
+        "1": "1",
+        "empty": "",
+        "0,-1,1": "0,-1,1",
+        "bogus": "banana",
+    }
     detect: dict[str, Any] = {}
     for label, value in cases.items():
         env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
@@ -180,9 +215,11 @@ def tools(b: Bench, device: str) -> dict[str, Any]:
     pinned = b.work / "pinned"
     write_nvidia_smi(pinned, ["sm_80"])
     env = dict(os.environ, PATH=f"{pinned}{os.pathsep}{os.environ.get('PATH', '')}")
-    for label, args in (("query", ["--query-gpu=index,name,compute_cap", "--format=csv,noheader"]),
-                        ("memory (passed on)", ["--query-gpu=name,memory.total", "--format=csv,noheader"]),
-                        ("-L (passed on)", ["-L"])):
+    for label, args in (
+        ("query", ["--query-gpu=index,name,compute_cap", "--format=csv,noheader"]),
+        ("memory (passed on)", ["--query-gpu=name,memory.total", "--format=csv,noheader"]),
+        ("-L (passed on)", ["-L"]),
+    ):
         rc, text, _ = b.sh([str(pinned / "nvidia-smi"), *args], env=env)
         out[f"pinned sm_80, {label}"] = {"rc": rc, "out": text.strip()}
     env = dict(os.environ, XDG_CACHE_HOME=str(b.work / "xdg"))
@@ -214,7 +251,8 @@ def torch_spellings(b: Bench) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001
             ours = f"rejected: {exc}"
         same = (isinstance(ours, list) and ours == torch_says) or (
-            isinstance(ours, str) and isinstance(torch_says, str))
+            isinstance(ours, str) and isinstance(torch_says, str)
+        )
         rows.append({"spelling": spelling, "torch": torch_says, "ours": ours, "agree": same})
     (b.fixtures / "torch_get_cuda_arch_flags.py.txt").write_text(probe.pop("source"), encoding="utf-8")
     probe["rows"] = rows
@@ -251,8 +289,9 @@ def _audit_targets(path: Path) -> tuple[list[str], list[str]]:
 def _wheel_of(so: Path, folder: Path, name: str) -> Path:
     from helpers import make_wheel
 
-    return make_wheel(folder, name, "0.1", members={f"{name.replace('-', '_')}/kernel.so": so.read_bytes()},
-                      stamp=False)
+    return make_wheel(
+        folder, name, "0.1", members={f"{name.replace('-', '_')}/kernel.so": so.read_bytes()}, stamp=False
+    )
 
 
 def matrix(b: Bench, device: str) -> list[dict[str, Any]]:
@@ -314,17 +353,26 @@ def _so_in(wheel: Path) -> tuple[str, int]:
         return sos[0].filename, sos[0].file_size
 
 
-def build_sample(b: Bench, name: str, label: str, backend: str, env_extra: dict[str, str],
-                 module: str, device: str) -> dict[str, Any]:
+def build_sample(
+    b: Bench, name: str, label: str, backend: str, env_extra: dict[str, str], module: str, device: str
+) -> dict[str, Any]:
     src = _sample_copy(b, name, label, backend)
     env = dict(os.environ)
     for var in ("CMAKE_ARGS", "TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "NVCC_APPEND_FLAGS"):
         env.pop(var, None)
     env.update(env_extra, MAX_JOBS=str(os.cpu_count() or 8))
-    rc, text, dt = b.sh([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-                         "-w", str(src / "dist"), str(src)], env=env, cwd=src)
-    row: dict[str, Any] = {"sample": name, "build": label, "env": env_extra, "build_rc": rc,
-                           "build_seconds": round(dt, 1)}
+    rc, text, dt = b.sh(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(src / "dist"), str(src)],
+        env=env,
+        cwd=src,
+    )
+    row: dict[str, Any] = {
+        "sample": name,
+        "build": label,
+        "env": env_extra,
+        "build_rc": rc,
+        "build_seconds": round(dt, 1),
+    }
     if rc != 0:
         row["build_error"] = text.strip()[-600:]
         return row
@@ -337,14 +385,19 @@ def build_sample(b: Bench, name: str, label: str, backend: str, env_extra: dict[
     site = src / "site"
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(site)
-    call = ("m.add_one(__import__('torch').arange(1, 5, dtype=__import__('torch').float32, device='cuda')).tolist()"
-            if "torch" in name else "m.add_one([1.0, 2.0, 3.0, 4.0])")
+    call = (
+        "m.add_one(__import__('torch').arange(1, 5, dtype=__import__('torch').float32, device='cuda')).tolist()"
+        if "torch" in name
+        else "m.add_one([1.0, 2.0, 3.0, 4.0])"
+    )
     code = f"import sys; sys.path.insert(0, {str(site)!r}); import {module} as m; print('result', {call})"
     lrc, ltext, _ = b.sh([sys.executable, "-c", code])
     last = ltext.strip().splitlines()[-1] if ltext.strip() else f"rc={lrc}"
     row["launch_rc"], row["launch"] = lrc, last[-300:]
     row["correct"] = lrc == 0 and last == "result [2.0, 3.0, 4.0, 5.0]"
-    row["real"] = "runs" if row["correct"] else ("error 209" if "no kernel image" in ltext or "209" in ltext else last[-120:])
+    row["real"] = (
+        "runs" if row["correct"] else ("error 209" if "no kernel image" in ltext or "209" in ltext else last[-120:])
+    )
     return row
 
 
@@ -353,20 +406,34 @@ def samples(b: Bench, device_targets: list[str], skip_torch: bool) -> list[dict[
     rows = []
     auto = cuda_knobs(device_targets, "none")
     sm80 = cuda_knobs(["sm_80"], "none")
+
     def every_knob(knobs: Any) -> dict[str, str]:
         """All the generic knobs at once, as the shim injects them."""
         return dict(knobs.env, CMAKE_ARGS=f"-DCMAKE_CUDA_ARCHITECTURES={knobs.cmake['CMAKE_CUDA_ARCHITECTURES']}")
 
     for label, knobs in (("auto", auto), ("sm_80", sm80)):
-        rows.append(build_sample(b, "skbuild_cuda", label, "scikit_build_core.build", every_knob(knobs),
-                                 "rocm_sample_skbuild_cuda", device))
+        rows.append(
+            build_sample(
+                b,
+                "skbuild_cuda",
+                label,
+                "scikit_build_core.build",
+                every_knob(knobs),
+                "rocm_sample_skbuild_cuda",
+                device,
+            )
+        )
     if skip_torch:
         return rows
-    torch_builds = [("auto", every_knob(auto)), ("sm_80", every_knob(sm80)),
-                    ("torch-2.11-list", {"TORCH_CUDA_ARCH_LIST": TORCH_OWN})]
+    torch_builds = [
+        ("auto", every_knob(auto)),
+        ("sm_80", every_knob(sm80)),
+        ("torch-2.11-list", {"TORCH_CUDA_ARCH_LIST": TORCH_OWN}),
+    ]
     for label, env in torch_builds:
-        rows.append(build_sample(b, "torch_cuda_ext", label, "setuptools.build_meta", env,
-                                 "rocm_sample_torch_cuda", device))
+        rows.append(
+            build_sample(b, "torch_cuda_ext", label, "setuptools.build_meta", env, "rocm_sample_torch_cuda", device)
+        )
     return rows
 
 

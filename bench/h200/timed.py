@@ -57,9 +57,11 @@ def main() -> int:
     state["done"] = rc == 0
     state["rc"] = rc
     state_path.write_text(json.dumps(state, indent=1) + "\n")
-    print(f"timed: {'cut off at the limit' if cut else f'exit {rc}'} after {wall:.1f} s this call; "
-          f"in all {state['wall']:.1f} s wall, {state['cpu']:.1f} s CPU over {state['calls']} call(s)",
-          file=sys.stderr)
+    print(
+        f"timed: {'cut off at the limit' if cut else f'exit {rc}'} after {wall:.1f} s this call; "
+        f"in all {state['wall']:.1f} s wall, {state['cpu']:.1f} s CPU over {state['calls']} call(s)",
+        file=sys.stderr,
+    )
     return rc
 
 

@@ -69,7 +69,6 @@ def amdgpu_code_object(hdr: _elf.ElfHeader) -> CodeObjectInfo:
     return CodeObjectInfo(":".join([processor, *feats]), processor, version, generic, known)
 
 
-
 def code_object_container(hdr: _elf.ElfHeader, where: str = "file") -> Container:
     info = amdgpu_code_object(hdr)
     c = Container("code-object", where, 0, [info.target])

@@ -33,8 +33,9 @@ class Budget:
     """Work allowed for one input: ``FACTOR`` per stored byte plus ``BASE``, and at most
     ``MAX_CONTAINERS`` containers (what a report holds grows with them)."""
 
-    def __init__(self, stored: int, *, factor: int = FACTOR, base: int = BASE,
-                 task: str = "reading this file's device code") -> None:
+    def __init__(
+        self, stored: int, *, factor: int = FACTOR, base: int = BASE, task: str = "reading this file's device code"
+    ) -> None:
         self.stored = max(0, stored)
         self.task = task
         self.limit = self.stored * factor + base

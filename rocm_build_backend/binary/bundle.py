@@ -70,8 +70,9 @@ def _valid_id(raw: bytes) -> str | None:
     return text.decode("ascii")
 
 
-def read_bundle(src: Source, offset: int, limit: int, where: str, *, cut: bool = False,
-                kind: str = "bundle") -> tuple[Container, int | None]:
+def read_bundle(
+    src: Source, offset: int, limit: int, where: str, *, cut: bool = False, kind: str = "bundle"
+) -> tuple[Container, int | None]:
     """An uncompressed clang offload bundle at ``offset``; entries may not pass ``limit``.
 
     ``cut`` says ``limit`` is where the data stops (a truncated file), not where the
@@ -85,17 +86,16 @@ def read_bundle(src: Source, offset: int, limit: int, where: str, *, cut: bool =
     entries, pos, stop = _read_entry_table(src, offset, limit, claimed, cut)
     if len(entries) < claimed:
         reason = stop or "they do not fit in the container"
-        c.problems.append(
-            f"bundle at 0x{offset:x} claims {claimed} entries, {len(entries)} read ({reason})"
-        )
+        c.problems.append(f"bundle at 0x{offset:x} claims {claimed} entries, {len(entries)} read ({reason})")
     if not entries:
         raise FormatError(c.problems[0] if c.problems else "offload bundle with no entries")
     end = _read_code_objects(src, c, entries, offset, limit, cut)
     return c, max(pos, end)
 
 
-def _read_entry_table(src: Source, offset: int, limit: int, claimed: int,
-                      cut: bool) -> tuple[list[tuple[str, int, int]], int, str]:
+def _read_entry_table(
+    src: Source, offset: int, limit: int, claimed: int, cut: bool
+) -> tuple[list[tuple[str, int, int]], int, str]:
     """(entries as (id, offset, size), where the table ends, why it stopped early)."""
     pos = offset + 32
     first_code = limit
@@ -108,7 +108,11 @@ def _read_entry_table(src: Source, offset: int, limit: int, claimed: int,
         too_many = ""
     for i in range(min(claimed, max_entries)):
         if pos + 24 > min(limit, first_code):
-            stop = "the entry table runs into the code objects" if pos + 24 <= limit else "the entry table runs past the end"
+            stop = (
+                "the entry table runs into the code objects"
+                if pos + 24 <= limit
+                else "the entry table runs past the end"
+            )
             return entries, pos, stop
         raw = src.read(pos, 24)
         if len(raw) < 24:
@@ -117,7 +121,11 @@ def _read_entry_table(src: Source, offset: int, limit: int, claimed: int,
         if idlen == 0 or idlen > MAX_ID:
             return entries, pos, f"entry {i} has an impossible id length {idlen}"
         if pos + 24 + idlen > limit:
-            return entries, pos, "truncated: the entry table is cut short" if cut else "the entry table runs past the end"
+            return (
+                entries,
+                pos,
+                "truncated: the entry table is cut short" if cut else "the entry table runs past the end",
+            )
         idraw = src.read(pos + 24, idlen)
         if len(idraw) < idlen:
             return entries, pos, "truncated: the entry table is cut short"
@@ -131,8 +139,9 @@ def _read_entry_table(src: Source, offset: int, limit: int, claimed: int,
     return entries, pos, too_many
 
 
-def _read_code_objects(src: Source, c: Container, entries: list[tuple[str, int, int]],
-                       offset: int, limit: int, cut: bool) -> int:
+def _read_code_objects(
+    src: Source, c: Container, entries: list[tuple[str, int, int]], offset: int, limit: int, cut: bool
+) -> int:
     """Targets of the device entries into ``c``; returns where the last code object ends."""
     end = 0
     notes: set[str] = set()
@@ -201,4 +210,3 @@ def _check_code_object(head: bytes, bid: BundleId, ident: str) -> tuple[str, str
     if want != got:
         return f"entry {ident} holds a code object for {got}", ""
     return "", ""
-

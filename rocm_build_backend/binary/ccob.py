@@ -38,7 +38,7 @@ class _Problems(ProblemList):
 
 def _at(offset: int, text: str) -> str:
     if text.startswith("truncated: "):
-        return f"truncated: compressed bundle at 0x{offset:x}: {text[len('truncated: '):]}"
+        return f"truncated: compressed bundle at 0x{offset:x}: {text[len('truncated: ') :]}"
     return f"compressed bundle at 0x{offset:x}: {text}"
 
 
@@ -83,8 +83,7 @@ def read_ccob(src: Source, offset: int, limit: int, where: str, *, cut: bool = F
         if end > limit:
             what = "truncated: " if cut else ""
             c.problems.append(
-                f"{what}compressed bundle at 0x{offset:x} claims {total} bytes, "
-                f"{max(0, limit - offset)} present"
+                f"{what}compressed bundle at 0x{offset:x} claims {total} bytes, {max(0, limit - offset)} present"
             )
             end = limit
     pend = end if end is not None else limit
@@ -93,8 +92,9 @@ def read_ccob(src: Source, offset: int, limit: int, where: str, *, cut: bool = F
     return c, end
 
 
-def _payload_end(src: Source, c: Container, method: int, pstart: int, pend: int,
-                 end: int | None, usize: int) -> int | None:
+def _payload_end(
+    src: Source, c: Container, method: int, pstart: int, pend: int, end: int | None, usize: int
+) -> int | None:
     """Check the payload's frame; v1 has no total size: its end is the end of the zstd
     frame / zlib stream."""
     offset = c.offset
@@ -142,8 +142,7 @@ def _read_inner(src: Source, c: Container, method: int, pstart: int, pend: int, 
                 continue  # the header is longer than what we inflated: inflate more
             if len(data) < want:
                 c.problems.append(
-                    f"truncated: compressed bundle at 0x{offset:x} inflates to {len(data)} bytes "
-                    f"and stops ({msg(exc)})"
+                    f"truncated: compressed bundle at 0x{offset:x} inflates to {len(data)} bytes and stops ({msg(exc)})"
                 )
             else:
                 c.problems.append(_at(offset, msg(exc)))

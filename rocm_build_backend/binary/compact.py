@@ -110,8 +110,9 @@ class _Packing:
     kept: int  # bytes the section keeps in the file
 
 
-def _plan_pack(buf: Data, hdr: elf.ElfHeader, segs: list[layout.Segment], shdrs: list[list[int]],
-               index: int, name: str) -> _Packing | None:
+def _plan_pack(
+    buf: Data, hdr: elf.ElfHeader, segs: list[layout.Segment], shdrs: list[list[int]], index: int, name: str
+) -> _Packing | None:
     """How section ``index`` packs (nothing changed yet); None when there is little to gain."""
     sh = shdrs[index]
     start, size, addr = sh[4], sh[5], sh[3]
@@ -135,8 +136,9 @@ def _plan_pack(buf: Data, hdr: elf.ElfHeader, segs: list[layout.Segment], shdrs:
     pointed = {ref.target - addr + start for ref in refs}
     if any(old not in pointed for old in moved):
         raise CannotCompact(f"{name}: a container that moves has no pointer to it")
-    changes = [(ref, addr + moved[ref.target - addr + start] - start) for ref in refs
-               if ref.target - addr + start in moved]
+    changes = [
+        (ref, addr + moved[ref.target - addr + start] - start) for ref in refs if ref.target - addr + start in moved
+    ]
     return _Packing(index, moves, changes, cursor, -(-(cursor - start) // 8) * 8)
 
 

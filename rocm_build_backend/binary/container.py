@@ -48,8 +48,13 @@ class Container:
     read: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "where": self.where, "offset": self.offset,
-               "targets": list(self.targets), "problems": list(self.problems)}
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "where": self.where,
+            "offset": self.offset,
+            "targets": list(self.targets),
+            "problems": list(self.problems),
+        }
         if self.note:
             out["note"] = self.note
         if not self.kernels:
@@ -62,4 +67,3 @@ class Container:
 def add_note(c: Container, text: str) -> None:
     if text and text not in c.note:
         c.note = f"{c.note}; {text}" if c.note else text
-

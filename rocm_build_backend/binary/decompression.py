@@ -14,8 +14,10 @@ from rocm_build_backend.binary.budget import charge
 from rocm_build_backend.binary.elf import FormatError, Source, need
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-ZSTD_NOTE = ("compressed with zstd and no zstd decoder is installed: install backports.zstd "
-             "(a dependency of rocm-build-backend before Python 3.14) to read targets")
+ZSTD_NOTE = (
+    "compressed with zstd and no zstd decoder is installed: install backports.zstd "
+    "(a dependency of rocm-build-backend before Python 3.14) to read targets"
+)
 ZSTD_WINDOW_LOG_MAX = 27  # zstd's own default limit: windows up to 128 MiB
 _PIECE = 1 << 20  # inflated at most this much per call: one 64 KiB zlib chunk can give 64 MiB
 
@@ -145,7 +147,11 @@ def zstd_frame(src: Source, start: int, end: int) -> tuple[int, int | None]:
 
     Returns (frame length in bytes, content size from the frame header or None).
     """
-    head = need(src, start, 18, "zstd frame header") if end - start >= 18 else need(src, start, max(0, end - start), "zstd frame header")
+    head = (
+        need(src, start, 18, "zstd frame header")
+        if end - start >= 18
+        else need(src, start, max(0, end - start), "zstd frame header")
+    )
     if head[:4] != ZSTD_MAGIC:
         raise FormatError("not a zstd frame")
     if len(head) < 6:

@@ -115,10 +115,7 @@ def need(src: Source, offset: int, n: int, what: str) -> bytes:
         raise FormatError(f"{what}: {n} bytes is more than this reader will read at once")
     data = src.read(offset, n)
     if len(data) < n:
-        raise FormatError(
-            f"truncated: {what} at offset 0x{offset:x} needs {n} bytes, "
-            f"{max(0, len(data))} present"
-        )
+        raise FormatError(f"truncated: {what} at offset 0x{offset:x} needs {n} bytes, {max(0, len(data))} present")
     return data
 
 
@@ -154,13 +151,13 @@ def read_header(src: Source) -> ElfHeader:
     e = "<" if data == 1 else ">"
     if is64:
         raw = need(src, 16, 48, "ELF header")
-        etype, machine, _ver, _entry, phoff, shoff, flags, _eh, _phes, _phn, shes, shn, shstr = (
-            struct.unpack(e + "HHIQQQIHHHHHH", raw)
+        etype, machine, _ver, _entry, phoff, shoff, flags, _eh, _phes, _phn, shes, shn, shstr = struct.unpack(
+            e + "HHIQQQIHHHHHH", raw
         )
     else:
         raw = need(src, 16, 36, "ELF header")
-        etype, machine, _ver, _entry, phoff, shoff, flags, _eh, _phes, _phn, shes, shn, shstr = (
-            struct.unpack(e + "HHIIIIIHHHHHH", raw)
+        etype, machine, _ver, _entry, phoff, shoff, flags, _eh, _phes, _phn, shes, shn, shstr = struct.unpack(
+            e + "HHIIIIIHHHHHH", raw
         )
     return ElfHeader(is64, e, ident[7], ident[8], etype, machine, flags, phoff, shoff, shes, shn, shstr)
 
@@ -256,8 +253,7 @@ def read_name_table(src: Source, hdr: ElfHeader) -> tuple[bytes, int]:
     return strtab, count
 
 
-def read_sections(src: Source, hdr: ElfHeader,
-                  wanted: Callable[[str, int], bool] | None = None) -> SectionTable:
+def read_sections(src: Source, hdr: ElfHeader, wanted: Callable[[str, int], bool] | None = None) -> SectionTable:
     """The section table. ``wanted(name, type)`` picks the sections to keep (all if None).
 
     Raises FormatError when the table is missing or cut short (a truncated file keeps its

@@ -26,8 +26,10 @@ _HEADER = b"\x50\xed\x55\xba\x01\x00\x10\x00"  # magic, version 1, header size 1
 _CHUNK = 4 << 20
 MAX_CANDIDATES = 1 << 16  # per file; cuFFT 12 has 23,983 (11,255 with code, the rest kind-8 only)
 NOTE = "in the library's data, loaded by the library itself"
-TOO_MANY = (f"too many entries: more than {MAX_CANDIDATES:,} fatbin headers in the library's data; "
-            "the search stopped, so kernels kept there may be missing")
+TOO_MANY = (
+    f"too many entries: more than {MAX_CANDIDATES:,} fatbin headers in the library's data; "
+    "the search stopped, so kernels kept there may be missing"
+)
 
 
 def wanted(name: str, typ: int) -> bool:
@@ -70,7 +72,7 @@ class _Window:
     def read(self, offset: int, n: int) -> bytes:
         rel = offset - self.start
         if 0 <= rel and rel + n <= len(self.data) and n > 0:
-            return self.data[rel: rel + n]
+            return self.data[rel : rel + n]
         return self._sub.read(offset, n)
 
 
@@ -115,8 +117,7 @@ def _in_section(sub: Source, name: str, base: int, left: list[int]) -> list[Cont
     return found
 
 
-def _candidate(src: Source, start: int, name: str, left: list[int], found: list[Container],
-               deferred: Deferred) -> int:
+def _candidate(src: Source, start: int, name: str, left: list[int], found: list[Container], deferred: Deferred) -> int:
     """Read the fatbin header at ``start`` (counted against ``left``); a well-formed fatbin
     with targets goes into ``found``. Returns where the search goes on: after a whole fatbin
     (kept or not), else the next byte."""

@@ -30,9 +30,11 @@ FLAG_ARCH_SPECIFIC, FLAG_FAMILY = 0x100000, 0x200000
 STUB_CHECK_MAX = 64 << 10  # a device-link stub is a few KB; larger cubins are taken to hold code
 STUB_CHECK_ENTRIES = 8  # a container with more ELF entries than this is taken to hold code
 STUB_NOTE = "device-link stub without kernels"
-STUB_ZSTD_NOTE = ("its cubins are compressed with zstd and no zstd decoder is installed: install "
-                  "backports.zstd (a dependency of rocm-build-backend before Python 3.14) to tell "
-                  "whether it holds kernels or is a device-link stub")
+STUB_ZSTD_NOTE = (
+    "its cubins are compressed with zstd and no zstd decoder is installed: install "
+    "backports.zstd (a dependency of rocm-build-backend before Python 3.14) to tell "
+    "whether it holds kernels or is a device-link stub"
+)
 Pending = list[tuple[int, int, int, int]]  # ELF entries to look into: (start, size, flags, csize)
 Deferred = list[tuple[Container, Pending]]
 
@@ -45,8 +47,9 @@ def _suffix(flags: int) -> str:
     return ""
 
 
-def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = False,
-                defer: Deferred | None = None) -> tuple[Container, int | None]:
+def read_fatbin(
+    src: Source, offset: int, limit: int, where: str, cut: bool = False, defer: Deferred | None = None
+) -> tuple[Container, int | None]:
     """One fatbin container: the 16-byte header, then entries back to back.
 
     Whether a container without PTX holds kernels is decided here, or, given ``defer``, left
@@ -65,8 +68,7 @@ def read_fatbin(src: Source, offset: int, limit: int, where: str, cut: bool = Fa
     if end > limit:
         what = "truncated: " if cut else ""
         c.problems.append(
-            f"{what}fatbin at 0x{offset:x} claims {fat_size} bytes of entries, "
-            f"{max(0, limit - body)} present"
+            f"{what}fatbin at 0x{offset:x} claims {fat_size} bytes of entries, {max(0, limit - body)} present"
         )
         end = limit
     if fat_size == 0:
@@ -105,8 +107,8 @@ def _read_entries(src: Source, c: Container, pos: int, end: int, limit: int, cut
         if len(eh) < 64:
             c.problems.append(f"truncated: fatbin entry header at 0x{pos:x} is cut short")
             break
-        kind, _ver, ehsize, psize, csize, _opt, _minor, _major, arch, _no, _nl, flags, _z, _dsize = (
-            struct.unpack("<HHIQIIHHIIIQQQ", eh)
+        kind, _ver, ehsize, psize, csize, _opt, _minor, _major, arch, _no, _nl, flags, _z, _dsize = struct.unpack(
+            "<HHIQIIHHIIIQQQ", eh
         )
         if kind == 0 and ehsize == 0 and psize == 0 and not any(eh):
             break  # zero padding at the end of the container
@@ -114,8 +116,10 @@ def _read_entries(src: Source, c: Container, pos: int, end: int, limit: int, cut
             # bounded by the container only: nvlink's header lists every linked object's name
             # when the link carries line info (``-lineinfo``, ``-G``): over 4 KiB for ~70 objects
             what = "truncated: " if ehsize >= 64 and cut else ""
-            c.problems.append(f"{what}fatbin entry at 0x{pos:x} has a header size of {ehsize}"
-                              + (f", past the container's end at 0x{end:x}" if ehsize >= 64 else ""))
+            c.problems.append(
+                f"{what}fatbin entry at 0x{pos:x} has a header size of {ehsize}"
+                + (f", past the container's end at 0x{end:x}" if ehsize >= 64 else "")
+            )
             break
         if arch == 0 or arch > 10000:
             c.problems.append(f"fatbin entry at 0x{pos:x} names architecture {arch}")

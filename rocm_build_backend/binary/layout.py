@@ -59,8 +59,9 @@ class Segment:
     align: int
 
     def pack(self) -> bytes:
-        return _PHDR.pack(self.type, self.flags, self.offset, self.vaddr, self.paddr,
-                          self.filesz, self.memsz, self.align)
+        return _PHDR.pack(
+            self.type, self.flags, self.offset, self.vaddr, self.paddr, self.filesz, self.memsz, self.align
+        )
 
 
 @dataclass
@@ -124,8 +125,16 @@ def _is_zero(buf: Data, start: int, stop: int) -> bool:
     return all(view[i : i + step] == zeros[: len(view[i : i + step])] for i in range(0, len(view), step))
 
 
-def _plan(buf: Data, hdr: _elf.ElfHeader, segs: list[Segment],
-          shdrs: list[_Shdr], index: int, new_size: int, table_room: int, dry_run: bool) -> _Cut | None:
+def _plan(
+    buf: Data,
+    hdr: _elf.ElfHeader,
+    segs: list[Segment],
+    shdrs: list[_Shdr],
+    index: int,
+    new_size: int,
+    table_room: int,
+    dry_run: bool,
+) -> _Cut | None:
     """Where to cut the tail of section ``index`` after ``new_size`` bytes; None when the tail
     is too short to be worth it. ``table_room``: bytes to keep after the data for the program
     header table (this cut hosts it)."""
@@ -175,13 +184,33 @@ def _split(segs: list[Segment], cuts: list[_Cut]) -> list[Segment]:
             continue
         start, vstart = s.offset, s.vaddr
         for c in mine:
-            out.append(Segment(s.type, s.flags, _moved(start, cuts), vstart, s.paddr + (vstart - s.vaddr),
-                               c.start - start, c.stop - start, s.align))
+            out.append(
+                Segment(
+                    s.type,
+                    s.flags,
+                    _moved(start, cuts),
+                    vstart,
+                    s.paddr + (vstart - s.vaddr),
+                    c.start - start,
+                    c.stop - start,
+                    s.align,
+                )
+            )
             vstart += c.stop - start
             start = c.stop
         end = s.offset + s.filesz
-        out.append(Segment(s.type, s.flags, _moved(start, cuts), vstart, s.paddr + (vstart - s.vaddr),
-                           end - start, s.memsz - (vstart - s.vaddr), s.align))
+        out.append(
+            Segment(
+                s.type,
+                s.flags,
+                _moved(start, cuts),
+                vstart,
+                s.paddr + (vstart - s.vaddr),
+                end - start,
+                s.memsz - (vstart - s.vaddr),
+                s.align,
+            )
+        )
     return out
 
 
@@ -209,16 +238,23 @@ def can_shrink(buf: Data, sizes: dict[int, int]) -> bool:
     return bool(_cuts(buf, sizes, dry_run=True)[3])
 
 
-def _cuts(buf: Data, sizes: dict[int, int], *, dry_run: bool) -> tuple[_elf.ElfHeader, list[Segment], list[_Shdr], list[_Cut]]:
+def _cuts(
+    buf: Data, sizes: dict[int, int], *, dry_run: bool
+) -> tuple[_elf.ElfHeader, list[Segment], list[_Shdr], list[_Cut]]:
     src = BytesSource(memoryview(buf))
     hdr = _elf.read_header(src)
     if not hdr.is64 or hdr.endian != "<":
         raise CannotCompact("not a 64-bit little-endian ELF file")
     segs = segments(buf, hdr)
     shdrs = _sections(buf, hdr)
-    loaded = sorted((i for i, n in sizes.items() if any(s.filesz and s.offset < shdrs[i].end
-                                                        and s.offset + s.filesz > shdrs[i].offset + n for s in segs)),
-                    key=lambda i: shdrs[i].offset)
+    loaded = sorted(
+        (
+            i
+            for i, n in sizes.items()
+            if any(s.filesz and s.offset < shdrs[i].end and s.offset + s.filesz > shdrs[i].offset + n for s in segs)
+        ),
+        key=lambda i: shdrs[i].offset,
+    )
     room = (len(segs) + len(loaded)) * _PHDR.size + 8
     cuts: list[_Cut] = []
     for index, new_size in sorted(sizes.items(), key=lambda kv: shdrs[kv[0]].offset):
@@ -234,8 +270,7 @@ def _cuts(buf: Data, sizes: dict[int, int], *, dry_run: bool) -> tuple[_elf.ElfH
     return hdr, segs, shdrs, cuts
 
 
-def _write(buf: Data, hdr: _elf.ElfHeader, segs: list[Segment],
-           shdrs: list[_Shdr], cuts: list[_Cut]) -> bytearray:
+def _write(buf: Data, hdr: _elf.ElfHeader, segs: list[Segment], shdrs: list[_Shdr], cuts: list[_Cut]) -> bytearray:
     cuts.sort(key=lambda c: c.start)
     out = bytearray()
     pos = 0

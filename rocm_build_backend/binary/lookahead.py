@@ -61,8 +61,7 @@ def aligned_magics(buf: bytes | bytearray, base: int, start: int = 0, end: int |
             out.append(base + s)
         budget -= 1
         if budget < 0:  # dense: finish this piece with the regex engine
-            out.extend(base + m.start() for m in _PATTERN.finditer(buf, s + 1, end)
-                       if (base + m.start()) % 8 == 0)
+            out.extend(base + m.start() for m in _PATTERN.finditer(buf, s + 1, end) if (base + m.start()) % 8 == 0)
             return out
         i = column.find(_SECOND, i + 1)
     return out

@@ -250,5 +250,3 @@ def member_source(zf: zipfile.ZipFile, raw: IO[bytes], info: zipfile.ZipInfo) ->
     if info.compress_type == 0:
         return FileSource(raw, base, min(info.file_size, info.compress_size))
     return InflateSource(raw, base, info.compress_size, info.file_size)
-
-

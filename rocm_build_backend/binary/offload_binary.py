@@ -86,8 +86,10 @@ def _read_entries(blob: Source, c: Container, version: int, eoff: int, esz: int)
             c.problems.append(f"{where}: string table out of bounds")
             continue
         if strcount > budget:
-            c.problems.append(f"too many entries: {where}: its entries' string tables hold more "
-                              f"strings than its {bsize} bytes can; stopped at entry {i} of {count}")
+            c.problems.append(
+                f"too many entries: {where}: its entries' string tables hold more "
+                f"strings than its {bsize} bytes can; stopped at entry {i} of {count}"
+            )
             break
         budget -= strcount
         triple, arch = _triple_and_arch(blob, stroff, strcount, str_size)

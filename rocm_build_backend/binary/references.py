@@ -50,8 +50,9 @@ def _dynsym_values(buf: Data, shdrs: Sequence[Sequence[int]]) -> list[int]:
     return []
 
 
-def _rela(buf: Data, sh: Sequence[int], relative: int, symbols: list[int],
-          segs: Sequence[Segment], lo: int, hi: int) -> list[Reference]:
+def _rela(
+    buf: Data, sh: Sequence[int], relative: int, symbols: list[int], segs: Sequence[Segment], lo: int, hi: int
+) -> list[Reference]:
     out = []
     for i in range(sh[5] // 24):
         at = sh[4] + i * 24
@@ -69,8 +70,7 @@ def _rela(buf: Data, sh: Sequence[int], relative: int, symbols: list[int],
     return out
 
 
-def _relr(buf: Data, sh: Sequence[int], segs: Sequence[Segment],
-          lo: int, hi: int) -> list[Reference]:
+def _relr(buf: Data, sh: Sequence[int], segs: Sequence[Segment], lo: int, hi: int) -> list[Reference]:
     """RELR: an even word is an address to relocate; an odd one, a bitmap of the next 63 words."""
     out = []
     where = 0
@@ -91,8 +91,9 @@ def _relr(buf: Data, sh: Sequence[int], segs: Sequence[Segment],
     return out
 
 
-def references(buf: Data, machine: int, segs: Sequence[Segment],
-               shdrs: Sequence[Sequence[int]], lo: int, hi: int) -> list[Reference]:
+def references(
+    buf: Data, machine: int, segs: Sequence[Segment], shdrs: Sequence[Sequence[int]], lo: int, hi: int
+) -> list[Reference]:
     """Every word the loader sets to an address in ``[lo, hi)``."""
     if machine not in _RELATIVE:
         raise CannotCompact(f"ELF machine {machine}: its relocations are not read here")

@@ -37,8 +37,10 @@ from rocm_build_backend.errors import FormatError
 _Planner = Callable[[Source, int, int, Selector], "tuple[Plan, int, int]"]
 _HIP: dict[bytes, _Planner] = {bundle.BUNDLE_MAGIC[:4]: plan_bundle, ccob.CCOB_MAGIC: plan_ccob}
 _NV: dict[bytes, _Planner] = {fatbin.FATBIN_MAGIC: plan_fatbin}
-_HIP_FILE: dict[bytes, _Planner] = {bundle.BUNDLE_MAGIC[:4]: plan_bundle,
-                                    ccob.CCOB_MAGIC: partial(plan_ccob, pad=False)}
+_HIP_FILE: dict[bytes, _Planner] = {
+    bundle.BUNDLE_MAGIC[:4]: plan_bundle,
+    ccob.CCOB_MAGIC: partial(plan_ccob, pad=False),
+}
 _MAGICS = (bundle.BUNDLE_MAGIC[:4], ccob.CCOB_MAGIC, offload_binary.OFFLOAD_MAGIC, fatbin.FATBIN_MAGIC)
 
 
@@ -66,8 +68,9 @@ def might_hold_device_code(head: bytes) -> bool:
     return head[:4] == elf.ELF_MAGIC or head[:4] in _MAGICS
 
 
-def _walk(src: Source, start: int, end: int, planners: dict[bytes, _Planner], sel: Selector,
-          what: str) -> tuple[Plan, int]:
+def _walk(
+    src: Source, start: int, end: int, planners: dict[bytes, _Planner], sel: Selector, what: str
+) -> tuple[Plan, int]:
     """Plans for every container in ``[start, end)``; (plan, new end of the last one)."""
     plan = Plan()
     pos, new_end = start, start
@@ -91,8 +94,11 @@ def _walk(src: Source, start: int, end: int, planners: dict[bytes, _Planner], se
 
 
 def _wanted(name: str, typ: int) -> bool:
-    return (name in (".hip_fatbin", ".nv_fatbin", "__nv_relfatbin", ".llvm.offloading")
-            or typ == elf.SHT_LLVM_OFFLOADING or name.startswith("__CLANG_OFFLOAD_BUNDLE__"))
+    return (
+        name in (".hip_fatbin", ".nv_fatbin", "__nv_relfatbin", ".llvm.offloading")
+        or typ == elf.SHT_LLVM_OFFLOADING
+        or name.startswith("__CLANG_OFFLOAD_BUNDLE__")
+    )
 
 
 def _plan_elf(src: Source, hdr: elf.ElfHeader, sel: Selector) -> FileResult:
@@ -110,8 +116,7 @@ def _plan_elf(src: Source, hdr: elf.ElfHeader, sel: Selector) -> FileResult:
     if table.data_end > src.size:
         raise FormatError(f"truncated: sections end at 0x{table.data_end:x}, the file has {src.size} bytes")
     plan = Plan()
-    sections = sorted((s for s in table.sections if s.type != elf.SHT_NOBITS and s.size),
-                      key=lambda s: s.offset)
+    sections = sorted((s for s in table.sections if s.type != elf.SHT_NOBITS and s.size), key=lambda s: s.offset)
     if not sections:
         return FileResult("none")
     for sec in sections:
@@ -196,6 +201,7 @@ def _in_place(result: FileResult, why: str) -> FileResult:
 
 def _compacted(buf: Buffer, result: FileResult, name: str) -> FileResult:
     """The thinned library compacted, when its layout allows and its audit stays the same."""
+
     def facts(data: Buffer) -> tuple[object, ...]:
         r = audit_bytes(data, name)  # type: ignore[arg-type]  # any buffer works
         return r.targets, r.complete, r.modules, r.problems
@@ -203,8 +209,12 @@ def _compacted(buf: Buffer, result: FileResult, name: str) -> FileResult:
     before = facts(buf)
     data, why = compacted(buf)
     if facts(data if data is not None else buf) != before:  # (a failed cut may leave buf packed)
-        return FileResult("kept-whole", kept=result.kept, restore=True,
-                          reason="the compacted file does not read back as the thinned one")
+        return FileResult(
+            "kept-whole",
+            kept=result.kept,
+            restore=True,
+            reason="the compacted file does not read back as the thinned one",
+        )
     if data is None:
         return _in_place(result, why)
     result.data, result.layout = data, "compacted"

@@ -207,8 +207,7 @@ def compress(method: int, data: bytes) -> bytes:
     if zstd is None:  # pragma: no cover - a dependency before Python 3.14
         raise CannotThin(decompression.ZSTD_NOTE)
     param = zstd.CompressionParameter
-    options = {param.compression_level: ZSTD_LEVEL, param.enable_long_distance_matching: 1,
-               param.content_size_flag: 1}
+    options = {param.compression_level: ZSTD_LEVEL, param.enable_long_distance_matching: 1, param.content_size_flag: 1}
     # one call with the whole input: zstd knows its size, writes it and sizes its tables for it
     return bytes(zstd.ZstdCompressor(options=options).compress(data, zstd.ZstdCompressor.FLUSH_FRAME))
 

@@ -70,7 +70,9 @@ def plan_fatbin(src: Source, offset: int, limit: int, sel: Selector) -> tuple[Pl
     out = body
     for pos, length in kept:
         if (pos - out) % ALIGN:
-            raise CannotThin(f"fatbin at 0x{offset:x}: an entry would move by {pos - out} bytes, not a multiple of {ALIGN}")
+            raise CannotThin(
+                f"fatbin at 0x{offset:x}: an entry would move by {pos - out} bytes, not a multiple of {ALIGN}"
+            )
         if pos != out:
             data = src.read(pos, length)
             if len(data) != length:  # larger than one read: never write a cut-short entry

@@ -93,5 +93,3 @@ def _find_all(data: bytes, magic: bytes) -> list[int]:
         out.append(i)
         i = data.find(magic, i + 1)
     return out
-
-

@@ -27,11 +27,7 @@ _BUNDLE_PREFIX = "__CLANG_OFFLOAD_BUNDLE__"
 
 
 def _sections_wanted(name: str, typ: int) -> bool:
-    return (
-        name in DEVICE_SECTIONS
-        or typ == _elf.SHT_LLVM_OFFLOADING
-        or name.startswith(_BUNDLE_PREFIX)
-    )
+    return name in DEVICE_SECTIONS or typ == _elf.SHT_LLVM_OFFLOADING or name.startswith(_BUNDLE_PREFIX)
 
 
 def _truncation(src: Source, hdr: _elf.ElfHeader) -> str:
@@ -65,9 +61,7 @@ def audit_elf(src: Source, r: FileReport) -> None:
         scan(src, r)
         return
     if table.data_end > src.size:
-        r.problems.append(
-            f"truncated: sections end at 0x{table.data_end:x}, the file has {src.size} bytes"
-        )
+        r.problems.append(f"truncated: sections end at 0x{table.data_end:x}, the file has {src.size} bytes")
     _walk_sections(src, [s for s in table.sections if _sections_wanted(s.name, s.type)], r)
     if embedded.needs_look(r.containers):
         data = [s for s in table.sections if embedded.wanted(s.name, s.type)]
@@ -121,7 +115,7 @@ def _bundle_sections(sections: Sequence[_elf.Section]) -> Container:
     c = Container("bundle", "__CLANG_OFFLOAD_BUNDLE__*", sections[0].offset)
     for sec in sections:
         try:
-            bid = parse_bundle_id(sec.name[len(_BUNDLE_PREFIX):])
+            bid = parse_bundle_id(sec.name[len(_BUNDLE_PREFIX) :])
         except FormatError as exc:
             c.problems.append(msg(exc))
             continue

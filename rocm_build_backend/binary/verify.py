@@ -74,12 +74,14 @@ def verify(report: AuditReport, requested: Sequence[GpuTarget | str], *, generic
         vreqs = [r for r in reqs if vendor_name(r) == vendor]
         if not vreqs:
             continue
-        files = [f for f in device if any(_vendor(t) == vendor for t in f.targets)
-                 or (not f.targets and any(not c.read for c in f.containers))]
+        files = [
+            f
+            for f in device
+            if any(_vendor(t) == vendor for t in f.targets) or (not f.targets and any(not c.read for c in f.containers))
+        ]
         if not files:
             label = where.rstrip(": ") or report.source or "the input"
-            what = "no GPU device code at all" if not device else (
-                f"no {found.label} device code")
+            what = "no GPU device code at all" if not device else (f"no {found.label} device code")
             problems.append(f"{label} holds {what}; {_fmt(vreqs)} {_was(len(vreqs))} requested")
             continue
         for f in files:
@@ -89,8 +91,7 @@ def verify(report: AuditReport, requested: Sequence[GpuTarget | str], *, generic
     return problems
 
 
-def _file_problems(f: FileReport, vendor: str, vreqs: Sequence[GpuTarget], where: str,
-                   generic_ok: bool) -> list[str]:
+def _file_problems(f: FileReport, vendor: str, vreqs: Sequence[GpuTarget], where: str, generic_ok: bool) -> list[str]:
     """What one file with device code of ``vendor`` lacks of the requested targets."""
     containers = [c for c in f.containers if any(_vendor(t) == vendor for t in c.targets)]
     file_units = units(containers)
@@ -114,8 +115,7 @@ def _file_problems(f: FileReport, vendor: str, vreqs: Sequence[GpuTarget], where
             reasons.append(f"the {r} code is a device-link stub without kernels")
     problems = []
     if absent:
-        text = (f"{where}{f.path} holds device code for {_fmt(held)} only; "
-                f"{_fmt(absent)} {_was(len(absent))} requested")
+        text = f"{where}{f.path} holds device code for {_fmt(held)} only; {_fmt(absent)} {_was(len(absent))} requested"
         real = [x for x in dict.fromkeys(reasons) if not x.startswith("no ")]
         if real:
             text += " (" + "; ".join(real) + ")"
@@ -133,7 +133,7 @@ HINT = (
     "--offload-arch / -gencode, or an arch list the build script sets itself "
     "(PYTORCH_ROCM_ARCH, AMDGPU_TARGETS, GPU_TARGETS, CMAKE_HIP_ARCHITECTURES, "
     "TORCH_CUDA_ARCH_LIST); a project that has no GPU code sets "
-    "verify = \"off\" under [tool.rocm-build-backend]"
+    'verify = "off" under [tool.rocm-build-backend]'
 )
 
 
@@ -146,8 +146,10 @@ def mismatch_error(problems: Sequence[str]) -> TargetMismatchError:
         message = f"{len(problems)} problems with the built wheel's device code:\n  " + "\n  ".join(problems)
     hint = HINT
     if any("cannot check" in p for p in problems):
-        hint = ("install backports.zstd (a dependency of rocm-build-backend before Python 3.14) so "
-                "compressed device code can be read")
+        hint = (
+            "install backports.zstd (a dependency of rocm-build-backend before Python 3.14) so "
+            "compressed device code can be read"
+        )
         if not all("cannot check" in p for p in problems):
             hint += "; " + HINT
     return TargetMismatchError(message, hint=hint)

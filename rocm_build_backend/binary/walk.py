@@ -42,8 +42,9 @@ _READERS: dict[bytes, Reader] = {
 }
 
 
-def walk(src: Source, where: str, readers: Mapping[bytes, Reader], *, cut: bool = False,
-         what: str = "container") -> Found:
+def walk(
+    src: Source, where: str, readers: Mapping[bytes, Reader], *, cut: bool = False, what: str = "container"
+) -> Found:
     """Every container in a section (or file): back to back, zero padding between.
 
     Returns (containers, problems that belong to no container).

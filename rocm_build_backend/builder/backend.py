@@ -68,7 +68,7 @@ def load_backend(spec: str, backend_path: Sequence[str] = (), source_dir: Path |
         dist = _DISTRIBUTIONS.get(top, top.replace("_", "-"))
         raise BackendNotInstalledError(
             f"cannot import the wrapped build backend '{spec}' ({exc})",
-            hint=f"add \"{dist}\" to [build-system] requires, and with --no-build-isolation "
+            hint=f'add "{dist}" to [build-system] requires, and with --no-build-isolation '
             f"install it first: pip install {dist}",
             distribution=dist if not folders else None,  # what would bring it, for get_requires
         ) from None

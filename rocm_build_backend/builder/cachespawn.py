@@ -54,8 +54,11 @@ def cached_command(cmd: Sequence[str], choice: CacheChoice, pinned: Callable[[st
     args = list(cmd)
     if not args or choice.program is None or "-c" not in args[1:] or is_cache(args[0]) or pinned(args[0]):
         return args
-    if choice.kind == "sccache" and "hipcc" in os.path.basename(args[0]) \
-            and not any(a.endswith((".hip", ".cu")) for a in args[1:]):
+    if (
+        choice.kind == "sccache"
+        and "hipcc" in os.path.basename(args[0])
+        and not any(a.endswith((".hip", ".cu")) for a in args[1:])
+    ):
         return args
     return [choice.program, *args]
 

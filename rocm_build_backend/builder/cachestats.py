@@ -28,9 +28,17 @@ from rocm_build_backend.gpu.programs import run_capped
 _TIMEOUT = 30.0
 _CCACHE_HITS = ("direct_cache_hit", "preprocessed_cache_hit")
 _CCACHE_MISSES = ("cache_miss",)
-_CCACHE_OTHER = ("called_for_link", "called_for_preprocessing", "unsupported_compiler_option",
-                 "unsupported_source_language", "no_input_file", "multiple_source_files",
-                 "compile_failed", "output_to_stdout", "could_not_find_compiler")
+_CCACHE_OTHER = (
+    "called_for_link",
+    "called_for_preprocessing",
+    "unsupported_compiler_option",
+    "unsupported_source_language",
+    "no_input_file",
+    "multiple_source_files",
+    "compile_failed",
+    "output_to_stdout",
+    "could_not_find_compiler",
+)
 
 
 class Counts(NamedTuple):
@@ -71,8 +79,11 @@ def parse_sccache(text: str) -> Counts | None:
         return None
     if not isinstance(stats, dict):
         return None
-    other = sum(stats.get(k, 0) for k in ("requests_not_cacheable", "requests_unsupported_compiler",
-                                          "requests_not_compile") if isinstance(stats.get(k, 0), int))
+    other = sum(
+        stats.get(k, 0)
+        for k in ("requests_not_cacheable", "requests_unsupported_compiler", "requests_not_compile")
+        if isinstance(stats.get(k, 0), int)
+    )
     return Counts(_sum(stats.get("cache_hits")), _sum(stats.get("cache_misses")), other)
 
 
@@ -85,8 +96,11 @@ def parse_ccache(text: str) -> Counts | None:
             values[name.strip()] = int(value)
     if "cache_miss" not in values:
         return None
-    return Counts(sum(values.get(k, 0) for k in _CCACHE_HITS), sum(values.get(k, 0) for k in _CCACHE_MISSES),
-                  sum(values.get(k, 0) for k in _CCACHE_OTHER))
+    return Counts(
+        sum(values.get(k, 0) for k in _CCACHE_HITS),
+        sum(values.get(k, 0) for k in _CCACHE_MISSES),
+        sum(values.get(k, 0) for k in _CCACHE_OTHER),
+    )
 
 
 def read_counts(choice: CacheChoice, env: Mapping[str, str]) -> Counts | None:
@@ -135,7 +149,8 @@ def watched(choice: CacheChoice, env: Mapping[str, str] | None = None) -> Iterat
             log(f"compiler cache: {choice.kind} gave no statistics")
         else:
             got = after - before
-            log(f"compiler cache: {choice.kind}: {got.hits} hits, {got.misses} misses, "
+            log(
+                f"compiler cache: {choice.kind}: {got.hits} hits, {got.misses} misses, "
                 f"{got.other} run uncached (from {choice.kind}'s own statistics"
-                + ("; its server, started by this build, stopped)" if choice.kind == "sccache" and not was_up
-                   else ")"))
+                + ("; its server, started by this build, stopped)" if choice.kind == "sccache" and not was_up else ")")
+            )

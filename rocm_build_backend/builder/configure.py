@@ -38,9 +38,11 @@ from rocm_build_backend.files import kind_of, read_regular, replace_if_unchanged
 
 REQUIREMENT = "rocm-build-backend"
 PIN = f"{REQUIREMENT}=={__version__}"  # what configure adds: this exact version, never a later upload
-HASH_NOTE = (f"{PIN} is pinned; to check its hash too, build with `uv build --build-constraints FILE "
-             f"--require-hashes` (or PIP_BUILD_CONSTRAINT=FILE), FILE holding `{PIN} --hash=sha256:...` and "
-             "every other build requirement with its hashes (docs/how-to/declare-safely.md)")
+HASH_NOTE = (
+    f"{PIN} is pinned; to check its hash too, build with `uv build --build-constraints FILE "
+    f"--require-hashes` (or PIP_BUILD_CONSTRAINT=FILE), FILE holding `{PIN} --hash=sha256:...` and "
+    "every other build requirement with its hashes (docs/how-to/declare-safely.md)"
+)
 SCHEMA_VERSION = 1  # of Configured.to_json
 
 
@@ -70,16 +72,29 @@ class Configured:
 
     def to_json(self) -> dict[str, Any]:
         """``configure --json``: schema ``data/schemas/configure.schema.json``, docs/json/configure.md."""
-        return {"schema_version": SCHEMA_VERSION, "file": str(self.file), "changed": self.changed,
-                "written": self.written, "wrapped": self.wrapped, "message": self.message, "diff": self.diff(),
-                "requires_added": list(self.added), "notes": list(self.notes)}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "file": str(self.file),
+            "changed": self.changed,
+            "written": self.written,
+            "wrapped": self.wrapped,
+            "message": self.message,
+            "diff": self.diff(),
+            "requires_added": list(self.added),
+            "notes": list(self.notes),
+        }
 
     def diff(self) -> str:
         """A unified diff of the change ("" when nothing changes)."""
         name = self.file.name
-        return "".join(difflib.unified_diff(
-            _diff_lines(self.before), _diff_lines(self.after),
-            fromfile=f"a/{name}" if self.before else "/dev/null", tofile=f"b/{name}"))
+        return "".join(
+            difflib.unified_diff(
+                _diff_lines(self.before),
+                _diff_lines(self.after),
+                fromfile=f"a/{name}" if self.before else "/dev/null",
+                tofile=f"b/{name}",
+            )
+        )
 
 
 def _diff_lines(text: str) -> list[str]:
@@ -95,23 +110,31 @@ def _read_text(file: Path) -> str:
         raw = read_regular(file, MAX_PYPROJECT_BYTES)
     except OSError as exc:
         if exc.errno == errno.EFBIG:
-            raise ConfigError([f"{file} is too large ({MAX_PYPROJECT_BYTES} bytes at most)"],
-                              hint="give the pyproject.toml of a Python project") from None
+            raise ConfigError(
+                [f"{file} is too large ({MAX_PYPROJECT_BYTES} bytes at most)"],
+                hint="give the pyproject.toml of a Python project",
+            ) from None
         raise UnreadableFileError(f"cannot read {file}: {exc.strerror}", hint="check the file's permissions") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError([f"{file} is not UTF-8 (byte {exc.start})"], hint="TOML files are UTF-8; fix the file") from None
+        raise ConfigError(
+            [f"{file} is not UTF-8 (byte {exc.start})"], hint="TOML files are UTF-8; fix the file"
+        ) from None
 
 
 def _parse(text: str, file: Path) -> dict[str, Any]:
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([f"cannot read {file}: {exc}"], hint="fix the TOML syntax, then run configure again") from None
+        raise ConfigError(
+            [f"cannot read {file}: {exc}"], hint="fix the TOML syntax, then run configure again"
+        ) from None
     except RecursionError:
-        raise ConfigError([f"cannot read {file}: its arrays or tables are nested too deeply"],
-                          hint="a pyproject.toml nests a few levels; fix the file") from None
+        raise ConfigError(
+            [f"cannot read {file}: its arrays or tables are nested too deeply"],
+            hint="a pyproject.toml nests a few levels; fix the file",
+        ) from None
     return data
 
 
@@ -140,9 +163,10 @@ def _expected(before: dict[str, Any], extra: list[str]) -> tuple[dict[str, Any],
     declared = system.get("build-backend")
     wrapped = declared if isinstance(declared, str) else LEGACY
     if "backend" in ours and ours["backend"] != wrapped:
-        raise ConfigError([f"[tool.rocm-build-backend] already wraps {ours['backend']!r}, "
-                           f"while [build-system] declares {wrapped!r}"],
-                          hint=f'set build-backend = "{SHIM}" in [build-system] by hand, and keep the backend you mean')
+        raise ConfigError(
+            [f"[tool.rocm-build-backend] already wraps {ours['backend']!r}, while [build-system] declares {wrapped!r}"],
+            hint=f'set build-backend = "{SHIM}" in [build-system] by hand, and keep the backend you mean',
+        )
     requires = system.get("requires", ["setuptools>=40.8.0"] if wrapped == LEGACY else [])
     if not isinstance(requires, list):
         raise ConfigError(["[build-system] requires is not a list"], hint='write requires = ["..."]')
@@ -159,8 +183,10 @@ def _edit(text: str, system: dict[str, Any], ours: dict[str, Any], extra: list[s
     try:
         import tomlkit
     except ImportError:
-        raise RocmBuildBackendError("configure needs tomlkit, which is not installed",
-                                    hint="pip install tomlkit (a dependency of rocm-build-backend)") from None
+        raise RocmBuildBackendError(
+            "configure needs tomlkit, which is not installed",
+            hint="pip install tomlkit (a dependency of rocm-build-backend)",
+        ) from None
 
     doc = tomlkit.parse(text)
     table = doc.get("build-system")
@@ -218,16 +244,18 @@ def _others(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _checked(before: dict[str, Any], candidates: list[str], system: dict[str, Any],
-             ours: dict[str, Any]) -> str | None:
+def _checked(before: dict[str, Any], candidates: list[str], system: dict[str, Any], ours: dict[str, Any]) -> str | None:
     """The first candidate that parses and changes nothing but our two tables."""
     for text in candidates:
         try:
             after = tomllib.loads(text)
         except (tomllib.TOMLDecodeError, RecursionError):
             continue
-        if (_others(after) == _others(before) and after.get("build-system") == system
-                and (after.get("tool") or {}).get(_TABLE) == ours):
+        if (
+            _others(after) == _others(before)
+            and after.get("build-system") == system
+            and (after.get("tool") or {}).get(_TABLE) == ours
+        ):
             return text
     return None
 
@@ -252,20 +280,27 @@ def _regular_or_absent(file: Path, write: bool) -> bool:
     except FileNotFoundError:
         return False
     except OSError as exc:
-        raise UnreadableFileError(f"cannot read {file}: {exc.strerror}", hint="check the folder's permissions") from None
+        raise UnreadableFileError(
+            f"cannot read {file}: {exc.strerror}", hint="check the folder's permissions"
+        ) from None
     if stat.S_ISLNK(st.st_mode) and (write or not file.is_file()):
-        raise ConfigError([f"{file} is a symlink ({os.readlink(file)}); configure edits only a regular file"],
-                          hint="edit the file it points to by hand, or replace the link by a copy")
+        raise ConfigError(
+            [f"{file} is a symlink ({os.readlink(file)}); configure edits only a regular file"],
+            hint="edit the file it points to by hand, or replace the link by a copy",
+        )
     if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
-        raise ConfigError([f"{file} is {kind_of(st.st_mode)}, not a file; it is left as it is"],
-                          hint="give the folder of a Python project whose pyproject.toml is a file")
+        raise ConfigError(
+            [f"{file} is {kind_of(st.st_mode)}, not a file; it is left as it is"],
+            hint="give the folder of a Python project whose pyproject.toml is a file",
+        )
     return True
 
 
 def _new_file(extra: list[str]) -> str:
     requires = ", ".join(f'"{r}"' for r in ["setuptools>=40.8.0", PIN, *extra])
-    return (f'[build-system]\nrequires = [{requires}]\nbuild-backend = "{SHIM}"\n\n'
-            f'[tool.{_TABLE}]\nbackend = "{LEGACY}"\n')
+    return (
+        f'[build-system]\nrequires = [{requires}]\nbuild-backend = "{SHIM}"\n\n[tool.{_TABLE}]\nbackend = "{LEGACY}"\n'
+    )
 
 
 def _new_text(file: Path, before: str, extra: list[str]) -> tuple[str, str]:
@@ -273,8 +308,10 @@ def _new_text(file: Path, before: str, extra: list[str]) -> tuple[str, str]:
     data = _parse(before, file)
     system, ours, wrapped = _expected(data, extra)
     crlf = "\r\n" in before
-    hint = (f'edit it by hand: build-backend = "{SHIM}", add "{PIN}" to requires, '
-            f'and backend = "{wrapped}" under [tool.rocm-build-backend]')
+    hint = (
+        f'edit it by hand: build-backend = "{SHIM}", add "{PIN}" to requires, '
+        f'and backend = "{wrapped}" under [tool.rocm-build-backend]'
+    )
     try:
         edited = _edit(before, system, ours, extra)
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:  # a layout tomlkit cannot edit
@@ -282,8 +319,9 @@ def _new_text(file: Path, before: str, extra: list[str]) -> tuple[str, str]:
     candidates = [text.replace("\r\n", "\n").replace("\n", "\r\n") if crlf else text for text in edited]
     after = _checked(data, candidates, system, ours)
     if after is None:
-        raise ConfigError([f"editing {file} would change more than [build-system] and [tool.rocm-build-backend]"],
-                          hint=hint)
+        raise ConfigError(
+            [f"editing {file} would change more than [build-system] and [tool.rocm-build-backend]"], hint=hint
+        )
     return after, wrapped
 
 
@@ -292,15 +330,21 @@ def _notes(requires: list[Any], added: list[str], lacking: list[str]) -> tuple[s
     own = _ours(requires)
     notes = [HASH_NOTE] if own is None else []
     if own is not None and not any(s.operator in ("==", "===") for s in own.specifier):
-        notes.append(f"warning: requires lists '{own}' without an exact version: a later upload of that name "
-                     f"would run as the build backend; write {PIN}")
+        notes.append(
+            f"warning: requires lists '{own}' without an exact version: a later upload of that name "
+            f"would run as the build backend; write {PIN}"
+        )
     if "torch" in added:
-        notes.append("added torch to requires (setup.py imports it): an isolated build installs the torch your index "
-                     "serves, which may be another GPU vendor's build; for the torch installed here, build with "
-                     "--no-build-isolation, or point the frontend at that torch's index")
+        notes.append(
+            "added torch to requires (setup.py imports it): an isolated build installs the torch your index "
+            "serves, which may be another GPU vendor's build; for the torch installed here, build with "
+            "--no-build-isolation, or point the frontend at that torch's index"
+        )
     if lacking:
-        notes.append(f"warning: setup.py imports {', '.join(lacking)}, which requires does not list: an isolated "
-                     "build will lack them; add their distributions to requires, or build with --no-build-isolation")
+        notes.append(
+            f"warning: setup.py imports {', '.join(lacking)}, which requires does not list: an isolated "
+            "build will lack them; add their distributions to requires, or build with --no-build-isolation"
+        )
     return tuple(notes)
 
 
@@ -320,9 +364,17 @@ def configure(path: Path, *, write: bool = True) -> Configured:
             raise ConfigError([f"{path} has no pyproject.toml or setup.py"], hint="give a Python project's folder")
         extra, lacking = missing(path, ["setuptools"])
         text = _new_file(extra)
-        done = Configured(file, True, f"{'wrote' if write else 'would write'} {file}: builds through "
-                          f"rocm-build-backend, wrapping {LEGACY}", "", text, written=write, wrapped=LEGACY,
-                          added=(PIN, *extra), notes=_notes([], extra, lacking))
+        done = Configured(
+            file,
+            True,
+            f"{'wrote' if write else 'would write'} {file}: builds through rocm-build-backend, wrapping {LEGACY}",
+            "",
+            text,
+            written=write,
+            wrapped=LEGACY,
+            added=(PIN, *extra),
+            notes=_notes([], extra, lacking),
+        )
         if write:
             _write_atomically(file, text, None)
         return done
@@ -337,6 +389,14 @@ def configure(path: Path, *, write: bool = True) -> Configured:
     if write:
         _write_atomically(file, after, before)
     added = ([] if _has_requirement(requires) else [PIN]) + extra
-    return Configured(file, True, f"{verb} {file}: builds through rocm-build-backend, wrapping {wrapped}",
-                      before, after, written=write, wrapped=wrapped, added=tuple(added),
-                      notes=_notes(requires, extra, lacking))
+    return Configured(
+        file,
+        True,
+        f"{verb} {file}: builds through rocm-build-backend, wrapping {wrapped}",
+        before,
+        after,
+        written=write,
+        wrapped=wrapped,
+        added=tuple(added),
+        notes=_notes(requires, extra, lacking),
+    )

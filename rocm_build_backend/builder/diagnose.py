@@ -26,12 +26,16 @@ class Cause(NamedTuple):
 
 
 # Patterns, compiled (and kept by ``re``) when a failure is looked at: not on every build's import.
-_KILLED = (r"(?i)Killed signal terminated program|unable to execute command: Killed|"
-           r"failed with exit (?:code|status) (?:-9|137)\b|terminated by signal 9\b|\(signal 9\)|"
-           r"signal: killed")
+_KILLED = (
+    r"(?i)Killed signal terminated program|unable to execute command: Killed|"
+    r"failed with exit (?:code|status) (?:-9|137)\b|terminated by signal 9\b|\(signal 9\)|"
+    r"signal: killed"
+)
 _HIP_LANG = r"hip-lang-config\.cmake|package configuration file provided by\s+\"hip-lang\""
-_TORCH_CUDA = (r"CUDA_HOME environment variable is not set|No CUDA runtime is found|"
-               r"Torch not compiled with CUDA|torch\.version\.hip is None")
+_TORCH_CUDA = (
+    r"CUDA_HOME environment variable is not set|No CUDA runtime is found|"
+    r"Torch not compiled with CUDA|torch\.version\.hip is None"
+)
 _NVIDIA = r"nvcc fatal|HIP_PLATFORM\s*=\s*nvidia|__HIP_PLATFORM_(?:NVIDIA|NVCC)__"
 
 
@@ -46,18 +50,22 @@ def installed_torch() -> str | None:
 def _killed(text: str, torch: Callable[[], str | None]) -> Cause | None:
     if not re.search(_KILLED, text):
         return None
-    return Cause("a compiler was killed (signal 9), most likely by the kernel for lack of memory",
-                 "build with fewer parallel jobs: -C rocm-build-backend.max-jobs=2, or raise "
-                 "-C rocm-build-backend.memory-per-job=8 (the GiB one compile job may take)")
+    return Cause(
+        "a compiler was killed (signal 9), most likely by the kernel for lack of memory",
+        "build with fewer parallel jobs: -C rocm-build-backend.max-jobs=2, or raise "
+        "-C rocm-build-backend.memory-per-job=8 (the GiB one compile job may take)",
+    )
 
 
 def _hip_lang(text: str, torch: Callable[[], str | None]) -> Cause | None:
     if not re.search(_HIP_LANG, text):
         return None
-    return Cause("CMake's HIP language cannot find ROCm's hip-lang CMake package (hip-lang-config.cmake)",
-                 "install ROCm's HIP development files (hip-dev, or the ROCm SDK), or tell CMake where ROCm "
-                 "is: -C cmake.define.CMAKE_HIP_COMPILER_ROCM_ROOT=/opt/rocm (scikit-build-core), or "
-                 "CMAKE_ARGS=-DCMAKE_HIP_COMPILER_ROCM_ROOT=/opt/rocm")
+    return Cause(
+        "CMake's HIP language cannot find ROCm's hip-lang CMake package (hip-lang-config.cmake)",
+        "install ROCm's HIP development files (hip-dev, or the ROCm SDK), or tell CMake where ROCm "
+        "is: -C cmake.define.CMAKE_HIP_COMPILER_ROCM_ROOT=/opt/rocm (scikit-build-core), or "
+        "CMAKE_ARGS=-DCMAKE_HIP_COMPILER_ROCM_ROOT=/opt/rocm",
+    )
 
 
 def _torch_cuda(text: str, torch: Callable[[], str | None]) -> Cause | None:
@@ -66,18 +74,22 @@ def _torch_cuda(text: str, torch: Callable[[], str | None]) -> Cause | None:
     version = torch()
     if version is None or "rocm" in version:
         return None
-    return Cause(f"the installed torch {version} is not a ROCm build, so PyTorch builds the extension "
-                 "for CUDA with nvcc instead of hipcc",
-                 "install ROCm's torch for your ROCm version (the ROCm command of PyTorch's install "
-                 "selector: pip install torch with PyTorch's rocmX.Y index), then build again")
+    return Cause(
+        f"the installed torch {version} is not a ROCm build, so PyTorch builds the extension "
+        "for CUDA with nvcc instead of hipcc",
+        "install ROCm's torch for your ROCm version (the ROCm command of PyTorch's install "
+        "selector: pip install torch with PyTorch's rocmX.Y index), then build again",
+    )
 
 
 def _nvidia(text: str, torch: Callable[[], str | None]) -> Cause | None:
     if not re.search(_NVIDIA, text):
         return None
-    return Cause("hipcc ran NVIDIA's nvcc instead of AMD's clang (it picked the NVIDIA platform)",
-                 "build with HIP_PLATFORM=amd and ROCm's hipcc first on PATH; a build script that sets "
-                 "HIP_PLATFORM=nvidia, or a HIP install made for NVIDIA, makes hipcc pick nvcc")
+    return Cause(
+        "hipcc ran NVIDIA's nvcc instead of AMD's clang (it picked the NVIDIA platform)",
+        "build with HIP_PLATFORM=amd and ROCm's hipcc first on PATH; a build script that sets "
+        "HIP_PLATFORM=nvidia, or a HIP install made for NVIDIA, makes hipcc pick nvcc",
+    )
 
 
 _CHECKS = (_killed, _hip_lang, _torch_cuda, _nvidia)  # the first that matches wins
@@ -86,14 +98,37 @@ _CHECKS = (_killed, _hip_lang, _torch_cuda, _nvidia)  # the first that matches w
 # "Skip building ext ops due to the absence of torch." (mmcv, mmdet, mmdeploy, mmrotate ...),
 # "PyTorch not found, skipping ..." (CMake), "torch not importable ...; building without
 # extensions". Both parts must be on one line; each part is a plain alternation (linear time).
-_SKIPS = (r"(?i)\b(?:skip(?:s|ped|ping)?|without|disabl\w*|omit\w*|not build\w*|won't build|"
-          r"will not build|fall(?:s|ing)? back)\b")
+_SKIPS = (
+    r"(?i)\b(?:skip(?:s|ped|ping)?|without|disabl\w*|omit\w*|not build\w*|won't build|"
+    r"will not build|fall(?:s|ing)? back)\b"
+)
 _MISSING = (
     r"(?i)(?:absence of|No module named|cannot import|could not import|unable to import|failed to import)"
     r"\s+'?\"?(?P<a>[A-Za-z_][\w.-]{0,60})"
-    r"|\b(?P<b>[A-Za-z_][\w.-]{0,60})\s+(?:is\s+|was\s+)?(?:not\s+(?:installed|importable)|not\s+found|unavailable|missing)")
-_NOT_REQUIREMENTS = {"gpu", "gpus", "device", "devices", "cuda", "rocm", "hip", "nvcc", "hipcc", "compiler",
-                     "file", "files", "ninja", "it", "this", "that", "which", "module", "extension", "extensions"}
+    r"|\b(?P<b>[A-Za-z_][\w.-]{0,60})\s+(?:is\s+|was\s+)?(?:not\s+(?:installed|importable)|not\s+found|unavailable|missing)"
+)
+_NOT_REQUIREMENTS = {
+    "gpu",
+    "gpus",
+    "device",
+    "devices",
+    "cuda",
+    "rocm",
+    "hip",
+    "nvcc",
+    "hipcc",
+    "compiler",
+    "file",
+    "files",
+    "ninja",
+    "it",
+    "this",
+    "that",
+    "which",
+    "module",
+    "extension",
+    "extensions",
+}
 _TORCH = {"torch", "pytorch"}
 MAX_LINE = 1000  # longer lines are not looked at (a skip message is one short line)
 
@@ -132,12 +167,16 @@ def skipped_for_missing(text: str) -> Cause | None:
     name, line = found
     what = f"the project left its GPU code out because {name} could not be imported during the build (it printed: {line[:200]!r})"
     if name == "torch":
-        todo = ("install torch (the build for your GPU) in the build environment: pip install torch, then build "
-                "with --no-build-isolation (pip, uv) so the build sees it; or list torch in the project's "
-                "[build-system] requires")
+        todo = (
+            "install torch (the build for your GPU) in the build environment: pip install torch, then build "
+            "with --no-build-isolation (pip, uv) so the build sees it; or list torch in the project's "
+            "[build-system] requires"
+        )
     else:
-        todo = (f"install {name} in the build environment, then build with --no-build-isolation (pip, uv) so "
-                f"the build sees it; or list {name} in the project's [build-system] requires")
+        todo = (
+            f"install {name} in the build environment, then build with --no-build-isolation (pip, uv) so "
+            f"the build sees it; or list {name} in the project's [build-system] requires"
+        )
     return Cause(what, todo)
 
 
@@ -148,7 +187,7 @@ def explain(exc: BaseException) -> Cause | None:
     for _ in range(8):  # a chain of causes is short; a cycle stops here
         if seen is None:
             break
-        parts.append(f"{type(seen).__name__}: {seen}"[:MAX_TEXT // 8])
+        parts.append(f"{type(seen).__name__}: {seen}"[: MAX_TEXT // 8])
         seen = seen.__cause__ or seen.__context__
     return diagnose("\n".join(parts))
 

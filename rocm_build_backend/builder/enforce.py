@@ -62,16 +62,20 @@ def plan_lines(vendor: str, targets: Sequence[str], exact: bool = True) -> list[
     return [*found.describe(list(targets))] + ([EXACT.format(targets=" ".join(targets))] if exact else [])
 
 
-EXACT = ("enforce: then the audit fails a wheel whose device code holds targets beyond {targets} "
-         "(verify = \"warn\": a warning); listed and allowed: files built by compiles left whole on purpose, "
-         "and prebuilt files (bytes equal to a file of the sources older than the build, outside build folders)")
+EXACT = (
+    "enforce: then the audit fails a wheel whose device code holds targets beyond {targets} "
+    '(verify = "warn": a warning); listed and allowed: files built by compiles left whole on purpose, '
+    "and prebuilt files (bytes equal to a file of the sources older than the build, outside build folders)"
+)
 
 
 def not_enforced(vendor: str) -> str:
     """The plan's words for a build of a vendor without enforcement."""
     named = vendor_named(vendor)
-    return (f"enforce: {named.label if named else vendor} builds have no pinned compilers: "
-            "the compiler builds the targets the project lists")
+    return (
+        f"enforce: {named.label if named else vendor} builds have no pinned compilers: "
+        "the compiler builds the targets the project lists"
+    )
 
 
 def plan_env(vendor: str, targets: Sequence[str], planned: Mapping[str, str]) -> dict[str, str]:
@@ -104,8 +108,9 @@ def _prune(base: Path, keep: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def install(vendor: str, targets: Sequence[str], env: Mapping[str, str], record: Path,
-            notes: list[str] | None = None) -> dict[str, str]:
+def install(
+    vendor: str, targets: Sequence[str], env: Mapping[str, str], record: Path, notes: list[str] | None = None
+) -> dict[str, str]:
     """Write the vendor's programs and return the build's variables, the record file's name among
     them; ``notes`` gets the log's words on folders passed over or replaced. ``EnforcementError``
     when they cannot be put in place (no safe folder, no toolkit, the vendor has none)."""
@@ -177,18 +182,26 @@ class Enforced:
         """The build log's words; ``uncounted``: what the vendor's programs do not see."""
         chosen = " ".join(targets)
         if not self.compiles and not self.refused:
-            return [f"enforce: no compile came through the pinned compilers (targets {chosen})"
-                    + (f"; {uncounted}" if uncounted else "")]
-        out = [f"enforce: {self.compiles} device compiles: {self.rewritten} cut to {chosen}"
-               + (f" (dropped {' '.join(sorted(self.dropped))})" if self.dropped else "")
-               + f", {self.kept} already exactly {chosen}, {self.added} given {chosen} (they listed none)"
-               + f", {self.whole_count} left whole"]
+            return [
+                f"enforce: no compile came through the pinned compilers (targets {chosen})"
+                + (f"; {uncounted}" if uncounted else "")
+            ]
+        out = [
+            f"enforce: {self.compiles} device compiles: {self.rewritten} cut to {chosen}"
+            + (f" (dropped {' '.join(sorted(self.dropped))})" if self.dropped else "")
+            + f", {self.kept} already exactly {chosen}, {self.added} given {chosen} (they listed none)"
+            + f", {self.whole_count} left whole"
+        ]
         if self.refused:
-            out.append(f"enforce: refused compiles with an unknown option that could name a target or an input: "
-                       f"{' '.join(self.refused)}")
+            out.append(
+                f"enforce: refused compiles with an unknown option that could name a target or an input: "
+                f"{' '.join(self.refused)}"
+            )
         for sources, listed in self.whole:
-            out.append(f"enforce: left whole (lists none of {chosen}): {' '.join(sources) or 'a compile'} "
-                       f"for {' '.join(listed)}")
+            out.append(
+                f"enforce: left whole (lists none of {chosen}): {' '.join(sources) or 'a compile'} "
+                f"for {' '.join(listed)}"
+            )
         return out
 
     def to_stamp(self) -> dict[str, Any]:

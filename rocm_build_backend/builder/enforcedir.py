@@ -36,14 +36,17 @@ from rocm_build_backend.errors import EnforcementError
 from rocm_build_backend.files import read_regular
 from rocm_build_backend.gpu.build import FolderEntry
 
-HINT = ("point XDG_CACHE_HOME (or TMPDIR) at a folder you own that others cannot write, or build without "
-        "enforcement: enforce = false under [tool.rocm-build-backend] (-C rocm-build-backend.enforce=false)")
+HINT = (
+    "point XDG_CACHE_HOME (or TMPDIR) at a folder you own that others cannot write, or build without "
+    "enforcement: enforce = false under [tool.rocm-build-backend] (-C rocm-build-backend.enforce=false)"
+)
 _SNAPSHOT_LIMIT = 8 << 20  # bytes of file contents compared in one folder
 
 
 def _passwd_home(uid: int) -> str:
     try:
         import pwd  # not on every platform
+
         return pwd.getpwuid(uid).pw_dir
     except (ImportError, KeyError):
         return ""
@@ -206,10 +209,12 @@ def write(folder: Path, contents: Mapping[str, FolderEntry]) -> None:
             try:
                 view = memoryview(data if isinstance(data, bytes) else data.encode())
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 if mode & 0o111:
-                    os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | stat.S_IRUSR | stat.S_IXUSR
-                              | stat.S_IXGRP | stat.S_IXOTH)
+                    os.fchmod(
+                        fd,
+                        stat.S_IMODE(os.fstat(fd).st_mode) | stat.S_IRUSR | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH,
+                    )
             finally:
                 os.close(fd)
 

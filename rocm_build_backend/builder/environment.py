@@ -61,8 +61,9 @@ def applied(plan: BuildPlan | None, *, compiles: bool = True) -> Iterator[World]
             if compiles:  # after the pool: the cache's command method wraps the pool's
                 _cache(plan, Path(tools), stack)
             if plan.build_ext_parallel > 1:
-                os.environ["DIST_EXTRA_CONFIG"] = str(merged_config(
-                    Path(tools), at_once, os.environ.get("DIST_EXTRA_CONFIG")))
+                os.environ["DIST_EXTRA_CONFIG"] = str(
+                    merged_config(Path(tools), at_once, os.environ.get("DIST_EXTRA_CONFIG"))
+                )
         yield world
     finally:
         stack.close()
@@ -118,8 +119,10 @@ def _cache(plan: BuildPlan, tools: Path, stack: ExitStack) -> None:
     if changed:
         log("compiler cache: " + " ".join(f"{k}={v}" for k, v in changed.items()))
     if hipcc_as_cxx(plan.cache.kind, os.environ):
-        log("compiler cache: sccache is not put in front of CXX=hipcc (it would preprocess the .cpp files as C++): "
-            "those compiles run uncached; ccache runs there (compiler-cache = \"ccache\")")
+        log(
+            "compiler cache: sccache is not put in front of CXX=hipcc (it would preprocess the .cpp files as C++): "
+            'those compiles run uncached; ccache runs there (compiler-cache = "ccache")'
+        )
     if plan.cache.program is None:
         return
     if plan.backend.startswith("setuptools") and not stack.enter_context(cached_spawn(plan.cache, pinned)):

@@ -29,8 +29,9 @@ from typing import Any, Iterable, Sequence
 from rocm_build_backend.binary.report import AuditReport, target_obj
 from rocm_build_backend.gpu.targets import GpuTarget
 
-NOT_SOURCES = frozenset({".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__",
-                         "build", "dist", "_skbuild"})
+NOT_SOURCES = frozenset(
+    {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", "_skbuild"}
+)
 _WALK_LIMIT = 100_000  # entries of the source tree looked at for prebuilt files
 _HASH_LIMIT = 1 << 30  # bytes hashed in all
 
@@ -66,8 +67,9 @@ def chosen(target: str, planned: Sequence[GpuTarget]) -> bool:
     return False
 
 
-def beyond(report: AuditReport, planned: Sequence[GpuTarget], whole: Iterable[str],
-           prebuilt: Iterable[str] = ()) -> list[Beyond]:
+def beyond(
+    report: AuditReport, planned: Sequence[GpuTarget], whole: Iterable[str], prebuilt: Iterable[str] = ()
+) -> list[Beyond]:
     """Every file holding targets the plan did not choose, with why it is allowed (pure)."""
     left_whole, copied = set(whole), set(prebuilt)
     out: list[Beyond] = []
@@ -143,5 +145,7 @@ def prebuilt_members(wheel: Path, members: Iterable[str], source_dir: Path, sinc
 
 def to_stamp(found: Sequence[Beyond]) -> dict[str, Any]:
     """The stamp's ``enforced.exact``: whether nothing unexplained was found, and each file beyond."""
-    return {"ok": all(b.why for b in found),
-            "files": {b.path: {"extra": list(b.extra), "why": b.why or "unexplained"} for b in found}}
+    return {
+        "ok": all(b.why for b in found),
+        "files": {b.path: {"extra": list(b.extra), "why": b.why or "unexplained"} for b in found},
+    }

@@ -42,11 +42,23 @@ from rocm_build_backend.errors import NoGpuDetectedError, StaleBuildTreeError, T
 from rocm_build_backend.wheel.label import local_version
 from rocm_build_backend.wheel.stamp import rewrite_metadata_dir
 
-__all__ = ["build", "build_sdist", "get_requires", "has_hook", "prepare_metadata",
-           "check_fresh", "mark_fresh", "load_project", "prepare", "show", "wrapped_backend"]
+__all__ = [
+    "build",
+    "build_sdist",
+    "get_requires",
+    "has_hook",
+    "prepare_metadata",
+    "check_fresh",
+    "mark_fresh",
+    "load_project",
+    "prepare",
+    "show",
+    "wrapped_backend",
+]
 
 
 # --------------------------------------------------------------------- 5. freshness
+
 
 def check_fresh(prepared: Prepared) -> list[Path]:
     """Stop on (or clean) stale trees; returns the trees that are not ours, for ``mark_fresh``.
@@ -61,8 +73,9 @@ def check_fresh(prepared: Prepared) -> list[Path]:
     stale = "clean" if copy else project.settings.stale
     why = f"the copy of the sources {NAMES[copy]} unpacked" if copy else 'stale = "clean"'
     try:
-        cleaned = _check(project.source_dir, [str(t) for t in prepared.plan.targets],
-                         stale=stale, extra=backend_build_dirs(project))
+        cleaned = _check(
+            project.source_dir, [str(t) for t in prepared.plan.targets], stale=stale, extra=backend_build_dirs(project)
+        )
     except StaleBuildTreeError as exc:
         if copy:
             exc.message += f" (in {why}: {project.source_dir})"
@@ -87,6 +100,7 @@ def _cache_note(prepared: Prepared) -> None:
 
 
 # ------------------------------------------------------------------------ the hooks
+
 
 def _explain(exc: BaseException) -> None:
     try:
@@ -119,8 +133,7 @@ def _enforced(prepared: Prepared, record: Path | None) -> Enforced | None:
     return done
 
 
-def build(hook: str, directory: str, config_settings: ConfigSettings | None,
-          metadata_directory: str | None) -> str:
+def build(hook: str, directory: str, config_settings: ConfigSettings | None, metadata_directory: str | None) -> str:
     """build_wheel and build_editable: steps 1-9; returns the wheel's file name."""
     with reported():
         project = load_project(config_settings)
@@ -147,8 +160,9 @@ def build(hook: str, directory: str, config_settings: ConfigSettings | None,
         finally:  # a failed or stopped compile leaves objects made for these targets: say so for the retry
             mark_fresh(prepared, not_ours)
         try:
-            out = audit_and_stamp(prepared, Path(directory) / name, editable=hook == "build_editable", since=start,
-                                  enforced=enforced)
+            out = audit_and_stamp(
+                prepared, Path(directory) / name, editable=hook == "build_editable", since=start, enforced=enforced
+            )
         except TargetMismatchError as exc:
             raise _said_why(exc, printed.text()) from None
         if project.settings.variant and hook == "build_wheel":
@@ -165,8 +179,7 @@ def _prepare_for_metadata(project: Project) -> Prepared | None:
     except NoGpuDetectedError:
         if project.settings.local_version:
             raise
-        log("no GPU found and no targets given: preparing the metadata without them "
-            "(the build needs them)")
+        log("no GPU found and no targets given: preparing the metadata without them (the build needs them)")
         return None
 
 

@@ -262,14 +262,19 @@ def find_stale(
         if is_stale:
             found.append((root, had))
     # a tree inside another stale tree (scikit-build-core's build/cmake in build/) goes with it
-    return [StaleTree(root, had, owned(root, source)) for root, had in found
-            if not any(other != root and other in root.parents for other, _ in found)]
+    return [
+        StaleTree(root, had, owned(root, source))
+        for root, had in found
+        if not any(other != root and other in root.parents for other, _ in found)
+    ]
 
 
 def _not_ours(trees: list[StaleTree], source: Path) -> str:
     shown = " ".join(_shown(t.path, source) for t in trees)
-    return (f"nothing proves this build made {shown} (no {FRESH_NAME} stamp, no CMakeCache.txt naming "
-            f"this source folder), so it is not removed; if it holds only build output, remove it yourself")
+    return (
+        f"nothing proves this build made {shown} (no {FRESH_NAME} stamp, no CMakeCache.txt naming "
+        f"this source folder), so it is not removed; if it holds only build output, remove it yourself"
+    )
 
 
 def check_fresh(
@@ -341,8 +346,12 @@ def mark_fresh(
     rewrites them on every build and packs them into sdists, which must carry nothing
     GPU-specific.
     """
-    data = (json.dumps({"schema_version": FRESH_SCHEMA, "generator": "rocm-build-backend",
-                        "targets": _norm(targets)}, indent=2) + "\n").encode("utf-8")
+    data = (
+        json.dumps(
+            {"schema_version": FRESH_SCHEMA, "generator": "rocm-build-backend", "targets": _norm(targets)}, indent=2
+        )
+        + "\n"
+    ).encode("utf-8")
     skipped = {Path(p) for p in skip}
     written = []
     for root in _roots(Path(source_dir), extra):

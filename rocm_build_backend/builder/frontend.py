@@ -80,13 +80,14 @@ def _python_m_build(argv: list[str]) -> bool:
     for i, arg in enumerate(argv[:-1]):
         if arg == "-m" and argv[i + 1] == "build":
             return True
-        if arg == "-m" and argv[i + 1] == "rocm_build_backend" and "build" in argv[i + 2:i + 3]:
+        if arg == "-m" and argv[i + 1] == "rocm_build_backend" and "build" in argv[i + 2 : i + 3]:
             return True
     return "rocm-build-backend" in names and "build" in argv[1:3]
 
 
-def variant_verdict(wheel_directory: str | os.PathLike[str], env: Mapping[str, str],
-                    parent: list[str] | None = None) -> tuple[bool, str]:
+def variant_verdict(
+    wheel_directory: str | os.PathLike[str], env: Mapping[str, str], parent: list[str] | None = None
+) -> tuple[bool, str]:
     """(whether the frontend takes a variant wheel back, why) for a build writing its wheel into
     ``wheel_directory``. ``parent``: the parent's command line (default: read from /proc)."""
     if env.get("PIP_BUILD_TRACKER"):
@@ -114,13 +115,20 @@ def cache_note(source_dir: str | os.PathLike[str], targets_from: str, tmpdir: st
     if what.startswith("detected"):
         what = "this machine's GPUs"
     if copy == "uv" and targets_from != "-C":
-        return (f"uv keeps this wheel in its cache keyed by the sdist and the -C settings, not by {what}: "
-                "uv hands it back on any GPU; give -C rocm-build-backend.targets=... (uv keys it), "
-                "or install with `rocm-build-backend install --tool uv`")
+        return (
+            f"uv keeps this wheel in its cache keyed by the sdist and the -C settings, not by {what}: "
+            "uv hands it back on any GPU; give -C rocm-build-backend.targets=... (uv keys it), "
+            "or install with `rocm-build-backend install --tool uv`"
+        )
     source = Path(source_dir).resolve()
-    if copy == "pip" and not source.parent.name.startswith("pip-req-build-") and not source.name.startswith(
-            "pip-req-build-"):
-        return (f"pip keeps a wheel built from an index or --find-links sdist in its cache keyed by the "
-                f"sdist's URL and the Python version, not by {what}: another GPU gets it back; install with "
-                "`rocm-build-backend install`, or pip's --no-cache-dir")
+    if (
+        copy == "pip"
+        and not source.parent.name.startswith("pip-req-build-")
+        and not source.name.startswith("pip-req-build-")
+    ):
+        return (
+            f"pip keeps a wheel built from an index or --find-links sdist in its cache keyed by the "
+            f"sdist's URL and the Python version, not by {what}: another GPU gets it back; install with "
+            "`rocm-build-backend install`, or pip's --no-cache-dir"
+        )
     return None

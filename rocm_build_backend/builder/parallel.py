@@ -49,8 +49,9 @@ from rocm_build_backend.builder.profiles import normalize
 from rocm_build_backend.data import path as data_path
 from rocm_build_backend.files import read_regular
 
-_CONSTRUCTORS = frozenset({"Extension", "CUDAExtension", "CppExtension", "Pybind11Extension", "HIPExtension",
-                           "SyclExtension"})
+_CONSTRUCTORS = frozenset(
+    {"Extension", "CUDAExtension", "CppExtension", "Pybind11Extension", "HIPExtension", "SyclExtension"}
+)
 _MAX_SETUP = 1 << 20
 ALL_AT_ONCE = 64  # extensions started together when the compile pool bounds their compiles
 
@@ -113,14 +114,39 @@ def read_extensions(source_dir: Path, env: Mapping[str, str]) -> Extensions:
             torch = True
         elif isinstance(node, ast.ClassDef) and any(_name(b) in _CONSTRUCTORS for b in node.bases):
             custom = True
-    return Extensions(sites, looped, torch, ninja, custom, theirs, user,
-                      cxx_apart=_cxx_apart() if torch and not ninja else True, own_pool=_compiles_itself(tree),
-                      per_extension=_sets_compiler(tree), pool=os.name == "posix")
+    return Extensions(
+        sites,
+        looped,
+        torch,
+        ninja,
+        custom,
+        theirs,
+        user,
+        cxx_apart=_cxx_apart() if torch and not ninja else True,
+        own_pool=_compiles_itself(tree),
+        per_extension=_sets_compiler(tree),
+        pool=os.name == "posix",
+    )
 
 
-_SETTERS = frozenset({"set_executable", "set_executables", "define_macro", "undefine_macro", "add_include_dir",
-                      "set_include_dirs", "add_library", "set_libraries", "add_library_dir", "set_library_dirs",
-                      "add_runtime_library_dir", "set_runtime_library_dirs", "add_link_object", "set_link_objects"})
+_SETTERS = frozenset(
+    {
+        "set_executable",
+        "set_executables",
+        "define_macro",
+        "undefine_macro",
+        "add_include_dir",
+        "set_include_dirs",
+        "add_library",
+        "set_libraries",
+        "add_library_dir",
+        "set_library_dirs",
+        "add_runtime_library_dir",
+        "set_runtime_library_dirs",
+        "add_link_object",
+        "set_link_objects",
+    }
+)
 
 
 def _compiles_itself(tree: ast.AST) -> str:
@@ -129,11 +155,21 @@ def _compiles_itself(tree: ast.AST) -> str:
     ``setattr(..., "compile", ...)``, or pybind11's ``ParallelCompile`` under any name."""
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Constant) and any(
-                isinstance(t, ast.Attribute) and t.attr == "compile" and _name(t.value) != "self" for t in node.targets):
+        if (
+            isinstance(node, ast.Assign)
+            and not isinstance(node.value, ast.Constant)
+            and any(
+                isinstance(t, ast.Attribute) and t.attr == "compile" and _name(t.value) != "self" for t in node.targets
+            )
+        ):
             return f"setup.py line {line} replaces a compiler's compile"  # not a command's option (self.compile = 0)
-        if (isinstance(node, ast.Call) and _name(node.func) == "setattr" and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant) and node.args[1].value == "compile"):
+        if (
+            isinstance(node, ast.Call)
+            and _name(node.func) == "setattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value == "compile"
+        ):
             return f"setup.py line {line} replaces a compiler's compile"
         if isinstance(node, ast.ImportFrom) and any(a.name == "ParallelCompile" for a in node.names):
             return f"setup.py line {line} imports pybind11's ParallelCompile"
@@ -154,8 +190,13 @@ def _sets_compiler(tree: ast.AST) -> str:
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or func.name != "build_extension":
             continue
         for node in ast.walk(func):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-                node, ast.AugAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign)
+                else []
+            )
             for target in targets:
                 if isinstance(target, ast.Attribute) and _name(target.value) == "compiler":
                     return f"build_extension sets the compiler's {target.attr} (setup.py line {_line(node)})"
@@ -218,28 +259,58 @@ def split(budget: int, ext: Extensions, *, backend_kind: str) -> Split:
     if ext.torch and ext.ninja:
         at_once = min(budget, ALL_AT_ONCE) if ext.looped else min(ext.sites, budget, ALL_AT_ONCE)
         each = max(1, budget // at_once)
-        return Split(at_once, each, (f"torch's ninja builds, each extension in a build_temp (and build.ninja) of its "
-                                     f"own: {at_once} at once x {each} jobs each, largest first, within {budget}"),
-                     apart=True)
+        return Split(
+            at_once,
+            each,
+            (
+                f"torch's ninja builds, each extension in a build_temp (and build.ninja) of its "
+                f"own: {at_once} at once x {each} jobs each, largest first, within {budget}"
+            ),
+            apart=True,
+        )
     if ext.torch and not ext.cxx_apart:
-        return Split(1, budget, ("torch's build without ninja swaps the one shared compiler for nvcc while a .cu "
-                                 "file compiles; this setuptools has no compiler_so_cxx, so extensions side by side "
-                                 "could compile C++ with nvcc: one at a time"))
+        return Split(
+            1,
+            budget,
+            (
+                "torch's build without ninja swaps the one shared compiler for nvcc while a .cu "
+                "file compiles; this setuptools has no compiler_so_cxx, so extensions side by side "
+                "could compile C++ with nvcc: one at a time"
+            ),
+        )
     if ext.own_pool:
-        return Split(1, budget, f"setup.py compiles side by side itself ({ext.own_pool}): one extension at a time, "
-                                f"{budget} jobs for it", pool=budget if ext.pool else 0,
-                     aside=f"setup.py compiles side by side itself ({ext.own_pool})" if ext.pool else "")
+        return Split(
+            1,
+            budget,
+            f"setup.py compiles side by side itself ({ext.own_pool}): one extension at a time, {budget} jobs for it",
+            pool=budget if ext.pool else 0,
+            aside=f"setup.py compiles side by side itself ({ext.own_pool})" if ext.pool else "",
+        )
     what = f"{'extensions made in a loop' if ext.looped else f'{ext.sites} extensions'}{' without ninja' if ext.torch else ''}"
     at_once = budget if ext.looped else min(ext.sites, budget)
     if at_once > 1 and ext.pool:
         every = ALL_AT_ONCE if ext.looped else min(ext.sites, ALL_AT_ONCE)
-        return Split(every, 1, (f"{what}: {'up to ' if ext.looped else ''}{every} at once, their compiles through "
-                                f"one pool of {budget} slots, largest first, 1 job each"), pool=budget)
+        return Split(
+            every,
+            1,
+            (
+                f"{what}: {'up to ' if ext.looped else ''}{every} at once, their compiles through "
+                f"one pool of {budget} slots, largest first, 1 job each"
+            ),
+            pool=budget,
+        )
     if at_once > 1 and ext.per_extension:  # no pool here to keep each extension's compiler settings its own
-        return Split(1, budget, f"{what}: one at a time, {budget} jobs: {ext.per_extension}, and extensions side by "
-                                "side without the compile pool share one compiler")
-    return Split(at_once, max(1, budget // at_once),
-                 f"{what}: {at_once} at once x {max(1, budget // at_once)} jobs each, within {budget}")
+        return Split(
+            1,
+            budget,
+            f"{what}: one at a time, {budget} jobs: {ext.per_extension}, and extensions side by "
+            "side without the compile pool share one compiler",
+        )
+    return Split(
+        at_once,
+        max(1, budget // at_once),
+        f"{what}: {at_once} at once x {max(1, budget // at_once)} jobs each, within {budget}",
+    )
 
 
 def merged_config(directory: Path, parallel: int, user: str | None) -> Path:

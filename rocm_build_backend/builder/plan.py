@@ -96,18 +96,27 @@ class BuildPlan(NamedTuple):
 
     def summary(self) -> list[str]:
         """The lines a build log shows (without the prefix)."""
-        lines = [f"targets {join_targets(self.targets, ' ') or 'none'} ({self.source_detail or self.source})",
-                 f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})"]
+        lines = [
+            f"targets {join_targets(self.targets, ' ') or 'none'} ({self.source_detail or self.source})",
+            f"backend {self.backend}; MAX_JOBS={self.max_jobs} ({self.jobs_reason})",
+        ]
         if self.parallel_reason:
             lines.append(f"build_ext parallel = {self.build_ext_parallel} ({self.parallel_reason})")
         if self.compile_pool and self.compile_pool_aside:
-            lines.append(f"compile pool steps aside: {self.compile_pool_aside}: one extension at a time, every "
-                         f"compiler process setuptools starts within {self.compile_pool} slots")
+            lines.append(
+                f"compile pool steps aside: {self.compile_pool_aside}: one extension at a time, every "
+                f"compiler process setuptools starts within {self.compile_pool} slots"
+            )
         elif self.compile_pool:
-            shared = (f"{self.build_ext_parallel} extensions" if self.build_ext_parallel < ALL_AT_ONCE
-                      else f"the extensions (up to {ALL_AT_ONCE} at once)")
-            lines.append(f"compile pool: {self.compile_pool} slots shared by {shared}, largest first, links "
-                         f"through the same slots, each extension's compiler settings its own")
+            shared = (
+                f"{self.build_ext_parallel} extensions"
+                if self.build_ext_parallel < ALL_AT_ONCE
+                else f"the extensions (up to {ALL_AT_ONCE} at once)"
+            )
+            lines.append(
+                f"compile pool: {self.compile_pool} slots shared by {shared}, largest first, links "
+                f"through the same slots, each extension's compiler settings its own"
+            )
         shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items() if k not in ("MAX_JOBS", "PATH"))
         lines.append(f"environment {shown}")
         if self.config_settings:
@@ -136,12 +145,17 @@ def _max_jobs(settings: Settings, env: Mapping[str, str], host: Host) -> tuple[i
         return cpus, f"{cpus} cores; available memory unknown"
     by_mem = max(1, host.mem_available // (settings.memory_per_job * _GIB))
     jobs = min(cpus, by_mem)
-    return jobs, (f"{cpus} cores, {host.mem_available / _GIB:.0f} GiB available at "
-                  f"{settings.memory_per_job} GiB a job")
+    return jobs, (f"{cpus} cores, {host.mem_available / _GIB:.0f} GiB available at {settings.memory_per_job} GiB a job")
 
 
-def _parallel(draft: Knobs, budget: int, extensions: Extensions | None, backend_kind: str,
-              env: Mapping[str, str], dist_name: str | None) -> Split:
+def _parallel(
+    draft: Knobs,
+    budget: int,
+    extensions: Extensions | None,
+    backend_kind: str,
+    env: Mapping[str, str],
+    dist_name: str | None,
+) -> Split:
     """The budget split (``builder.parallel``), and the project's own job variables
     (``data/jobs.json``) for the jobs each."""
     if extensions is None:
@@ -153,8 +167,10 @@ def _parallel(draft: Knobs, budget: int, extensions: Extensions | None, backend_
             continue
         draft.env[var] = value
     if got.pool and not got.aside and extensions.per_extension:
-        draft.notes.append(f"{extensions.per_extension}: each extension built beside the others gets the compiler "
-                           "settings it sets (a compiler state of its own)")
+        draft.notes.append(
+            f"{extensions.per_extension}: each extension built beside the others gets the compiler "
+            "settings it sets (a compiler state of its own)"
+        )
     return got
 
 
@@ -166,13 +182,16 @@ def _unprefixed(forwarded: Mapping[str, Any]) -> list[str]:
     for key, value in forwarded.items():
         if key in ours:
             shown = ";".join(value) if isinstance(value, list) else str(value)
-            notes.append(f"warning: -C {key}={shown} is not read by rocm-build-backend: it goes to the "
-                         f"wrapped backend as it is; rocm-build-backend's setting is -C {PREFIX}{key}={shown}")
+            notes.append(
+                f"warning: -C {key}={shown} is not read by rocm-build-backend: it goes to the "
+                f"wrapped backend as it is; rocm-build-backend's setting is -C {PREFIX}{key}={shown}"
+            )
     return notes
 
 
-def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, str],
-             backend_kind: str, dist_name: str | None) -> str | None:
+def _profile(
+    draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, str], backend_kind: str, dist_name: str | None
+) -> str | None:
     """The project profile's knobs for the code targets ``draft.code``; returns the profile's name, or None."""
     if settings.profile == "none":
         return None
@@ -180,9 +199,12 @@ def _profile(draft: Knobs, vendor: str, settings: Settings, env: Mapping[str, st
     profile = select_profile(settings.profile, dist_name)  # auto: the project's, else the target lists
     if profile is None:
         near = difflib.get_close_matches(settings.profile, profile_names(), n=1)
-        draft.problems.append(f"unknown profile '{settings.profile}'"
-                              + (f" (did you mean '{near[0]}'?)" if near else "")
-                              + "; known: " + ", ".join(profile_names()))
+        draft.problems.append(
+            f"unknown profile '{settings.profile}'"
+            + (f" (did you mean '{near[0]}'?)" if near else "")
+            + "; known: "
+            + ", ".join(profile_names())
+        )
         return None
     targets = draft.code
     variables, defines = profile.env(targets), profile.cmake_defines(targets)
@@ -216,7 +238,7 @@ def _enforce(draft: Knobs, settings: Settings, vendor: str) -> list[str] | None:
         draft.notes.append("enforce = false: the compiler builds the targets the project lists")
         return None
     if settings.verify == "off":  # the project declares no GPU code: no compiler to hold
-        draft.notes.append("verify = \"off\" (the project has no GPU code): no pinned compilers")
+        draft.notes.append('verify = "off" (the project has no GPU code): no pinned compilers')
         return None
     if enforce.enforcer(vendor) is None:
         draft.notes.append(enforce.not_enforced(vendor))
@@ -230,24 +252,49 @@ def _enforce(draft: Knobs, settings: Settings, vendor: str) -> list[str] | None:
     return enforce.plan_lines(vendor, names, exact=settings.verify != "off")
 
 
-def _switches(draft: Knobs, findings: Sequence[Finding], env: Mapping[str, str], *, vendor: str,
-              backend_kind: str, enforced: bool, profile: str | None, apply: bool) -> list[Switch]:
+def _switches(
+    draft: Knobs,
+    findings: Sequence[Finding],
+    env: Mapping[str, str],
+    *,
+    vendor: str,
+    backend_kind: str,
+    enforced: bool,
+    profile: str | None,
+    apply: bool,
+) -> list[Switch]:
     """What the build does about each of the project's own switches (``builder.switches``); with
     ``apply``, the switches that turn the vendor's GPU build on are given to the build."""
     if not findings:
         return []
-    switches = resolve(findings, vendor=vendor, targets=[str(t) for t in draft.code], env_out=draft.env,
-                       env_user=env, forwarded=draft.config_settings, backend_kind=backend_kind, enforce=enforced,
-                       profile=profile, apply=apply)
+    switches = resolve(
+        findings,
+        vendor=vendor,
+        targets=[str(t) for t in draft.code],
+        env_out=draft.env,
+        env_user=env,
+        forwarded=draft.config_settings,
+        backend_kind=backend_kind,
+        enforce=enforced,
+        profile=profile,
+        apply=apply,
+    )
     apply_switches(switches, draft.env, draft.config_settings)
     return switches
 
 
-def build_inputs(settings: Settings, env: Mapping[str, str], backend_kind: str,
-                 config_settings: Mapping[str, Any] | None = None) -> BuildInputs:
+def build_inputs(
+    settings: Settings, env: Mapping[str, str], backend_kind: str, config_settings: Mapping[str, Any] | None = None
+) -> BuildInputs:
     """What a vendor's knobs and checks are computed from, from the settings."""
-    return BuildInputs(env=env, backend_kind=backend_kind, config_settings=dict(config_settings or {}),
-                       ptx=settings.ptx, compiler=settings.compiler, lenient=settings.verify == "off")
+    return BuildInputs(
+        env=env,
+        backend_kind=backend_kind,
+        config_settings=dict(config_settings or {}),
+        ptx=settings.ptx,
+        compiler=settings.compiler,
+        lenient=settings.verify == "off",
+    )
 
 
 def make_plan(
@@ -273,16 +320,19 @@ def make_plan(
     targets = list(targets)
     vendors = {vendor_name(t) for t in targets}
     if len(vendors) > 1:
-        raise ConfigError([f"the targets {join_targets(targets)} name GPUs of more than one vendor"],
-                          hint="a build targets one vendor: build once per vendor")
+        raise ConfigError(
+            [f"the targets {join_targets(targets)} name GPUs of more than one vendor"],
+            hint="a build targets one vendor: build once per vendor",
+        )
     vendor = vendors.pop() if vendors else vendor_names()[0]
     inputs = build_inputs(settings, env, backend_kind, config_settings)
     notes = _unprefixed(inputs.config_settings)
     if targets:
         draft = build_side(vendor).knobs(targets, inputs)  # the code targets: after the ptx choice
     else:  # verify = "off" and no GPU: the project compiles nothing for a GPU
-        draft = Knobs(config_settings=dict(inputs.config_settings),
-                      notes=["no GPU targets: no target variables, no pinned tools"])
+        draft = Knobs(
+            config_settings=dict(inputs.config_settings), notes=["no GPU targets: no target variables, no pinned tools"]
+        )
     draft.notes[:0] = notes
     jobs, why = _max_jobs(settings, env, host)
     got = _parallel(draft, jobs, extensions, backend_kind, env, dist_name)
@@ -298,19 +348,44 @@ def make_plan(
         draft.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(each)
     profile_name = _profile(draft, vendor, settings, env, backend_kind, dist_name) if targets else None
     enforced = _enforce(draft, settings, vendor)
-    switches = _switches(draft, findings, env, vendor=vendor, backend_kind=backend_kind,
-                         enforced=enforced is not None, profile=profile_name,
-                         apply=settings.switches == "apply" and settings.verify != "off" and bool(targets))
+    switches = _switches(
+        draft,
+        findings,
+        env,
+        vendor=vendor,
+        backend_kind=backend_kind,
+        enforced=enforced is not None,
+        profile=profile_name,
+        apply=settings.switches == "apply" and settings.verify != "off" and bool(targets),
+    )
     if draft.problems:
-        hint = ("fix the quoting in the variable, or unset it" if any(" shell words " in p for p in draft.problems)
-                else "drop the -C cmake.define setting, or set the same targets")
+        hint = (
+            "fix the quoting in the variable, or unset it"
+            if any(" shell words " in p for p in draft.problems)
+            else "drop the -C cmake.define setting, or set the same targets"
+        )
         raise ConfigError(draft.problems, hint=hint)
     return BuildPlan(
-        targets=draft.code, source=source, env=draft.env, kept=draft.kept, replaced=draft.replaced,
-        config_settings=draft.config_settings, backend=settings.backend, max_jobs=each,
+        targets=draft.code,
+        source=source,
+        env=draft.env,
+        kept=draft.kept,
+        replaced=draft.replaced,
+        config_settings=draft.config_settings,
+        backend=settings.backend,
+        max_jobs=each,
         jobs_reason=why,
-        profile=profile_name, pinned_tools=settings.pinned_tools and bool(targets), notes=draft.notes,
-        source_detail=source_detail or source, vendor=vendor, enforce=enforced, switches=switches,
-        build_ext_parallel=at_once, parallel_reason=parallel_why, compile_pool=pool, compile_pool_aside=aside,
-        cache=cache, ninja_apart=got.apart,
+        profile=profile_name,
+        pinned_tools=settings.pinned_tools and bool(targets),
+        notes=draft.notes,
+        source_detail=source_detail or source,
+        vendor=vendor,
+        enforce=enforced,
+        switches=switches,
+        build_ext_parallel=at_once,
+        parallel_reason=parallel_why,
+        compile_pool=pool,
+        compile_pool_aside=aside,
+        cache=cache,
+        ninja_apart=got.apart,
     )

@@ -113,8 +113,10 @@ def run_all(gate: Gate, jobs: Sequence[tuple[Cost, Callable[[], object]]], threa
                     errors.append(exc)
                 return
 
-    helpers = [threading.Thread(target=worker, name=f"compile-pool-{i}", daemon=True)
-               for i in range(max(1, min(threads, len(jobs))) - 1)]
+    helpers = [
+        threading.Thread(target=worker, name=f"compile-pool-{i}", daemon=True)
+        for i in range(max(1, min(threads, len(jobs))) - 1)
+    ]
     for thread in helpers:
         thread.start()
     try:
@@ -166,20 +168,30 @@ class _Claims:
             return folder
 
 
-def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls,
-                      foreign: Callable[[str], None]) -> Callable[..., list[str]]:
+def _compile_function(
+    gate: Gate, unix: tuple[type, ...], calls: _Calls, foreign: Callable[[str], None]
+) -> Callable[..., list[str]]:
     """A ``CCompiler.compile`` whose objects go through ``gate``, side by side on unix compilers,
     each call's objects its own (``_Claims``). Called from a thread of the project's own (outside
     every extension build of the pool, not the main thread), it tells ``foreign`` and compiles as
     setuptools does, one object after another in that thread (each process still gated)."""
     claims = _Claims()
 
-    def compile(self: Any, sources: Sequence[str], output_dir: str | None = None, macros: Any = None,
-                include_dirs: Any = None, debug: bool = False, extra_preargs: Any = None,
-                extra_postargs: Any = None, depends: Any = None) -> list[str]:
+    def compile(
+        self: Any,
+        sources: Sequence[str],
+        output_dir: str | None = None,
+        macros: Any = None,
+        include_dirs: Any = None,
+        debug: bool = False,
+        extra_preargs: Any = None,
+        extra_postargs: Any = None,
+        depends: Any = None,
+    ) -> list[str]:
         output_dir = claims.folder(self, sources, output_dir)
         macros, objects, extra_postargs, pp_opts, build = self._setup_compile(
-            output_dir, macros, include_dirs, sources, depends, extra_postargs)
+            output_dir, macros, include_dirs, sources, depends, extra_postargs
+        )
         cc_args = self._get_cc_args(pp_opts, debug, extra_preargs)
 
         def one(obj: str) -> None:
@@ -200,8 +212,7 @@ def _compile_function(gate: Gate, unix: tuple[type, ...], calls: _Calls,
             return list(objects)
         with calls.lock:
             calls.count += 1
-        run_all(gate, [(cost(build[o][0]), partial(one, o)) for o in todo],
-                gate.slots if isinstance(self, unix) else 1)
+        run_all(gate, [(cost(build[o][0]), partial(one, o)) for o in todo], gate.slots if isinstance(self, unix) else 1)
         return list(objects)
 
     return compile
@@ -235,8 +246,12 @@ def _classes() -> _Classes:
         command = getattr(sys.modules.get(f"{package}.command.build_ext"), "build_ext", None)
         if not isinstance(base, type) or not isinstance(unix, type) or base in found.bases:
             continue
-        if "compile" in vars(base) and hasattr(base, "_setup_compile") and hasattr(base, "_get_cc_args") and (
-                "call" in vars(base) or "spawn" in vars(base)):
+        if (
+            "compile" in vars(base)
+            and hasattr(base, "_setup_compile")
+            and hasattr(base, "_get_cc_args")
+            and ("call" in vars(base) or "spawn" in vars(base))
+        ):
             found.bases.append(base)
             found.unix.append(unix)
             if isinstance(command, type) and "_build_extensions_parallel" in vars(command):
@@ -252,8 +267,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _replacements(found: _Classes, compile: Callable[..., list[str]] | None, processes: Processes,
-                  side: SideBySide) -> list[tuple[type, str, object, object]]:
+def _replacements(
+    found: _Classes, compile: Callable[..., list[str]] | None, processes: Processes, side: SideBySide
+) -> list[tuple[type, str, object, object]]:
     """(class, name, what was there, ours) for every attribute ``pooled`` puts in place."""
     put: list[tuple[type, str, object, object]] = []
     for cls in found.bases:
@@ -293,14 +309,23 @@ def pooled(slots: int, *, settle: float = SETTLE, side_by_side: bool = True) -> 
     gate = Gate(slots, settle)
     cpu_before = _children_cpu()
     calls = _Calls()
-    compile = _compile_function(gate, tuple(found.unix), calls, lambda thread: side.step_aside(
-        f"compile called from a thread of the project's own ({thread})")) if side_by_side else None
+    compile = (
+        _compile_function(
+            gate,
+            tuple(found.unix),
+            calls,
+            lambda thread: side.step_aside(f"compile called from a thread of the project's own ({thread})"),
+        )
+        if side_by_side
+        else None
+    )
     killer: list[threading.Thread] = []
     side = SideBySide(gate, lambda: processes.kill_all(), compile)
     if not side_by_side:
         side.aside = "the plan"  # said in the plan before the build: not again
-    processes = Processes(gate, lambda thread: side.step_aside(
-        f"compilers run from a thread of the project's own ({thread})"))
+    processes = Processes(
+        gate, lambda thread: side.step_aside(f"compilers run from a thread of the project's own ({thread})")
+    )
 
     def stop_all() -> None:
         gate.stop("stopped")
@@ -329,21 +354,32 @@ def _report(gate: Gate, calls: _Calls, processes: Processes, side: SideBySide, c
     """The pool's lines in the build log."""
     if side.changed:
         names = sorted({name for changed in side.changed.values() for name in changed})
-        log(f"compile pool: {len(side.changed)} extensions set the compiler's {', '.join(names)} for their own "
-            f"build (each kept to its own: {', '.join(sorted(side.changed)[:3])}{', ...' if len(side.changed) > 3 else ''})")
+        log(
+            f"compile pool: {len(side.changed)} extensions set the compiler's {', '.join(names)} for their own "
+            f"build (each kept to its own: {', '.join(sorted(side.changed)[:3])}{', ...' if len(side.changed) > 3 else ''})"
+        )
     if gate.reason is not None:
-        log(f"compile pool: {gate.reason}: {gate.refused} compiles and links not started, "
-            f"{processes.started} compiler processes run")
+        log(
+            f"compile pool: {gate.reason}: {gate.refused} compiles and links not started, "
+            f"{processes.started} compiler processes run"
+        )
     if not gate.admitted:
         return
     busy = ""
     cpu = _children_cpu() - cpu_before
     if gate.first is not None and gate.last is not None and gate.last > gate.first:
         wall = gate.last - gate.first
-        busy = (f"; first compile to last {wall:.1f} s, {cpu:.1f} s of CPU in the build's child processes: "
-                f"{cpu / wall / gate.slots:.0%} of {gate.slots} slots")
+        busy = (
+            f"; first compile to last {wall:.1f} s, {cpu:.1f} s of CPU in the build's child processes: "
+            f"{cpu / wall / gate.slots:.0%} of {gate.slots} slots"
+        )
     compiles = gate.admitted - processes.outside
-    head = (f"{compiles} compiles from {calls.count} compile calls and {processes.outside} other compiler runs (links)"
-            if compiles else f"{processes.outside} compiler runs")
-    log(f"compile pool: {head}, at most {gate.peak} at once ({gate.slots} slots"
-        f"{', largest first' if compiles else ''}){busy}")
+    head = (
+        f"{compiles} compiles from {calls.count} compile calls and {processes.outside} other compiler runs (links)"
+        if compiles
+        else f"{processes.outside} compiler runs"
+    )
+    log(
+        f"compile pool: {head}, at most {gate.peak} at once ({gate.slots} slots"
+        f"{', largest first' if compiles else ''}){busy}"
+    )

@@ -58,8 +58,10 @@ class SideBySide:
             if self.aside:
                 return
             self.aside = why
-        log(f"compile pool steps aside: {why}: the extensions build one at a time from here, every compiler "
-            f"process still within the {self.gate.slots} slots")
+        log(
+            f"compile pool steps aside: {why}: the extensions build one at a time from here, every compiler "
+            f"process still within the {self.gate.slots} slots"
+        )
 
     def not_ours(self, compiler: Any) -> str:
         """Why ``compiler``'s ``compile`` is not the pool's, "" when it is."""
@@ -73,6 +75,7 @@ class SideBySide:
 
     def method(self) -> Callable[[Any], None]:
         """The replacement of ``build_ext._build_extensions_parallel``."""
+
         def _build_extensions_parallel(cmd: Any) -> None:
             workers = os.cpu_count() if cmd.parallel is True else cmd.parallel
             why = self.not_ours(cmd.compiler)
@@ -82,6 +85,7 @@ class SideBySide:
                 cmd._build_extensions_serial()
                 return
             self.build_all(cmd, list(cmd.extensions), int(workers))
+
         return _build_extensions_parallel
 
     def build_all(self, cmd: Any, extensions: list[Any], workers: int) -> None:
@@ -107,8 +111,10 @@ class SideBySide:
                         running[0] -= 1
                         cond.notify_all()
 
-        threads = [threading.Thread(target=worker, name=f"build-ext-{i}", daemon=True)
-                   for i in range(min(workers, len(extensions)))]
+        threads = [
+            threading.Thread(target=worker, name=f"build-ext-{i}", daemon=True)
+            for i in range(min(workers, len(extensions)))
+        ]
         for thread in threads:
             thread.start()
         try:

@@ -125,6 +125,7 @@ class Processes:
         logger = names.get("log")
         macos = names.get("macos")
         if original.__name__ == "call":
+
             def call(compiler: Any, cmd: Any, *, env: Any = None, **kwargs: Any) -> None:
                 if logger is not None:
                     logger.info(subprocess.list2cmdline(cmd))
@@ -133,6 +134,7 @@ class Processes:
                 code = self.run(list(cmd), env, kwargs)
                 if code:
                     raise subprocess.CalledProcessError(code, cmd)
+
             return call
         failed = names.get("DistutilsExecError", RuntimeError)
 
@@ -149,6 +151,7 @@ class Processes:
                 raise failed(f"command {cmd[0]!r} failed: {exc.args[-1]}") from exc
             if code:
                 raise failed(f"command {cmd[0]!r} failed with exit code {code}")
+
         return spawn
 
 

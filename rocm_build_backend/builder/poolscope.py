@@ -27,9 +27,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-SCOPED = ("preprocessor", "compiler", "compiler_so", "compiler_so_cxx", "compiler_cxx", "linker_so",
-          "linker_so_cxx", "linker_exe", "linker_exe_cxx", "archiver", "ranlib",
-          "macros", "include_dirs", "libraries", "library_dirs", "runtime_library_dirs", "objects")
+SCOPED = (
+    "preprocessor",
+    "compiler",
+    "compiler_so",
+    "compiler_so_cxx",
+    "compiler_cxx",
+    "linker_so",
+    "linker_so_cxx",
+    "linker_exe",
+    "linker_exe_cxx",
+    "archiver",
+    "ranlib",
+    "macros",
+    "include_dirs",
+    "libraries",
+    "library_dirs",
+    "runtime_library_dirs",
+    "objects",
+)
 _local = threading.local()  # .scope: the Scope of this thread's extension build or compile, or None
 
 
@@ -70,8 +86,9 @@ def job(parent: Scope | None) -> Scope:
     """The scope of one compile: the settings of the extension that asked for it, its own after."""
     if parent is None:
         return Scope(job=True)
-    return Scope(owner=parent.owner, optional=parent.optional, job=True,
-                 values={k: _copied(v) for k, v in parent.values.items()})
+    return Scope(
+        owner=parent.owner, optional=parent.optional, job=True, values={k: _copied(v) for k, v in parent.values.items()}
+    )
 
 
 def _copied(value: Any) -> Any:

@@ -48,8 +48,11 @@ def _request_vars() -> list[tuple[str, str]]:
 
 
 def _where(settings: Settings) -> str:
-    return {"-C": "-C rocm-build-backend.targets", "env": "ROCM_BUILD_BACKEND_TARGETS",
-            "pyproject": "[tool.rocm-build-backend] targets"}.get(settings.source_of("targets"), "targets")
+    return {
+        "-C": "-C rocm-build-backend.targets",
+        "env": "ROCM_BUILD_BACKEND_TARGETS",
+        "pyproject": "[tool.rocm-build-backend] targets",
+    }.get(settings.source_of("targets"), "targets")
 
 
 class Resolved(NamedTuple):
@@ -69,13 +72,17 @@ class Resolved(NamedTuple):
 def _env_request(settings: Settings, env: Mapping[str, str]) -> tuple[str, str] | None:
     """The vendor variable that asks for targets (``PYTORCH_ROCM_ARCH`` or ``TORCH_CUDA_ARCH_LIST``)
     and its value; a vendor setting other than ``auto`` reads only its own vendor's variable."""
-    asked = [(var, env.get(var, "").strip()) for var, vendor in _request_vars()
-             if settings.vendor in ("auto", vendor) and env.get(var, "").strip()]
+    asked = [
+        (var, env.get(var, "").strip())
+        for var, vendor in _request_vars()
+        if settings.vendor in ("auto", vendor) and env.get(var, "").strip()
+    ]
     if len(asked) > 1:
         named = " or ".join(f'"{n}"' for n in vendor_names())
-        raise ConfigError([f"both {asked[0][0]}={asked[0][1]} and {asked[1][0]}={asked[1][1]} are set: "
-                           "a build targets one vendor"],
-                          hint=f"set vendor = {named} (or targets), or unset one of them")
+        raise ConfigError(
+            [f"both {asked[0][0]}={asked[0][1]} and {asked[1][0]}={asked[1][1]} are set: a build targets one vendor"],
+            hint=f"set vendor = {named} (or targets), or unset one of them",
+        )
     return asked[0] if asked else None
 
 
@@ -91,8 +98,10 @@ def _explicit(settings: Settings, env: Mapping[str, str]) -> Resolved:
     if user:
         code = side.code_targets(targets, build_inputs(settings, env, ""))
         if not side.same_request(user, code, where=f" in {var}"):
-            raise ConfigError([f"{where} asks for {join_targets(targets)} but {var}={user} is set"],
-                              hint=f"unset {var}, or make both name the same targets")
+            raise ConfigError(
+                [f"{where} asks for {join_targets(targets)} but {var}={user} is set"],
+                hint=f"unset {var}, or make both name the same targets",
+            )
     return Resolved(targets, "settings", f"from {where}", vendor=vendor)
 
 
@@ -111,20 +120,36 @@ def resolve_targets(settings: Settings, env: Mapping[str, str]) -> Resolved:
 
     asked = None if settings.vendor == "auto" else settings.vendor
     if settings.verify == "off" and not settings.local_version:  # no GPU code, no label: no detection
-        return Resolved([], NO_TARGETS, "no targets given, nothing detected (the project has no GPU code); "
-                        "verify = \"off\": building without GPU targets", None, asked or vendor_names()[0])
+        return Resolved(
+            [],
+            NO_TARGETS,
+            "no targets given, nothing detected (the project has no GPU code); "
+            'verify = "off": building without GPU targets',
+            None,
+            asked or vendor_names()[0],
+        )
     found = detect(root=Path(settings.sysfs_root), env=env, keep_features=settings.features)
     try:
         detected = require_targets(found, asked)
     except NoGpuDetectedError as exc:
         if settings.verify == "off":  # the project says it has no GPU code: nothing to target
-            return Resolved([], NO_TARGETS, "no GPU found and no targets given; verify = \"off\": building without GPU targets",
-                            found, asked or vendor_names()[0])
-        exc.hint = f"{exc.hint}; a project without GPU code sets verify = \"off\""
+            return Resolved(
+                [],
+                NO_TARGETS,
+                'no GPU found and no targets given; verify = "off": building without GPU targets',
+                found,
+                asked or vendor_names()[0],
+            )
+        exc.hint = f'{exc.hint}; a project without GPU code sets verify = "off"'
         raise
     vendor = choose_vendor(settings.vendor, [], detected)
-    return Resolved([t for t in detected if vendor_name(t) == vendor], f"detected:{found.source}",
-                    f"detected by {found.source}", found, vendor)
+    return Resolved(
+        [t for t in detected if vendor_name(t) == vendor],
+        f"detected:{found.source}",
+        f"detected by {found.source}",
+        found,
+        vendor,
+    )
 
 
 def host_facts() -> Host:
@@ -167,8 +192,9 @@ def _check_toolchain(resolved: Resolved, settings: Settings, env: Mapping[str, s
     return side.check_toolchain(side.code_targets(resolved.targets, inputs), inputs)
 
 
-def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True,
-            keep_going: bool = False) -> Prepared:
+def prepare(
+    project: Project, env: Mapping[str, str] | None = None, *, check_compiler: bool = True, keep_going: bool = False
+) -> Prepared:
     """Steps 2-4: targets, toolchain check, plan. Reads the world, changes nothing. With
     ``keep_going`` (``plan``) a compiler that cannot emit a target is kept as
     ``compiler_problem`` and the plan is made all the same."""
@@ -188,10 +214,20 @@ def prepare(project: Project, env: Mapping[str, str] | None = None, *, check_com
             problem = exc
     kind = backend_kind(settings.backend)
     findings, extensions = read_source(project.source_dir, kind, env)
-    plan = make_plan(targets, resolved.source, settings, env, backend_kind=kind,
-                     config_settings=project.forward, host=host_facts(), dist_name=project.dist_name,
-                     source_detail=resolved.detail, findings=findings, extensions=extensions,
-                     cache=choose_cache(settings.compiler_cache, env))
+    plan = make_plan(
+        targets,
+        resolved.source,
+        settings,
+        env,
+        backend_kind=kind,
+        config_settings=project.forward,
+        host=host_facts(),
+        dist_name=project.dist_name,
+        source_detail=resolved.detail,
+        findings=findings,
+        extensions=extensions,
+        cache=choose_cache(settings.compiler_cache, env),
+    )
     return Prepared(project, plan, compiler, resolved.detection, problem)
 
 

@@ -40,10 +40,29 @@ _DATA = data_path("profiles.json")
 _PLACEHOLDER = re.compile(r"\{([a-z_]*)\}")
 _KINDS = frozenset({"env", "cmake"})
 ANY = "any"  # the vendor of a top-level (vendor-neutral) variable
-_TOP = {"name", "title", "distributions", "backend", "source", "variables", "conflicts", "no_device_code_hint",
-        "limitations", "vendors"}
-_SECTION = {"source", "reads", "detects", "variables", "conflicts", "omit", "no_device_code_hint", "verified_by",
-            "limitations"}
+_TOP = {
+    "name",
+    "title",
+    "distributions",
+    "backend",
+    "source",
+    "variables",
+    "conflicts",
+    "no_device_code_hint",
+    "limitations",
+    "vendors",
+}
+_SECTION = {
+    "source",
+    "reads",
+    "detects",
+    "variables",
+    "conflicts",
+    "omit",
+    "no_device_code_hint",
+    "verified_by",
+    "limitations",
+}
 _VARIABLE = {"name", "kind", "value", "separator", "source", "note", "target_list"}
 
 
@@ -216,9 +235,17 @@ def _variable(raw: Mapping[str, Any], vendor: str, where: str) -> Variable:
                     raise ValueError(f"{where}: {key} {raw[key]!r} is not one of {list(choices)}")
                 options[key] = raw[key]
     _checked(raw, _VARIABLE | set(allowed_options), where)
-    var = Variable(name=raw["name"], kind=raw["kind"], value=raw["value"], separator=raw.get("separator", ";"),
-                   vendor=vendor, source=raw.get("source", ""), note=raw.get("note", ""),
-                   target_list=raw.get("target_list", False), options=tuple(sorted(options.items())))
+    var = Variable(
+        name=raw["name"],
+        kind=raw["kind"],
+        value=raw["value"],
+        separator=raw.get("separator", ";"),
+        vendor=vendor,
+        source=raw.get("source", ""),
+        note=raw.get("note", ""),
+        target_list=raw.get("target_list", False),
+        options=tuple(sorted(options.items())),
+    )
     if var.kind not in _KINDS:
         raise ValueError(f"{where}: kind {var.kind!r} is not one of {sorted(_KINDS)}")
     allowed = frozenset() if vendor == ANY else build_side(vendor).profile_placeholders
@@ -242,12 +269,17 @@ def _section(vendor: str, raw: Mapping[str, Any], where: str) -> Section:
         raise ValueError(f"{where}: vendor {vendor!r} is not one of {list(vendor_names())}")
     _checked(raw, _SECTION, f"{where} {vendor}")
     return Section(
-        vendor=vendor, source=raw.get("source", ""), reads=tuple(raw.get("reads", ())),
+        vendor=vendor,
+        source=raw.get("source", ""),
+        reads=tuple(raw.get("reads", ())),
         detects=tuple(raw.get("detects", ())),
-        variables=tuple(_variable(v, vendor, f"{where} {vendor} variable {i}")
-                        for i, v in enumerate(raw.get("variables", ()))),
-        conflicts=_conflicts(raw.get("conflicts", ()), vendor), omit=_conflicts(raw.get("omit", ()), vendor),
-        no_device_code_hint=raw.get("no_device_code_hint"), verified_by=tuple(raw.get("verified_by", ())),
+        variables=tuple(
+            _variable(v, vendor, f"{where} {vendor} variable {i}") for i, v in enumerate(raw.get("variables", ()))
+        ),
+        conflicts=_conflicts(raw.get("conflicts", ()), vendor),
+        omit=_conflicts(raw.get("omit", ()), vendor),
+        no_device_code_hint=raw.get("no_device_code_hint"),
+        verified_by=tuple(raw.get("verified_by", ())),
         limitations=tuple(raw.get("limitations", ())),
     )
 

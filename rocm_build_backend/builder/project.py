@@ -100,11 +100,16 @@ def _tee_runner(tail: deque[str], received: list[int], echo: bool = True) -> Cal
     its own; SIGINT, SIGTERM and SIGHUP to us go to its process group (``interrupt.forwarded``)
     and are kept in ``received``; we wait for it, and what is left of its group when it ended on a
     signal is killed, so that nothing of the build outlives the command."""
+
     def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
         env = dict(os.environ)
         env.update(extra_environ or {})
-        with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              start_new_session=True) as proc, forwarded(proc.pid, received):
+        with (
+            subprocess.Popen(
+                cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+            ) as proc,
+            forwarded(proc.pid, received),
+        ):
             out = proc.stdout
             assert out is not None
             while raw := out.readline(1 << 16):  # a long line comes in pieces: memory stays bounded
@@ -162,9 +167,14 @@ class Built:
 
     def to_json(self) -> dict[str, Any]:
         """``build --json``: schema ``data/schemas/build.schema.json``, documented in docs/json/build.md."""
-        return {"schema_version": BUILD_SCHEMA_VERSION, "project": str(self.project), "wheel": str(self.wheel),
-                "targets": self.targets, "stamp": self.stamp,
-                "stale_wheels": [{"path": str(p), "targets": list(t)} for p, t in self.stale]}
+        return {
+            "schema_version": BUILD_SCHEMA_VERSION,
+            "project": str(self.project),
+            "wheel": str(self.wheel),
+            "targets": self.targets,
+            "stamp": self.stamp,
+            "stale_wheels": [{"path": str(p), "targets": list(t)} for p, t in self.stale],
+        }
 
 
 def plan_json(prepared: Prepared, stale: list[StaleTree]) -> dict[str, Any]:
@@ -176,8 +186,15 @@ def plan_json(prepared: Prepared, stale: list[StaleTree]) -> dict[str, Any]:
     data["compiler"] = {k: v for k, v in compiler.items() if k != "path"} if compiler else None
     problem = prepared.compiler_problem
     data["compiler_problem"] = {"message": problem.message, "hint": problem.hint} if problem else None
-    data["stale"] = [{"path": str(t.path), "built_for": t.built_for, "owned": t.owned,
-                      "action": "remove" if clean and t.owned else "stop"} for t in stale]
+    data["stale"] = [
+        {
+            "path": str(t.path),
+            "built_for": t.built_for,
+            "owned": t.owned,
+            "action": "remove" if clean and t.owned else "stop",
+        }
+        for t in stale
+    ]
     return data
 
 
@@ -193,8 +210,9 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
     settings = shim_settings(path, config_settings)
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
     received: list[int] = []
-    caller = BuildBackendHookCaller(str(path), SHIM, runner=_tee_runner(tail, received, echo),
-                                    python_executable=sys.executable)
+    caller = BuildBackendHookCaller(
+        str(path), SHIM, runner=_tee_runner(tail, received, echo), python_executable=sys.executable
+    )
     before = _entries(outdir)
     try:
         name = caller.build_wheel(str(outdir), settings)
@@ -207,7 +225,9 @@ def build_project(path: Path, outdir: Path | None, config_settings: Mapping[str,
         raise BuildFailedError(
             f"building {path.name} stopped by {what}: the build's processes have ended"
             + (f"; removed what it left in {outdir}: {', '.join(removed)}" if removed else ""),
-            hint="build again to finish it", exit_code=128 + exc.signum) from None
+            hint="build again to finish it",
+            exit_code=128 + exc.signum,
+        ) from None
     except BaseException:
         _remove_new(outdir, before)
         raise
@@ -247,6 +267,8 @@ def _remove_new(folder: Path, before: dict[str, tuple[int, int, int]]) -> list[s
             continue
         removed.append(name)
     return sorted(removed)
+
+
 _GPU_ROLES = ("gpu-on", "prebuilt", "guard")
 _GPU_SOURCES = (".cu", ".cuh", ".hip")
 _WALK_LIMIT = 20_000  # entries looked at for GPU sources
@@ -255,8 +277,11 @@ _WALK_LIMIT = 20_000  # entries looked at for GPU sources
 def gpu_evidence(path: Path) -> tuple[list[str], list[str]]:
     """What in PATH's build says it has GPU code: its own GPU switches (the switch reader's
     findings, ``file L<line> NAME=VALUE``) and its first GPU source files (``.cu``, ``.hip``)."""
-    switches = [f"{f.where} {f.name}" + (f"={f.value}" if f.value else "")
-                for f in scan(path) if f.role in _GPU_ROLES or f.kind == "cuda-guard"]
+    switches = [
+        f"{f.where} {f.name}" + (f"={f.value}" if f.value else "")
+        for f in scan(path)
+        if f.role in _GPU_ROLES or f.kind == "cuda-guard"
+    ]
     sources: list[str] = []
     seen = 0
     for root, dirs, names in os.walk(path):
@@ -271,19 +296,23 @@ def gpu_evidence(path: Path) -> tuple[list[str], list[str]]:
 def no_device_code(path: Path, built: Built) -> BuildFailedError | None:
     """The finding for a wheel built for GPU targets that holds no device code from a project
     with GPU switches or GPU sources (exit 1, the switch named); None otherwise."""
-    audit = ((built.stamp or {}).get("audit") or {})
+    audit = (built.stamp or {}).get("audit") or {}
     if not built.targets or audit.get("targets"):
         return None
     switches, sources = gpu_evidence(path)
     if not switches and not sources:
         return None
-    has = (f"its own GPU switches {', '.join(switches[:4])}" if switches
-           else f"GPU sources ({', '.join(sources)})")
-    hint = ("turn its GPU build on (" + "; ".join(s.split(" ", 2)[-1] for s in switches[:4]) + ") and build again"
-            if switches else "see its build files for what turns its GPU build on")
-    return BuildFailedError(f"{built.wheel.name} holds no device code, though {' '.join(built.targets)} "
-                            f"{'was' if len(built.targets) == 1 else 'were'} asked and the project has {has}",
-                            hint=hint + "; a project meant to have no GPU code sets verify = \"off\"")
+    has = f"its own GPU switches {', '.join(switches[:4])}" if switches else f"GPU sources ({', '.join(sources)})"
+    hint = (
+        "turn its GPU build on (" + "; ".join(s.split(" ", 2)[-1] for s in switches[:4]) + ") and build again"
+        if switches
+        else "see its build files for what turns its GPU build on"
+    )
+    return BuildFailedError(
+        f"{built.wheel.name} holds no device code, though {' '.join(built.targets)} "
+        f"{'was' if len(built.targets) == 1 else 'were'} asked and the project has {has}",
+        hint=hint + '; a project meant to have no GPU code sets verify = "off"',
+    )
 
 
 def failed(name: str, returncode: int, output: str) -> BuildFailedError:
@@ -295,15 +324,20 @@ def failed(name: str, returncode: int, output: str) -> BuildFailedError:
     code = returncode if returncode in (DEFINITE_NO, USAGE, CANNOT_TELL) else DEFINITE_NO
     own = _own_error(output)
     if own is not None:
-        skipped = skipped_for_missing(output) if " holds no " in own[0] and "could not be imported" not in own[0] else None
+        skipped = (
+            skipped_for_missing(output) if " holds no " in own[0] and "could not be imported" not in own[0] else None
+        )
         if skipped is not None:  # said by a CMake step, which the hook's own tee does not see
             own = (f"{own[0]}: {skipped.what}", skipped.todo)
         return BuildFailedError(f"building {name} stopped: {own[0]}", hint=own[1], exit_code=code)
     cause = diagnose(output)
     if cause is not None:
         return BuildFailedError(f"building {name} failed: {cause.what}", hint=cause.todo, exit_code=DEFINITE_NO)
-    return BuildFailedError(f"building {name} failed (see the lines above)",
-                            hint="fix what the error lines say, then build again", exit_code=DEFINITE_NO)
+    return BuildFailedError(
+        f"building {name} failed (see the lines above)",
+        hint="fix what the error lines say, then build again",
+        exit_code=DEFINITE_NO,
+    )
 
 
 def _own_error(output: str) -> tuple[str, str | None] | None:
@@ -314,9 +348,9 @@ def _own_error(output: str) -> tuple[str, str | None] | None:
     lines = [ln.rstrip("\r\n") for ln in output.splitlines()]
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith(error):
-            message = lines[i][len(error):]
+            message = lines[i][len(error) :]
             if message.startswith("the build failed: "):
                 return None
             follow = lines[i + 1] if i + 1 < len(lines) else ""
-            return message, (follow[len(hint):] if follow.startswith(hint) else None)
+            return message, (follow[len(hint) :] if follow.startswith(hint) else None)
     return None

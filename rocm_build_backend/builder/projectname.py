@@ -88,7 +88,8 @@ def _is_getenv(node: ast.expr) -> bool:
     if isinstance(func, ast.Attribute):
         owner = func.value
         return (func.attr == "getenv" and isinstance(owner, ast.Name) and owner.id == "os") or (
-            func.attr == "get" and isinstance(owner, ast.Attribute) and owner.attr == "environ")
+            func.attr == "get" and isinstance(owner, ast.Attribute) and owner.attr == "environ"
+        )
     return False
 
 
@@ -97,7 +98,8 @@ def _is_setup_call(node: ast.AST) -> bool:
         return False
     func = node.func
     return (isinstance(func, ast.Name) and func.id == "setup") or (
-        isinstance(func, ast.Attribute) and func.attr == "setup")
+        isinstance(func, ast.Attribute) and func.attr == "setup"
+    )
 
 
 def _dict_name(node: ast.expr, constants: Mapping[str, str]) -> str | None:
@@ -150,8 +152,7 @@ def find_name(source_dir: Path, pyproject: Mapping[str, Any] | None = None) -> t
     name = _from_pyproject(pyproject or {})
     if name:
         return name, "pyproject.toml"
-    readers = (("PKG-INFO", name_from_pkg_info), ("setup.cfg", name_from_setup_cfg),
-               ("setup.py", name_from_setup_py))
+    readers = (("PKG-INFO", name_from_pkg_info), ("setup.cfg", name_from_setup_cfg), ("setup.py", name_from_setup_py))
     for filename, reader in readers:
         path = source_dir / filename
         if path.is_file():

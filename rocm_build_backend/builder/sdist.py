@@ -70,11 +70,13 @@ def requirement_of(text: str) -> Requirement | None:
 def _member_path(root: Path, name: str, archive: Path) -> Path:
     """Where member ``name`` goes under ``root``; SdistError when it would leave it."""
     parts = [p for p in PurePosixPath(name.replace("\\", "/")).parts if p not in ("", ".")]
-    bad = (not parts or name.startswith(("/", "\\")) or ".." in parts or re.match(r"^[A-Za-z]:", name))
+    bad = not parts or name.startswith(("/", "\\")) or ".." in parts or re.match(r"^[A-Za-z]:", name)
     if bad:
-        raise SdistError(f"{archive.name}: the member {name!r} would be written outside the folder it is "
-                         "unpacked into; nothing was built",
-                         hint="this is not an sdist a build tool makes: get it again from its publisher")
+        raise SdistError(
+            f"{archive.name}: the member {name!r} would be written outside the folder it is "
+            "unpacked into; nothing was built",
+            hint="this is not an sdist a build tool makes: get it again from its publisher",
+        )
     return root.joinpath(*parts)
 
 
@@ -87,9 +89,11 @@ def _write(root: Path, dest: Path, data: IO[bytes], size: int, archive: Path, na
     """Write ``size`` bytes of ``data`` to ``dest``, a new regular file inside ``root``."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     if not _inside(root, dest.parent):
-        raise SdistError(f"{archive.name}: the member {name!r} would be written through a link out of the folder "
-                         "it is unpacked into; nothing was built",
-                         hint="this is not an sdist a build tool makes: get it again from its publisher")
+        raise SdistError(
+            f"{archive.name}: the member {name!r} would be written through a link out of the folder "
+            "it is unpacked into; nothing was built",
+            hint="this is not an sdist a build tool makes: get it again from its publisher",
+        )
     if dest.is_symlink() or dest.exists():
         if dest.is_dir() and not dest.is_symlink():
             raise SdistError(f"{archive.name}: the member {name!r} is a file and a folder", hint=_HINT)
@@ -109,9 +113,11 @@ def _link(root: Path, dest: Path, target: str, archive: Path, name: str) -> None
     """A symbolic link inside ``root`` whose target stays inside it."""
     where = os.path.normpath(os.path.join(os.path.dirname(dest), target))
     if os.path.isabs(target) or not _inside(root, Path(where)):
-        raise SdistError(f"{archive.name}: the member {name!r} links to {target!r}, out of the folder it is "
-                         "unpacked into; nothing was built",
-                         hint="this is not an sdist a build tool makes: get it again from its publisher")
+        raise SdistError(
+            f"{archive.name}: the member {name!r} links to {target!r}, out of the folder it is "
+            "unpacked into; nothing was built",
+            hint="this is not an sdist a build tool makes: get it again from its publisher",
+        )
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.is_symlink() or dest.is_file():
         dest.unlink()
@@ -126,9 +132,11 @@ class _Budget:
         self.members += 1
         self.total += max(size, 0)
         if self.members > MAX_MEMBERS or self.total > MAX_TOTAL:
-            raise SdistError(f"{self.archive.name} unpacks to more than {MAX_MEMBERS:,} members or "
-                             f"{MAX_TOTAL >> 30} GiB; nothing was built",
-                             hint="this is not an sdist a build tool makes: get it again from its publisher")
+            raise SdistError(
+                f"{self.archive.name} unpacks to more than {MAX_MEMBERS:,} members or "
+                f"{MAX_TOTAL >> 30} GiB; nothing was built",
+                hint="this is not an sdist a build tool makes: get it again from its publisher",
+            )
 
 
 def _untar(archive: Path, root: Path) -> None:
@@ -142,8 +150,11 @@ def _untar(archive: Path, root: Path) -> None:
             if member.isdir():
                 dest.mkdir(parents=True, exist_ok=True)
                 if not _inside(root, dest):
-                    raise SdistError(f"{archive.name}: the folder {member.name!r} is reached through a link out "
-                                     "of the folder it is unpacked into; nothing was built", hint=_HINT)
+                    raise SdistError(
+                        f"{archive.name}: the folder {member.name!r} is reached through a link out "
+                        "of the folder it is unpacked into; nothing was built",
+                        hint=_HINT,
+                    )
             elif member.issym():
                 _link(root, dest, member.linkname, archive, member.name)
             elif member.isreg() or member.islnk():
@@ -154,8 +165,10 @@ def _untar(archive: Path, root: Path) -> None:
                     _write(root, dest, data, size, archive, member.name)
                     sizes[member.name] = size
             else:
-                raise SdistError(f"{archive.name}: the member {member.name!r} is a device file or FIFO; nothing "
-                                 "was built", hint="this is not an sdist a build tool makes")
+                raise SdistError(
+                    f"{archive.name}: the member {member.name!r} is a device file or FIFO; nothing was built",
+                    hint="this is not an sdist a build tool makes",
+                )
 
 
 def _unzip(archive: Path, root: Path) -> None:
@@ -180,8 +193,9 @@ def _project_in(root: Path, archive: Path) -> Path:
     for folder in [root] + (top if len(top) == 1 and top[0].is_dir() and not top[0].is_symlink() else []):
         if (folder / "pyproject.toml").is_file() or (folder / "setup.py").is_file():
             return folder
-    raise SdistError(f"{archive.name} holds no pyproject.toml or setup.py in its top folder: it is not an sdist",
-                     hint=_HINT)
+    raise SdistError(
+        f"{archive.name} holds no pyproject.toml or setup.py in its top folder: it is not an sdist", hint=_HINT
+    )
 
 
 def unpack(archive: Path, into: Path) -> Path:
@@ -205,19 +219,21 @@ def unpack(archive: Path, into: Path) -> Path:
 def download(req: Requirement, into: Path, env: Mapping[str, str] | None = None) -> Path:
     """The sdist of ``req``, found through pip's configured index and downloaded into ``into``
     (pip's output goes to stderr); SdistError when pip finds none."""
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--dest", str(into),
-            str(req)]
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--dest", str(into), str(req)]
     try:
         to: Any = sys.stderr.fileno()  # pip's lines go to stderr: stdout is for the wheel's path
     except (AttributeError, OSError, ValueError):
         to = subprocess.DEVNULL
-    proc = subprocess.run(argv, stdout=to, stdin=subprocess.DEVNULL,
-                          env=dict(os.environ if env is None else env), check=False)
+    proc = subprocess.run(
+        argv, stdout=to, stdin=subprocess.DEVNULL, env=dict(os.environ if env is None else env), check=False
+    )
     found = [p for p in into.iterdir() if p.is_file() and p.name.endswith(ARCHIVES)]
     if proc.returncode != 0 or len(found) != 1:
-        raise SdistError(f"pip found no sdist of {req} (pip download exit {proc.returncode})",
-                         hint="see pip's lines above: pip download --no-deps --no-binary :all: "
-                              f"'{req}' must work with pip's configured index")
+        raise SdistError(
+            f"pip found no sdist of {req} (pip download exit {proc.returncode})",
+            hint="see pip's lines above: pip download --no-deps --no-binary :all: "
+            f"'{req}' must work with pip's configured index",
+        )
     return found[0]
 
 

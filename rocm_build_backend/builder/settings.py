@@ -32,8 +32,7 @@ SETTINGS_HINT = "the settings are listed in docs/reference/settings.md"
 PLAN_HINT = "run `rocm-build-backend plan` to check them without building"  # left out by plan itself
 
 # Variables with our prefix that are not build settings (read at run time by the import guard).
-_RUNTIME_ENV = {"ROCM_BUILD_BACKEND_GUARD_OFF", "ROCM_BUILD_BACKEND_ENFORCE_RECORD",
-                "ROCM_BUILD_BACKEND_CACHE_PROGRAM"}
+_RUNTIME_ENV = {"ROCM_BUILD_BACKEND_GUARD_OFF", "ROCM_BUILD_BACKEND_ENFORCE_RECORD", "ROCM_BUILD_BACKEND_CACHE_PROGRAM"}
 
 
 class Choice:
@@ -134,8 +133,10 @@ def _backend(value: Any) -> str:
     text = str(value).strip()
     module, _, obj = text.partition(":")
     if module.split(".")[0] == "rocm_build_backend":
-        raise ValueError("rocm-build-backend cannot wrap itself: name the project's real backend, "
-                         "e.g. 'setuptools.build_meta' or 'scikit_build_core.build'")
+        raise ValueError(
+            "rocm-build-backend cannot wrap itself: name the project's real backend, "
+            "e.g. 'setuptools.build_meta' or 'scikit_build_core.build'"
+        )
     if not module or not all(part.isidentifier() for part in module.split(".")):
         raise ValueError("expected 'module' or 'module:object', e.g. 'setuptools.build_meta'")
     if obj and not all(part.isidentifier() for part in obj.split(".")):
@@ -164,17 +165,31 @@ def value_schema(parse: Callable[[Any], Any]) -> tuple[dict[str, Any], str]:
     if isinstance(parse, Choice):
         return {"enum": list(parse.allowed)}, ", ".join(f'`"{a}"`' for a in parse.allowed)
     known: dict[Callable[[Any], Any], tuple[dict[str, Any], str]] = {
-        _bool: ({"anyOf": [{"type": "boolean"}, {"enum": ["1", "true", "yes", "on", "0", "false", "no", "off", ""]}]},
-                "boolean"),
-        _jobs: ({"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1, "maximum": MAX_JOBS_LIMIT}, _DIGITS]},
-                f'`"auto"` or 1-{MAX_JOBS_LIMIT}'),
-        _gib: ({"anyOf": [{"type": "integer", "minimum": 1, "maximum": MEMORY_LIMIT_GIB}, _DIGITS]},
-               f"1-{MEMORY_LIMIT_GIB}"),
-        _targets: ({"anyOf": [{"type": "string", "pattern": "[^\\s,;]"}, dict(_STRINGS, minItems=1)]},
-                   '`"auto"`, a list of targets, or one string of them'),
+        _bool: (
+            {"anyOf": [{"type": "boolean"}, {"enum": ["1", "true", "yes", "on", "0", "false", "no", "off", ""]}]},
+            "boolean",
+        ),
+        _jobs: (
+            {"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1, "maximum": MAX_JOBS_LIMIT}, _DIGITS]},
+            f'`"auto"` or 1-{MAX_JOBS_LIMIT}',
+        ),
+        _gib: (
+            {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MEMORY_LIMIT_GIB}, _DIGITS]},
+            f"1-{MEMORY_LIMIT_GIB}",
+        ),
+        _targets: (
+            {"anyOf": [{"type": "string", "pattern": "[^\\s,;]"}, dict(_STRINGS, minItems=1)]},
+            '`"auto"`, a list of targets, or one string of them',
+        ),
         _paths: ({"anyOf": [{"type": "string"}, _STRINGS]}, "list of paths"),
-        _backend: ({"type": "string", "pattern": f"^\\s*{_IDENT}(:{_IDENT})?\\s*$",
-                    "not": {"pattern": "^\\s*rocm_build_backend([.:]|\\s*$)"}}, "`module:object`"),
+        _backend: (
+            {
+                "type": "string",
+                "pattern": f"^\\s*{_IDENT}(:{_IDENT})?\\s*$",
+                "not": {"pattern": "^\\s*rocm_build_backend([.:]|\\s*$)"},
+            },
+            "`module:object`",
+        ),
         _text: ({"type": "string"}, "string"),
     }
     if parse not in known:
@@ -186,27 +201,118 @@ def value_schema(parse: Callable[[Any], Any]) -> tuple[dict[str, Any], str]:
 class Settings:
     """The settings of one build. ``origin`` says which channel each value came from."""
 
-    backend: str = field(default="setuptools.build_meta", metadata={"parse": _backend, "doc": "the wrapped build backend, `module:object`"})
-    backend_path: list[str] = field(default_factory=list, metadata={"parse": _paths, "doc": "folders (inside the project) to load an in-tree backend from"})
-    targets: str | list[str] = field(default="auto", metadata={"parse": _targets, "doc": "`auto` (detect this machine's GPUs) or a list: `gfx90a;gfx942`"})
-    vendor: str = field(default="auto", metadata={"parse": _vendor, "doc": "`auto` (the vendor of the targets, else of the only vendor's GPUs found), `amd` or `nvidia`"})
-    ptx: str = field(default="none", metadata={"parse": _ptx, "doc": "NVIDIA: also emit PTX for newer GPUs: `none`, `highest` (for the highest target) or `all`"})
-    features: bool = field(default=False, metadata={"parse": _bool, "doc": "keep detected xnack/sramecc modes in the build targets (`gfx90a:xnack-`)"})
-    max_jobs: int | str = field(default="auto", metadata={"parse": _jobs, "doc": "parallel compile jobs; `auto` sizes by cores and available memory"})
-    memory_per_job: int = field(default=4, metadata={"parse": _gib, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"})
-    compiler: str = field(default="auto", metadata={"parse": _text, "doc": "the HIP compiler to check targets with: `auto`, a name on PATH, or a path"})
-    compiler_check: bool = field(default=True, metadata={"parse": _bool, "doc": "check before the build that the compiler accepts every target (skipped with `verify = \"off\"`)"})
-    verify: str = field(default="error", metadata={"parse": _choice("error", "warn", "off"), "doc": "after the build, audit the wheel's device code against the targets: `\"error\"` deletes the wheel and fails on a missing target, `\"warn\"` keeps it and prints a warning; `\"off\"` skips the audit and also says the project has no GPU code: it then builds without a GPU or targets"})
-    switches: str = field(default="apply", metadata={"parse": _choice("apply", "name"), "doc": "the project's own switch that turns its GPU build on (an off-by-default CMake option gating CUDA or HIP, a `FORCE_CUDA`-style variable gating a torch `CUDAExtension`): `\"apply\"` turns it on when the targets are GPU targets and `verify` is not `\"off\"` (`docs/switches.md`); `\"name\"` only names it in the plan"})
-    stale: str = field(default="error", metadata={"parse": _choice("error", "clean"), "doc": "what to do with build trees made for other targets"})
-    local_version: bool = field(default=False, metadata={"parse": _bool, "doc": "add the targets to the version as a local label: `1.0+gfx942`"})
-    guard: bool = field(default=False, metadata={"parse": _bool, "doc": "add an import guard that refuses to load on a GPU the wheel has no code for"})
-    variant: bool = field(default=False, metadata={"parse": _bool, "doc": "make a variant wheel (WheelNext): `variant.json` and a label from the audit (`docs/variants.md`); only where the frontend takes it back (`python -m build`, `uv build`): pip, `uv pip install` and `uv sync` get the plain wheel"})
-    profile: str = field(default="auto", metadata={"parse": _text, "doc": "the project profile for project-specific knobs: `auto` (by distribution name), a profile name, or `none`"})
-    enforce: bool = field(default=True, metadata={"parse": _bool, "doc": "make the compiler build exactly the targets even when the project lists its own: `--no-offload-arch=all` and the targets last on every HIP compile, a pinned `nvcc` that keeps each compile to the targets"})
-    compiler_cache: str = field(default="auto", metadata={"parse": _choice("auto", "sccache", "ccache", "off"), "doc": "run compiles through a compiler cache: `auto` (sccache, else ccache, when one is on PATH), `sccache`, `ccache` or `off`; it runs behind the pinned compilers, with the targets in its key (`docs/compiler-cache.md`)"})
-    pinned_tools: bool = field(default=True, metadata={"parse": _bool, "doc": "put rocminfo, rocm_agent_enumerator, amdgpu-arch and offload-arch that report the targets first on PATH"})
-    sysfs_root: str = field(default="/", metadata={"parse": _text, "doc": "the folder that stands for `/` when reading KFD sysfs (containers, tests)"})
+    backend: str = field(
+        default="setuptools.build_meta",
+        metadata={"parse": _backend, "doc": "the wrapped build backend, `module:object`"},
+    )
+    backend_path: list[str] = field(
+        default_factory=list,
+        metadata={"parse": _paths, "doc": "folders (inside the project) to load an in-tree backend from"},
+    )
+    targets: str | list[str] = field(
+        default="auto",
+        metadata={"parse": _targets, "doc": "`auto` (detect this machine's GPUs) or a list: `gfx90a;gfx942`"},
+    )
+    vendor: str = field(
+        default="auto",
+        metadata={
+            "parse": _vendor,
+            "doc": "`auto` (the vendor of the targets, else of the only vendor's GPUs found), `amd` or `nvidia`",
+        },
+    )
+    ptx: str = field(
+        default="none",
+        metadata={
+            "parse": _ptx,
+            "doc": "NVIDIA: also emit PTX for newer GPUs: `none`, `highest` (for the highest target) or `all`",
+        },
+    )
+    features: bool = field(
+        default=False,
+        metadata={"parse": _bool, "doc": "keep detected xnack/sramecc modes in the build targets (`gfx90a:xnack-`)"},
+    )
+    max_jobs: int | str = field(
+        default="auto",
+        metadata={"parse": _jobs, "doc": "parallel compile jobs; `auto` sizes by cores and available memory"},
+    )
+    memory_per_job: int = field(
+        default=4, metadata={"parse": _gib, "doc": "GiB one heavy HIP compile job may take, for `max-jobs = auto`"}
+    )
+    compiler: str = field(
+        default="auto",
+        metadata={"parse": _text, "doc": "the HIP compiler to check targets with: `auto`, a name on PATH, or a path"},
+    )
+    compiler_check: bool = field(
+        default=True,
+        metadata={
+            "parse": _bool,
+            "doc": 'check before the build that the compiler accepts every target (skipped with `verify = "off"`)',
+        },
+    )
+    verify: str = field(
+        default="error",
+        metadata={
+            "parse": _choice("error", "warn", "off"),
+            "doc": 'after the build, audit the wheel\'s device code against the targets: `"error"` deletes the wheel and fails on a missing target, `"warn"` keeps it and prints a warning; `"off"` skips the audit and also says the project has no GPU code: it then builds without a GPU or targets',
+        },
+    )
+    switches: str = field(
+        default="apply",
+        metadata={
+            "parse": _choice("apply", "name"),
+            "doc": 'the project\'s own switch that turns its GPU build on (an off-by-default CMake option gating CUDA or HIP, a `FORCE_CUDA`-style variable gating a torch `CUDAExtension`): `"apply"` turns it on when the targets are GPU targets and `verify` is not `"off"` (`docs/switches.md`); `"name"` only names it in the plan',
+        },
+    )
+    stale: str = field(
+        default="error",
+        metadata={"parse": _choice("error", "clean"), "doc": "what to do with build trees made for other targets"},
+    )
+    local_version: bool = field(
+        default=False, metadata={"parse": _bool, "doc": "add the targets to the version as a local label: `1.0+gfx942`"}
+    )
+    guard: bool = field(
+        default=False,
+        metadata={"parse": _bool, "doc": "add an import guard that refuses to load on a GPU the wheel has no code for"},
+    )
+    variant: bool = field(
+        default=False,
+        metadata={
+            "parse": _bool,
+            "doc": "make a variant wheel (WheelNext): `variant.json` and a label from the audit (`docs/variants.md`); only where the frontend takes it back (`python -m build`, `uv build`): pip, `uv pip install` and `uv sync` get the plain wheel",
+        },
+    )
+    profile: str = field(
+        default="auto",
+        metadata={
+            "parse": _text,
+            "doc": "the project profile for project-specific knobs: `auto` (by distribution name), a profile name, or `none`",
+        },
+    )
+    enforce: bool = field(
+        default=True,
+        metadata={
+            "parse": _bool,
+            "doc": "make the compiler build exactly the targets even when the project lists its own: `--no-offload-arch=all` and the targets last on every HIP compile, a pinned `nvcc` that keeps each compile to the targets",
+        },
+    )
+    compiler_cache: str = field(
+        default="auto",
+        metadata={
+            "parse": _choice("auto", "sccache", "ccache", "off"),
+            "doc": "run compiles through a compiler cache: `auto` (sccache, else ccache, when one is on PATH), `sccache`, `ccache` or `off`; it runs behind the pinned compilers, with the targets in its key (`docs/compiler-cache.md`)",
+        },
+    )
+    pinned_tools: bool = field(
+        default=True,
+        metadata={
+            "parse": _bool,
+            "doc": "put rocminfo, rocm_agent_enumerator, amdgpu-arch and offload-arch that report the targets first on PATH",
+        },
+    )
+    sysfs_root: str = field(
+        default="/",
+        metadata={"parse": _text, "doc": "the folder that stands for `/` when reading KFD sysfs (containers, tests)"},
+    )
     origin: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @staticmethod
@@ -231,9 +337,11 @@ def split_config_settings(config_settings: Mapping[str, Any] | None) -> tuple[di
     ours, rest = {}, {}
     for key, value in (config_settings or {}).items():
         if key.startswith(PREFIX):
-            name = key[len(PREFIX):]
+            name = key[len(PREFIX) :]
             if isinstance(value, list):  # a repeated -C key: lists add up, anything else: the last wins
-                value = ";".join(value) if name == "targets" else ",".join(value) if name == "backend-path" else value[-1]
+                value = (
+                    ";".join(value) if name == "targets" else ",".join(value) if name == "backend-path" else value[-1]
+                )
             ours[name] = value
         else:
             rest[key] = value
@@ -255,7 +363,7 @@ def load_settings(
     if table is None:
         table = {}
     elif not isinstance(table, Mapping):
-        problems.append(f"{TABLE} must be a table, e.g. [tool.rocm-build-backend] backend = \"{table}\"")
+        problems.append(f'{TABLE} must be a table, e.g. [tool.rocm-build-backend] backend = "{table}"')
         table = {}
     ours, _ = split_config_settings(config_settings)
     channels: list[tuple[str, dict[str, Any], Callable[[str], str]]] = [
@@ -265,7 +373,7 @@ def load_settings(
     ]
     for name, value in (env or {}).items():
         if name.startswith(ENV_PREFIX) and name not in _RUNTIME_ENV:
-            channels[1][1][name[len(ENV_PREFIX):].lower().replace("_", "-")] = value
+            channels[1][1][name[len(ENV_PREFIX) :].lower().replace("_", "-")] = value
 
     known = {f.name: f for f in fields(Settings) if f.name != "origin"}
     values: dict[str, Any] = {}

@@ -35,14 +35,16 @@ def _rows() -> list[tuple[str, Any, dict[str, Any], str, str]]:
 
 def settings_schema() -> dict[str, Any]:
     """The JSON Schema (draft-07, as validate-pyproject reads) of ``[tool.rocm-build-backend]``."""
-    properties = {key: {**schema, "description": doc.replace("`", ""), "default": default}
-                  for key, default, schema, _, doc in _rows()}
+    properties = {
+        key: {**schema, "description": doc.replace("`", ""), "default": default}
+        for key, default, schema, _, doc in _rows()
+    }
     return {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "$id": "https://rocm-build-backend/schemas/settings.schema.json",
         "title": "[tool.rocm-build-backend]",
         "description": "The settings of rocm-build-backend in pyproject.toml. Generated from the settings "
-                       "model by tools/gen_settings.py; see docs/reference/settings.md.",
+        "model by tools/gen_settings.py; see docs/reference/settings.md.",
         "type": "object",
         "additionalProperties": False,
         "properties": properties,
@@ -81,11 +83,21 @@ def reference_markdown() -> str:
         "| --- | --- | --- | --- |",
     ]
     rows = _rows()
-    out += [f"| [`{key}`](#{key}) | {words} | `{_shown(default)}` | `{env_name(key)}` |"
-            for key, default, _, words, _ in rows]
+    out += [
+        f"| [`{key}`](#{key}) | {words} | `{_shown(default)}` | `{env_name(key)}` |"
+        for key, default, _, words, _ in rows
+    ]
     for key, default, _, words, doc in rows:
-        out += ["", f"## {key}", "", doc[:1].upper() + doc[1:] + ".", "",
-                f"- type: {words}", f"- default: `{_shown(default)}`",
-                f"- `pyproject.toml`: `{TABLE}` `{key} = ...`",
-                f"- `-C {PREFIX}{key}=...`", f"- environment: `{env_name(key)}`"]
+        out += [
+            "",
+            f"## {key}",
+            "",
+            doc[:1].upper() + doc[1:] + ".",
+            "",
+            f"- type: {words}",
+            f"- default: `{_shown(default)}`",
+            f"- `pyproject.toml`: `{TABLE}` `{key} = ...`",
+            f"- `-C {PREFIX}{key}=...`",
+            f"- environment: `{env_name(key)}`",
+        ]
     return "\n".join(out) + "\n"

@@ -48,25 +48,32 @@ def read_pyproject(source_dir: Path) -> dict[str, Any]:
         data = read_regular(path, _MAX_PYPROJECT)  # a regular file, bounded, never blocking
     except OSError as exc:
         if str(exc.strerror or "").startswith("larger than"):
-            raise ConfigError([f"cannot read {path.name}: larger than {_MAX_PYPROJECT >> 20} MiB"],
-                              hint="a pyproject.toml is a small text file") from None
+            raise ConfigError(
+                [f"cannot read {path.name}: larger than {_MAX_PYPROJECT >> 20} MiB"],
+                hint="a pyproject.toml is a small text file",
+            ) from None
         raise ConfigError([f"cannot read {path.name}: {exc.strerror}"], hint="make it a readable file") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError([f"cannot read {path.name}: it is not UTF-8 (byte {exc.start})"],
-                          hint="TOML files are UTF-8: save it as UTF-8") from None
+        raise ConfigError(
+            [f"cannot read {path.name}: it is not UTF-8 (byte {exc.start})"],
+            hint="TOML files are UTF-8: save it as UTF-8",
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"cannot read {path.name}: {exc}"], hint="fix the TOML syntax") from None
     except RecursionError:
-        raise ConfigError([f"cannot read {path.name}: its arrays or tables are nested too deeply"],
-                          hint="a pyproject.toml nests a few levels; fix the file") from None
+        raise ConfigError(
+            [f"cannot read {path.name}: its arrays or tables are nested too deeply"],
+            hint="a pyproject.toml nests a few levels; fix the file",
+        ) from None
 
 
-def load_project(config_settings: ConfigSettings | None, env: Mapping[str, str] | None = None,
-                 source_dir: Path | None = None) -> Project:
+def load_project(
+    config_settings: ConfigSettings | None, env: Mapping[str, str] | None = None, source_dir: Path | None = None
+) -> Project:
     source_dir = Path(source_dir or os.getcwd())
     pyproject = read_pyproject(source_dir)
     settings = load_settings(pyproject, config_settings, os.environ if env is None else env)
@@ -79,9 +86,12 @@ def backend_build_dirs(project: Project) -> list[Path]:
     build-dir, only when that is the wrapped backend (no other backend reads it)."""
     if backend_kind(project.settings.backend) != "scikit-build-core":
         return []
-    given = (project.forward.get("build-dir") or project.forward.get("skbuild.build-dir")
-             or os.environ.get("SKBUILD_BUILD_DIR")
-             or ((project.pyproject.get("tool") or {}).get("scikit-build") or {}).get("build-dir"))
+    given = (
+        project.forward.get("build-dir")
+        or project.forward.get("skbuild.build-dir")
+        or os.environ.get("SKBUILD_BUILD_DIR")
+        or ((project.pyproject.get("tool") or {}).get("scikit-build") or {}).get("build-dir")
+    )
     if isinstance(given, str) and given and "{" not in given:
         return [project.source_dir / given]
     return []

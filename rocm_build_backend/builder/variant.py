@@ -31,8 +31,10 @@ def variant_wheel(wheel: Path, directory: str | None = None, env: Mapping[str, s
     back (``frontend.variant_verdict``); ``wheel`` itself elsewhere, with the reason logged."""
     ok, why = variant_verdict(directory or wheel.parent, os.environ if env is None else env)
     if not ok:
-        log(f"warning: variant = true, but {why}: keeping the plain wheel "
-            "(variant wheels are made under `python -m build` and `uv build`)")
+        log(
+            f"warning: variant = true, but {why}: keeping the plain wheel "
+            "(variant wheels are made under `python -m build` and `uv build`)"
+        )
         return wheel
 
     out = make_variant_wheel(wheel, keep_original=False)

@@ -69,32 +69,38 @@ def _switches_hint(prepared: Prepared) -> str | None:
 
 def _mismatch_hint(prepared: Prepared, problems: list[str], enforced: Enforced | None = None) -> str:
     if all("cannot check its targets" in p for p in problems):  # unread, not wrong
-        return ("the audit could not read the device code, so its targets are unchecked, not wrong: "
-                "install a zstd decoder in the build environment (backports.zstd, a dependency of "
-                "rocm-build-backend before Python 3.14), or set verify = \"warn\" to build without the check")
+        return (
+            "the audit could not read the device code, so its targets are unchecked, not wrong: "
+            "install a zstd decoder in the build environment (backports.zstd, a dependency of "
+            'rocm-build-backend before Python 3.14), or set verify = "warn" to build without the check'
+        )
     if enforced is not None and enforced.whole:
         shown = "; ".join(f"{' '.join(s) or 'a compile'} for {' '.join(t)}" for s, t in enforced.whole[:4])
-        return (f"compiles that list none of the targets were left whole ({shown}): files built for one "
-                "architecture on purpose; build for targets they list, or set verify = \"warn\"")
+        return (
+            f"compiles that list none of the targets were left whole ({shown}): files built for one "
+            'architecture on purpose; build for targets they list, or set verify = "warn"'
+        )
     if any(" holds no " in p for p in problems):
         found = _switches_hint(prepared)
         if found:
-            return found + "; a project meant to have no GPU code sets verify = \"off\""
+            return found + '; a project meant to have no GPU code sets verify = "off"'
     vendor = prepared.plan.vendor
-    hint = f"the build ignored the targets (a hard-coded {build_side(vendor).arch_flags}, or a script that picks its own)"
+    hint = (
+        f"the build ignored the targets (a hard-coded {build_side(vendor).arch_flags}, or a script that picks its own)"
+    )
     if prepared.plan.enforce is None and prepared.project.settings.enforce is False:
         hint += "; enforce = true holds the compiler to the targets"
     if prepared.plan.profile:
-
         prof = profile_for(prepared.project.dist_name)
         found = prof.no_device_code_hint(vendor) if prof is not None else None
         if found:
             hint = found
-    return hint + "; a project meant to have no GPU code sets verify = \"off\""
+    return hint + '; a project meant to have no GPU code sets verify = "off"'
 
 
-def _beyond(prepared: Prepared, wheel: Path, report: AuditReport, since: float,
-            enforced: Enforced | None) -> list[Beyond] | None:
+def _beyond(
+    prepared: Prepared, wheel: Path, report: AuditReport, since: float, enforced: Enforced | None
+) -> list[Beyond] | None:
     """With enforcement on: the files holding targets beyond the plan's (``exact``), the allowed
     ones in the log; None when the build was not enforced."""
     if enforced is None:
@@ -112,13 +118,16 @@ def _beyond(prepared: Prepared, wheel: Path, report: AuditReport, since: float,
     return found
 
 
-EXACT_HINT = ("a compile the pinned compilers did not see built them (a compiler run by a path of its own, "
-              "a library built or fetched during the build); set verify = \"warn\" to build anyway, "
-              "or enforce = false to build the targets the project lists")
+EXACT_HINT = (
+    "a compile the pinned compilers did not see built them (a compiler run by a path of its own, "
+    'a library built or fetched during the build); set verify = "warn" to build anyway, '
+    "or enforce = false to build the targets the project lists"
+)
 
 
-def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0,
-          enforced: Enforced | None = None) -> tuple[AuditReport, list[Beyond] | None]:
+def audit(
+    prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0, enforced: Enforced | None = None
+) -> tuple[AuditReport, list[Beyond] | None]:
     """What the wheel's device code holds, verified against the targets (``verify``); with
     enforcement on also that it holds nothing beyond them (``exact``)."""
     project, plan = prepared.project, prepared.plan
@@ -142,27 +151,51 @@ def audit(prepared: Prepared, wheel: Path, *, editable: bool = False, since: flo
             raise TargetMismatchError(message, hint=hint)
         log("warning: " + message)
     else:
-        log("audit: " + (", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
-                         or "no device code"))
+        log(
+            "audit: "
+            + (
+                ", ".join(f"{f.path} holds {' '.join(f.targets)}" for f in report.files if f.targets)
+                or "no device code"
+            )
+        )
     return report, found
 
 
-def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: bool = False,
-          enforced: Enforced | None = None, found: list[Beyond] | None = None) -> Path:
+def stamp(
+    prepared: Prepared,
+    wheel: Path,
+    report: AuditReport,
+    *,
+    editable: bool = False,
+    enforced: Enforced | None = None,
+    found: list[Beyond] | None = None,
+) -> Path:
     """Write the stamp (and the local version, the guard) into the wheel, atomically."""
     project, plan = prepared.project, prepared.plan
     settings = project.settings
     host = [str(d.target) for d in prepared.detection.devices] if prepared.detection else []
     toolchain = prepared.compiler.to_json() if prepared.compiler else {}
     data = make_stamp(
-        requested=[str(t) for t in plan.targets], source=plan.source,
+        requested=[str(t) for t in plan.targets],
+        source=plan.source,
         audit_files=audit_entries(report.files),
-        host_gpus=host, toolchain=toolchain, version=_version.__version__,
-        enforced=({"how": list(plan.enforce or []), **enforced.to_stamp(),
-                   **({"exact": exact_stamp(found)} if found is not None else {})}
-                  if enforced is not None else None),
-        switches=[{"file": s.finding.file, "line": s.finding.line, "name": s.finding.name, "given": s.applied}
-                  for s in plan.switches if s.applied],
+        host_gpus=host,
+        toolchain=toolchain,
+        version=_version.__version__,
+        enforced=(
+            {
+                "how": list(plan.enforce or []),
+                **enforced.to_stamp(),
+                **({"exact": exact_stamp(found)} if found is not None else {}),
+            }
+            if enforced is not None
+            else None
+        ),
+        switches=[
+            {"file": s.finding.file, "line": s.finding.line, "name": s.finding.name, "given": s.applied}
+            for s in plan.switches
+            if s.applied
+        ],
     )
     new_version = None
     if settings.local_version:
@@ -176,14 +209,16 @@ def stamp(prepared: Prepared, wheel: Path, report: AuditReport, *, editable: boo
             names = zf.namelist()
         dist = project.dist_name or wheel.name.split("-")[0]
         extra_files, patch_files = guard_files(names, [str(t) for t in plan.targets], dist)
-    out = rewrite_wheel(wheel, stamp=data, new_version=new_version,
-                        extra_files=extra_files or None, patch_files=patch_files or None)
+    out = rewrite_wheel(
+        wheel, stamp=data, new_version=new_version, extra_files=extra_files or None, patch_files=patch_files or None
+    )
     log(f"stamped {out.name}")
     return out
 
 
-def audit_and_stamp(prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0,
-                    enforced: Enforced | None = None) -> Path:
+def audit_and_stamp(
+    prepared: Prepared, wheel: Path, *, editable: bool = False, since: float = 0.0, enforced: Enforced | None = None
+) -> Path:
     """Verify the wheel's device code against the targets, then stamp it (atomically)."""
     report, found = audit(prepared, wheel, editable=editable, since=since, enforced=enforced)
     return stamp(prepared, wheel, report, editable=editable, enforced=enforced, found=found)

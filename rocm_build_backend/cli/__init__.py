@@ -42,28 +42,46 @@ _GROUPS = (gpu, project, wheels, thin)  # the order of the verbs in --help
 
 
 def _verbosity(p: argparse.ArgumentParser, default: object) -> None:
-    p.add_argument("-v", "--verbose", action="count", default=default,
-                   help="say more: an error also prints its Python traceback (for a bug report)")
-    p.add_argument("-q", "--quiet", action="count", default=default,
-                   help="say less: a build's own output is shown only when it fails")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default,
+        help="say more: an error also prints its Python traceback (for a bug report)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=default,
+        help="say less: a build's own output is shown only when it fails",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rocm-build-backend",
         description="Build GPU Python packages for the right GPU targets, and prove it.",
-        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"rocm-build-backend {__version__}",
-                   help="print the version and exit")
+    p.add_argument(
+        "--version", action="version", version=f"rocm-build-backend {__version__}", help="print the version and exit"
+    )
     _verbosity(p, 0)
     after = argparse.ArgumentParser(add_help=False)  # -v and -q after the verb too
     _verbosity(after, argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, func: Command, help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help, description=help, epilog=EXIT_CODES, parents=[after],
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        sp = sub.add_parser(
+            name,
+            help=help,
+            description=help,
+            epilog=EXIT_CODES,
+            parents=[after],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         sp.set_defaults(func=func)
         return sp
 
@@ -91,7 +109,7 @@ def painted(line: str, on: bool) -> str:
     word = line.split(" ", 1)[0]
     if not on or word not in _PAINT:
         return line
-    return f"{_PAINT[word]}{word}\033[0m{line[len(word):]}"
+    return f"{_PAINT[word]}{word}\033[0m{line[len(word) :]}"
 
 
 class Progress:
@@ -124,7 +142,7 @@ def _unknown_verb(p: argparse.ArgumentParser, argv: Sequence[str]) -> str | None
     """The first word when it is no verb: argparse's own message lists them all, with no guess."""
     verb = next((a for a in argv if not a.startswith("-")), None)
     verbs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)][0].choices
-    if verb is None or verb in verbs or any(a in ("-h", "--help", "--version") for a in argv[:argv.index(verb)]):
+    if verb is None or verb in verbs or any(a in ("-h", "--help", "--version") for a in argv[: argv.index(verb)]):
         return None
     return verb
 
@@ -159,8 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except MemoryError:
         print(painted("error: out of memory", on), file=sys.stderr)
-        print(painted("hint: an input larger than this machine's memory allows; nothing was written", on),
-              file=sys.stderr)
+        print(
+            painted("hint: an input larger than this machine's memory allows; nothing was written", on), file=sys.stderr
+        )
         return 3
     except KeyboardInterrupt:
         print(painted("error: interrupted", on), file=sys.stderr)

@@ -18,10 +18,14 @@ SYSFS_ENV, TARGETS_ENV = "ROCM_BUILD_BACKEND_SYSFS_ROOT", "ROCM_BUILD_BACKEND_TA
 TARGETS_WHERE = " in --targets"  # errors name the option the user typed
 JSON_HELP = "print the result as one JSON document on stdout (its fields: docs/json/{verb}.md)"
 PATH_HELP = "the project's folder, which holds its pyproject.toml or setup.py (default: the current folder)"
-SOURCE_HELP = ("the project's folder (default: the current folder), an sdist (.tar.gz, .zip), or NAME==VERSION "
-               "(its sdist, through pip's configured index)")
-C_HELP = ("a build setting, as a frontend passes it: -C rocm-build-backend.KEY=VALUE for this tool's settings "
-          "(docs/reference/settings.md), any other KEY for the project's backend; repeatable")
+SOURCE_HELP = (
+    "the project's folder (default: the current folder), an sdist (.tar.gz, .zip), or NAME==VERSION "
+    "(its sdist, through pip's configured index)"
+)
+C_HELP = (
+    "a build setting, as a frontend passes it: -C rocm-build-backend.KEY=VALUE for this tool's settings "
+    "(docs/reference/settings.md), any other KEY for the project's backend; repeatable"
+)
 AddVerb = Callable[[str, Command, str], argparse.ArgumentParser]  # name, function, help -> its parser
 
 
@@ -52,8 +56,10 @@ def read_recorded(path: str, what: str) -> str:
     try:
         return read_small_text(path, OUTPUT_LIMIT)
     except OSError as exc:
-        raise RocmBuildBackendError(f"cannot read {what} {path}: {exc.strerror or exc}",
-                                    hint="give the path of a file that holds the tool's output") from None
+        raise RocmBuildBackendError(
+            f"cannot read {what} {path}: {exc.strerror or exc}",
+            hint="give the path of a file that holds the tool's output",
+        ) from None
 
 
 def detection(args: argparse.Namespace, *, keep_features: bool = False) -> Any:
@@ -100,8 +106,9 @@ def config_settings(items: Sequence[str] | None) -> dict[str, Any]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep:
-            raise RocmBuildBackendError(f"-C {item}: expected KEY=VALUE",
-                                        hint="e.g. -C rocm-build-backend.targets=gfx942")
+            raise RocmBuildBackendError(
+                f"-C {item}: expected KEY=VALUE", hint="e.g. -C rocm-build-backend.targets=gfx942"
+            )
         if key in out:
             out[key] = (out[key] if isinstance(out[key], list) else [out[key]]) + [value]
         else:
@@ -120,8 +127,9 @@ def build_settings(args: argparse.Namespace) -> dict[str, Any]:
         key = "rocm-build-backend.targets"
         given = settings.get(key)
         if given is not None and given != args.targets:
-            raise RocmBuildBackendError(f"--targets {args.targets} and -C {key}={given} disagree",
-                                        hint="give the targets once")
+            raise RocmBuildBackendError(
+                f"--targets {args.targets} and -C {key}={given} disagree", hint="give the targets once"
+            )
         settings[key] = args.targets
     return settings
 

@@ -7,7 +7,11 @@ import sys
 
 from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
-    AddVerb, JSON_HELP, detect_args, detection, print_json,
+    AddVerb,
+    JSON_HELP,
+    detect_args,
+    detection,
+    print_json,
 )
 from rocm_build_backend.errors import CANNOT_TELL, RocmBuildBackendError
 
@@ -19,10 +23,24 @@ def cmd_targets(args: argparse.Namespace) -> int:
     first = vendor_names()[0]  # without --all: the first vendor of the registry (docs/json/targets.md)
     rows = sort_targets(GpuTarget(n) for n, r in table().items() if args.all or r.get("vendor") == first)
     if args.json:  # data/schemas/targets.schema.json, docs/json/targets.md
-        columns = ("vendor", "family", "kind", "xnack", "sramecc", "generic", "kfd", "first_llvm", "products",
-                   "verified")
-        print_json({"schema_version": 1, "targets": [
-            {"name": t.processor, **{c: table()[t.processor].get(c) for c in columns}} for t in rows]})
+        columns = (
+            "vendor",
+            "family",
+            "kind",
+            "xnack",
+            "sramecc",
+            "generic",
+            "kfd",
+            "first_llvm",
+            "products",
+            "verified",
+        )
+        print_json(
+            {
+                "schema_version": 1,
+                "targets": [{"name": t.processor, **{c: table()[t.processor].get(c) for c in columns}} for t in rows],
+            }
+        )
         return 0
     for t in rows:
         r = table()[t.processor]
@@ -51,12 +69,12 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 def register(add: AddVerb) -> None:
     sp = add("targets", cmd_targets, "list the known GPU targets")
-    sp.add_argument("--all", action="store_true", help="include every vendor's targets, not only the first vendor's (AMD)")
+    sp.add_argument(
+        "--all", action="store_true", help="include every vendor's targets, not only the first vendor's (AMD)"
+    )
     sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="targets"))
-
 
     sp = add("detect", cmd_detect, "show this machine's GPUs and the targets a build would get")
     sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="detect"))
     sp.add_argument("--features", action="store_true", help="keep xnack/sramecc modes in the build targets")
     detect_args(sp)
-

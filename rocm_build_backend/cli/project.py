@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from rocm_build_backend.cli.common import (
-    AddVerb, C_HELP, JSON_HELP, PATH_HELP, SOURCE_HELP, build_settings, print_json,
+    AddVerb,
+    C_HELP,
+    JSON_HELP,
+    PATH_HELP,
+    SOURCE_HELP,
+    build_settings,
+    print_json,
 )
 from rocm_build_backend.errors import ConfigError, RocmBuildBackendError
 
@@ -42,7 +48,7 @@ def _print_plan(prepared: Any, stale: list[Any], data: dict[str, Any], clean: bo
         print(f"compiler {prepared.compiler.describe()} accepts {' '.join(data['targets'])}")
     for tree in stale:
         if clean and tree.owned:
-            print(f"stale build tree {tree.path} (built for {tree.built_for}): stale = \"clean\" will remove it")
+            print(f'stale build tree {tree.path} (built for {tree.built_for}): stale = "clean" will remove it')
         else:
             why = "" if tree.owned else ", and nothing proves a build of this project made it"
             print(f"warning: stale build tree {tree.path} (built for {tree.built_for}{why}) will stop the build")
@@ -61,8 +67,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         if src.folder != Path(args.path):  # an sdist, or NAME==VERSION: name what was given
             built.project = src.sdist or Path(args.path)
     for path, targets in built.stale:
-        print(f"warning: {path} in the output folder was built for {' '.join(targets) or 'no GPU target'}",
-              file=sys.stderr)
+        print(
+            f"warning: {path} in the output folder was built for {' '.join(targets) or 'no GPU target'}",
+            file=sys.stderr,
+        )
     if args.json:
         print_json(built.to_json())
     else:
@@ -101,19 +109,20 @@ def register(add: AddVerb) -> None:
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
     sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE", help=C_HELP)
 
-
     sp = add("build", cmd_build, "build a project's wheel through the shim (no build isolation)")
     sp.add_argument("path", nargs="?", default=".", help=SOURCE_HELP)
-    sp.add_argument("-o", "--outdir", metavar="DIR", help="where the wheel goes (default: PATH/dist; beside an "
-                    "sdist; ./dist for NAME==VERSION)")
+    sp.add_argument(
+        "-o",
+        "--outdir",
+        metavar="DIR",
+        help="where the wheel goes (default: PATH/dist; beside an sdist; ./dist for NAME==VERSION)",
+    )
     sp.add_argument("--targets", help="build for these targets (gfx90a;gfx942), as -C rocm-build-backend.targets=")
     sp.add_argument("-C", "--config-setting", action="append", metavar="KEY=VALUE", help=C_HELP)
     sp.add_argument("--json", action="store_true", help="print what was built as JSON (the build log stays on stderr)")
-
 
     sp = add("configure", cmd_configure, "make a project's pyproject.toml build through the shim")
     sp.add_argument("path", nargs="?", default=".", help=PATH_HELP)
     sp.add_argument("--diff", action="store_true", help="show the change as a unified diff; write nothing")
     sp.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     sp.add_argument("--json", action="store_true", help="print what changed (or would change) as JSON")
-

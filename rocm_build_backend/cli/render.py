@@ -164,8 +164,10 @@ def check(report: CheckReport) -> str:
 def environment(report: EnvReport) -> str:
     """``check --env``: one row per distribution with device code, reasons, and what was scanned."""
     head = ("DISTRIBUTION", "FILES WITH DEVICE CODE", "TARGETS", "LOADS HERE")
-    rows = [(f"{d.dist.name} {d.dist.version}", str(len(d.files)), ", ".join(d.targets) or "(none read)",
-             _LOADS[d.status]) for d in report.dists]
+    rows = [
+        (f"{d.dist.name} {d.dist.version}", str(len(d.files)), ", ".join(d.targets) or "(none read)", _LOADS[d.status])
+        for d in report.dists
+    ]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
     lines = [f"python: {report.python}", "devices: " + (", ".join(report.devices) or "none found")]
     lines += [f"note: {n}" for n in report.notes]
@@ -177,8 +179,9 @@ def environment(report: EnvReport) -> str:
         elif d.status == "ok" and d.notes:
             lines.append(f"{d.dist.name} loads: " + "; ".join(d.notes))
     s = report.scanned
-    lines.append(f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; "
-                 f"{len(report.dists)} with device code")
+    lines.append(
+        f"{s.get('distributions', 0)} distributions, {s.get('files', 0)} files; {len(report.dists)} with device code"
+    )
     return printable_lines(lines)
 
 
@@ -210,9 +213,11 @@ def cache(report: CacheReport) -> str:
     if not bad:
         lines.append("no cached wheel misfits these targets")
     elif not report.purge:
-        lines.append(f"{len(bad)} cached wheel{_s(len(bad))} misfit these targets; "
-                     "remove them with: " + " ".join(["rocm-build-backend cache purge",
-                                                       *map(shlex.quote, report.purge_args), "--yes"]))
+        lines.append(
+            f"{len(bad)} cached wheel{_s(len(bad))} misfit these targets; "
+            "remove them with: "
+            + " ".join(["rocm-build-backend cache purge", *map(shlex.quote, report.purge_args), "--yes"])
+        )
     elif not report.yes:
         lines.append(f"{len(bad)} would be removed; run again with --yes to remove them")
     else:
@@ -228,8 +233,10 @@ def index(result: IndexResult) -> str:
     for name, n in result.counts.items():
         lines.append(f"{name}: {n} wheel{_s(n)} -> {result.out_dir / name / 'simple'}/")
     if result.wheels_added or result.wheels_removed:
-        lines.append(f"{len(result.wheels_added)} wheel{_s(len(result.wheels_added))} added or replaced, "
-                     f"{len(result.wheels_removed)} removed")
+        lines.append(
+            f"{len(result.wheels_added)} wheel{_s(len(result.wheels_added))} added or replaced, "
+            f"{len(result.wheels_removed)} removed"
+        )
     lines.append(
         f"{len(result.pages_written)} page{_s(len(result.pages_written))} written, "
         f"{result.unchanged} unchanged, {len(result.removed)} removed; "
@@ -247,8 +254,12 @@ def index(result: IndexResult) -> str:
 
 # ------------------------------------------------------------------------ install
 
-_WHERE = {"cache": "from pip's wheel cache", "index": "from the index", "built": "built in this run",
-          "cache/index": "from uv's cache or the index"}
+_WHERE = {
+    "cache": "from pip's wheel cache",
+    "index": "from the index",
+    "built": "built in this run",
+    "cache/index": "from uv's cache or the index",
+}
 
 
 def install(result: InstallResult) -> str:
@@ -271,8 +282,9 @@ def install(result: InstallResult) -> str:
             lines.append(f"{r.name}: refused: {r.reason}")
             lines += [f"  {line}" for line in r.build_lines]
         if r.kept:
-            lines.append(f"{r.name}: {result.tool} kept the installed {r.kept}, which does not load here; "
-                         "installed again")
+            lines.append(
+                f"{r.name}: {result.tool} kept the installed {r.kept}, which does not load here; installed again"
+            )
     if result.dry_run:
         lines.append("dry run: nothing installed")
     elif result.installed:
@@ -303,17 +315,21 @@ def thin(result: ThinResult) -> str:
     for m in result.members:
         data = m.to_json()  # its targets in target order
         kept, dropped = data["kept"], data["dropped"]
-        what = {"thinned": f"kept {', '.join(kept) or 'nothing'}; dropped {', '.join(dropped)}; "
-                           f"{_mib(m.size_before)} -> {_mib(m.size_after)}"
-                           + (f" (in place: {m.layout_reason})" if m.layout == "in place" else ""),
-                "dropped": f"removed (held {', '.join(dropped)})",
-                "unchanged": f"unchanged ({', '.join(kept)})",
-                "kept-whole": f"KEPT WHOLE: {m.reason}"}[m.action]
+        what = {
+            "thinned": f"kept {', '.join(kept) or 'nothing'}; dropped {', '.join(dropped)}; "
+            f"{_mib(m.size_before)} -> {_mib(m.size_after)}"
+            + (f" (in place: {m.layout_reason})" if m.layout == "in place" else ""),
+            "dropped": f"removed (held {', '.join(dropped)})",
+            "unchanged": f"unchanged ({', '.join(kept)})",
+            "kept-whole": f"KEPT WHOLE: {m.reason}",
+        }[m.action]
         lines.append(f"  {m.name}: {what}")
     if result.missing:
         lines.append(f"no code for {', '.join(result.missing)}: the new wheel does not load there")
-    lines.append(f"wheel {_mib(result.wheel_before)} -> {_mib(result.wheel_after)}; installed "
-                 f"{_mib(result.installed_before)} -> {_mib(result.installed_after)}")
+    lines.append(
+        f"wheel {_mib(result.wheel_before)} -> {_mib(result.wheel_after)}; installed "
+        f"{_mib(result.installed_before)} -> {_mib(result.installed_after)}"
+    )
     return printable_lines(lines)
 
 

@@ -10,7 +10,15 @@ from typing import Any
 
 from rocm_build_backend.cli import render
 from rocm_build_backend.cli.common import (
-    TARGETS_ENV, TARGETS_WHERE, AddVerb, JSON_HELP, check_devices, detect_args, detection, print_json, targets_from_env,
+    TARGETS_ENV,
+    TARGETS_WHERE,
+    AddVerb,
+    JSON_HELP,
+    check_devices,
+    detect_args,
+    detection,
+    print_json,
+    targets_from_env,
 )
 from rocm_build_backend.errors import RocmBuildBackendError
 
@@ -20,7 +28,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     for path in args.paths:
         if not os.path.exists(path):
-            raise RocmBuildBackendError(f"no such file or folder: {path}", hint="give wheels, .so files, code objects or folders")
+            raise RocmBuildBackendError(
+                f"no such file or folder: {path}", hint="give wheels, .so files, code objects or folders"
+            )
     report = audit_paths([Path(p) for p in args.paths])
     if args.json:
         print_json(report.to_json())
@@ -37,8 +47,14 @@ def cmd_check_env(args: argparse.Namespace) -> int:
     devices, notes, generic_ok = check_devices(args)
     from rocm_build_backend.wheel.check.environment import default_cache_path
 
-    report = check_environment(args.env or None, devices, notes=notes, generic_ok=generic_ok,
-                               cache_path=None if args.no_cache else default_cache_path(), strict=args.strict)
+    report = check_environment(
+        args.env or None,
+        devices,
+        notes=notes,
+        generic_ok=generic_ok,
+        cache_path=None if args.no_cache else default_cache_path(),
+        strict=args.strict,
+    )
     if args.json:
         print_json(report.to_json())
     else:
@@ -57,8 +73,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not os.path.exists(path):
             raise RocmBuildBackendError(f"no such wheel: {path}", hint="give the paths of .whl files")
     devices, notes, generic_ok = check_devices(args)
-    report = check_wheels([Path(p) for p in args.wheels], devices, notes=notes, generic_ok=generic_ok,
-                          strict=args.strict)
+    report = check_wheels(
+        [Path(p) for p in args.wheels], devices, notes=notes, generic_ok=generic_ok, strict=args.strict
+    )
     if args.json:
         print_json(report.to_json())
     else:
@@ -74,8 +91,9 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if given is not None:
         from rocm_build_backend.wheel.index.plan import named_targets
 
-        targets = parse_targets(named_targets(given), where=TARGETS_WHERE if args.targets is not None else
-                                f" in {TARGETS_ENV}")
+        targets = parse_targets(
+            named_targets(given), where=TARGETS_WHERE if args.targets is not None else f" in {TARGETS_ENV}"
+        )
     else:
         from rocm_build_backend.gpu.detect import require_targets
 
@@ -86,14 +104,18 @@ def cmd_cache(args: argparse.Namespace) -> int:
             except RocmBuildBackendError as exc:  # cache reads --targets, not the build settings
                 exc.hint = "name the targets the cached wheels must load on: --targets gfx942"
                 raise
-    kw: dict[str, Any] = {"cache_dirs": [Path(d) for d in args.cache_dir] if args.cache_dir else None,
-                          "tools": ("pip", "uv") if args.tool == "all" else (args.tool,)}
+    kw: dict[str, Any] = {
+        "cache_dirs": [Path(d) for d in args.cache_dir] if args.cache_dir else None,
+        "tools": ("pip", "uv") if args.tool == "all" else (args.tool,),
+    }
     if args.action == "list":
         result = list_cache(targets, **kw)
-        result.purge_args = ((["--targets", args.targets] if args.targets is not None else [])
-                             + (["--tool", args.tool] if args.tool != "all" else [])
-                             + [a for d in args.cache_dir or [] for a in ("--cache-dir", d)]
-                             + ([] if args.root is None else ["--root", args.root]))
+        result.purge_args = (
+            (["--targets", args.targets] if args.targets is not None else [])
+            + (["--tool", args.tool] if args.tool != "all" else [])
+            + [a for d in args.cache_dir or [] for a in ("--cache-dir", d)]
+            + ([] if args.root is None else ["--root", args.root])
+        )
     else:
         result = purge_cache(targets, yes=args.yes, **kw)
     if args.json:
@@ -117,16 +139,33 @@ def cmd_index(args: argparse.Namespace) -> int:
         from rocm_build_backend.wheel.index.publish import publish
 
         if args.base_url or args.split:
-            raise ConfigError([f"{'--base-url' if args.base_url else '--split'} does not go with --add/--remove"],
-                              hint="published wheels are hosted in OUT_DIR/files/; split them first "
-                                   "(rocm-build-backend split WHEEL) and add the split wheels")
-        result = publish(Path(out), add=wheels, remove=args.remove or [],
-                         targets=targets, family=args.family, variants=args.variants, lists=args.json)
+            raise ConfigError(
+                [f"{'--base-url' if args.base_url else '--split'} does not go with --add/--remove"],
+                hint="published wheels are hosted in OUT_DIR/files/; split them first "
+                "(rocm-build-backend split WHEEL) and add the split wheels",
+            )
+        result = publish(
+            Path(out),
+            add=wheels,
+            remove=args.remove or [],
+            targets=targets,
+            family=args.family,
+            variants=args.variants,
+            lists=args.json,
+        )
     else:
         from rocm_build_backend.wheel.index.run import build_index
 
-        result = build_index(Path(wheels[0]), Path(out), targets=targets, family=args.family,
-                             base_url=args.base_url, variants=args.variants, split=args.split, lists=args.json)
+        result = build_index(
+            Path(wheels[0]),
+            Path(out),
+            targets=targets,
+            family=args.family,
+            base_url=args.base_url,
+            variants=args.variants,
+            split=args.split,
+            lists=args.json,
+        )
     if args.json:
         print_json(result.to_json())
     else:
@@ -148,7 +187,8 @@ def index_paths(args: argparse.Namespace) -> tuple[str, list[str]]:
     if not (args.add or args.remove) and len(paths) != 1:
         raise RocmBuildBackendError(
             f"index takes one WHEEL_DIR, not {len(paths)} paths: {' '.join(paths[:3])}",
-            hint="to add single wheels: rocm-build-backend index --add WHEEL... -o OUT_DIR")
+            hint="to add single wheels: rocm-build-backend index --add WHEEL... -o OUT_DIR",
+        )
     return str(args.outdir), paths
 
 
@@ -171,8 +211,17 @@ def cmd_install(args: argparse.Namespace) -> int:
     work = files.temp_folder(top, _INSTALL_WORK)
     try:
         with terminated_as_exit():  # SIGTERM ends the run as Ctrl-C does: the folder goes
-            result = install_inspected(args.pip_args, devices, work_dir=work, generic_ok=generic_ok, notes=notes,
-                                       dry_run=args.dry_run, python=args.python, env=env, tool=args.tool)
+            result = install_inspected(
+                args.pip_args,
+                devices,
+                work_dir=work,
+                generic_ok=generic_ok,
+                notes=notes,
+                dry_run=args.dry_run,
+                python=args.python,
+                env=env,
+                tool=args.tool,
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
@@ -198,25 +247,36 @@ def register(add: AddVerb) -> None:
     sp.add_argument("paths", nargs="+", metavar="PATH", help="wheels, shared libraries (.so) or code objects to read")
     sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="audit"))
 
-
     sp = add("check", cmd_check, "will each wheel's GPU code load on this machine's GPUs?")
     sp.add_argument("wheels", nargs="*", metavar="WHEEL", help="the wheels to check (none: give --env)")
     sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="check"))
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
-    sp.add_argument("--env", nargs="?", const="", metavar="PYTHON",
-                    help="check the installed distributions of PYTHON's environment (default: this one)")
-    sp.add_argument("--no-cache", action="store_true",
-                    help="with --env: audit every file again, and keep nothing (default: results are kept "
-                         "per file, by size, mtime and inode, in $XDG_CACHE_HOME/rocm-build-backend)")
-    sp.add_argument("--strict", action="store_true",
-                    help="every kernel module must have code for the GPU (default: on NVIDIA GPUs, a library's "
-                         "modules for other GPUs are allowed, as CUDA loads and launches them only where they fit)")
+    sp.add_argument(
+        "--env",
+        nargs="?",
+        const="",
+        metavar="PYTHON",
+        help="check the installed distributions of PYTHON's environment (default: this one)",
+    )
+    sp.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="with --env: audit every file again, and keep nothing (default: results are kept "
+        "per file, by size, mtime and inode, in $XDG_CACHE_HOME/rocm-build-backend)",
+    )
+    sp.add_argument(
+        "--strict",
+        action="store_true",
+        help="every kernel module must have code for the GPU (default: on NVIDIA GPUs, a library's "
+        "modules for other GPUs are allowed, as CUDA loads and launches them only where they fit)",
+    )
     sp.set_defaults(check_parser=sp)
     detect_args(sp)
 
-
     sp = add("cache", cmd_cache, "find (and purge) cached wheels made for other GPUs")
-    sp.add_argument("action", choices=["list", "purge"], help="list the cached wheels made for other GPUs, or purge them")
+    sp.add_argument(
+        "action", choices=["list", "purge"], help="list the cached wheels made for other GPUs, or purge them"
+    )
     sp.add_argument("--tool", choices=["pip", "uv", "all"], default="all", help="whose cache to read (default: all)")
     sp.add_argument("--cache-dir", metavar="DIR", action="append", help="a cache folder (default: pip's and uv's own)")
     sp.add_argument("--targets", help="the targets that fit (default: this machine's GPUs)")
@@ -224,38 +284,63 @@ def register(add: AddVerb) -> None:
     sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="cache"))
     detect_args(sp)
 
-
     sp = add("install", cmd_install, "pip install, with every wheel checked against this machine's GPUs first")
     sp.add_argument("--dry-run", action="store_true", help="print the table; install nothing")
-    sp.add_argument("--python", metavar="PYTHON", help="the interpreter whose pip collects and installs (default: this one)")
+    sp.add_argument(
+        "--python", metavar="PYTHON", help="the interpreter whose pip collects and installs (default: this one)"
+    )
     sp.add_argument("--tool", choices=["pip", "uv"], default="pip", help="the installer that resolves and installs")
     sp.add_argument("--targets", help="check against these targets instead of this machine's GPUs")
     sp.add_argument("--json", action="store_true", help="print the table as JSON")
-    sp.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="PIP_ARGS",
-                    help="pip's arguments: requirements and index options (put them after --)")
+    sp.add_argument(
+        "pip_args",
+        nargs=argparse.REMAINDER,
+        metavar="PIP_ARGS",
+        help="pip's arguments: requirements and index options (put them after --)",
+    )
     detect_args(sp)
 
-
     sp = add("index", cmd_index, "write a static package index per GPU target")
-    sp.usage = ("%(prog)s [options] WHEEL_DIR -o OUT_DIR\n       %(prog)s [options] --add WHEEL... -o OUT_DIR\n"
-                "       %(prog)s [options] --remove NAME==VERSION -o OUT_DIR")
-    sp.add_argument("paths", nargs="*", metavar="PATH",
-                    help="WHEEL_DIR: OUT_DIR lists exactly the wheels of WHEEL_DIR; with --add: the wheels (or "
-                         "folders of them) to add.")
+    sp.usage = (
+        "%(prog)s [options] WHEEL_DIR -o OUT_DIR\n       %(prog)s [options] --add WHEEL... -o OUT_DIR\n"
+        "       %(prog)s [options] --remove NAME==VERSION -o OUT_DIR"
+    )
+    sp.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="WHEEL_DIR: OUT_DIR lists exactly the wheels of WHEEL_DIR; with --add: the wheels (or "
+        "folders of them) to add.",
+    )
     sp.add_argument("-o", "--outdir", metavar="DIR", help="where the index goes")
     sp.set_defaults(index_parser=sp)
-    sp.add_argument("--add", action="store_true",
-                    help="add the wheels given (copied into OUT_DIR/files/) and keep everything else: "
-                         "for many jobs publishing into one OUT_DIR")
-    sp.add_argument("--remove", action="append", metavar="NAME==VERSION",
-                    help="remove every wheel of that version (exactly; repeatable)")
-    sp.add_argument("--targets", help="the indexes to write (with --family: targets or family names); every index "
-                                      "OUT_DIR already holds is kept up to date too; exit 1 if one has nothing to serve")
+    sp.add_argument(
+        "--add",
+        action="store_true",
+        help="add the wheels given (copied into OUT_DIR/files/) and keep everything else: "
+        "for many jobs publishing into one OUT_DIR",
+    )
+    sp.add_argument(
+        "--remove",
+        action="append",
+        metavar="NAME==VERSION",
+        help="remove every wheel of that version (exactly; repeatable)",
+    )
+    sp.add_argument(
+        "--targets",
+        help="the indexes to write (with --family: targets or family names); every index "
+        "OUT_DIR already holds is kept up to date too; exit 1 if one has nothing to serve",
+    )
     sp.add_argument("--family", action="store_true", help="group AMD targets by family (gfx94X-dcgpu, ...)")
     sp.add_argument("--base-url", help="where the wheels are served from (default: relative links)")
-    sp.add_argument("--variants", action="store_true",
-                    help="also write OUT/variants/simple/: every variant wheel and its <name>-<version>-variants.json")
-    sp.add_argument("--split", action="store_true",
-                    help="split wheels with code for several targets per target on the way in; index the split wheels")
+    sp.add_argument(
+        "--variants",
+        action="store_true",
+        help="also write OUT/variants/simple/: every variant wheel and its <name>-<version>-variants.json",
+    )
+    sp.add_argument(
+        "--split",
+        action="store_true",
+        help="split wheels with code for several targets per target on the way in; index the split wheels",
+    )
     sp.add_argument("--json", action="store_true", help=JSON_HELP.format(verb="index"))
-

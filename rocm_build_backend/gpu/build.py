@@ -148,8 +148,9 @@ class Enforcer(Protocol):
         (FileNotFoundError: no toolkit to put in front of)."""
         ...
 
-    def contents(self, home: Path, targets: Sequence[str], env: Mapping[str, str],
-                 python: str) -> dict[str, FolderEntry]:
+    def contents(
+        self, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str
+    ) -> dict[str, FolderEntry]:
         """What the programs' folder at ``home`` holds, by path inside it (``a/b``), each folder
         above an entry listed too; computed, nothing written. OSError as ``identity``."""
         ...
@@ -274,16 +275,22 @@ def choose_vendor(setting: str, requested: Sequence[GpuTarget], detected: Sequen
     """
     names = vendor_names()
     if setting != "auto" and setting not in names:
-        raise ConfigError([f"vendor = {setting!r}: expected " + _either(("auto", *names))],
-                          hint="vendor = \"auto\" takes the vendor of the targets")
+        raise ConfigError(
+            [f"vendor = {setting!r}: expected " + _either(("auto", *names))],
+            hint='vendor = "auto" takes the vendor of the targets',
+        )
     asked: list[str] = sorted({vendor_name(t) for t in requested})
     if len(asked) > 1:
-        raise ConfigError([f"the targets name GPUs of {' and '.join(asked)}: a build targets one vendor"],
-                          hint="build once per vendor, each with its own targets")
+        raise ConfigError(
+            [f"the targets name GPUs of {' and '.join(asked)}: a build targets one vendor"],
+            hint="build once per vendor, each with its own targets",
+        )
     if setting != "auto":
         if asked and asked[0] != setting:
-            raise ConfigError([f"vendor = {setting!r} but the targets are {asked[0]} targets"],
-                              hint="drop the vendor setting, or give targets of that vendor")
+            raise ConfigError(
+                [f"vendor = {setting!r} but the targets are {asked[0]} targets"],
+                hint="drop the vendor setting, or give targets of that vendor",
+            )
         return setting
     if asked:
         return asked[0]
@@ -291,11 +298,14 @@ def choose_vendor(setting: str, requested: Sequence[GpuTarget], detected: Sequen
     if len(found) == 1:
         return found[0]
     if not found:
-        raise NoGpuDetectedError("no GPU found to pick a vendor from",
-                                 hint=f"set targets, e.g. targets = {_examples()}")
+        raise NoGpuDetectedError(
+            "no GPU found to pick a vendor from", hint=f"set targets, e.g. targets = {_examples()}"
+        )
     seen = ", ".join(sorted({f"{vendor_name(t)}: {t}" for t in detected}))
-    raise ConfigError([f"this machine has GPUs of more than one vendor ({seen})"],
-                      hint="set vendor = " + " or ".join(f'"{n}"' for n in names) + ", or give the targets")
+    raise ConfigError(
+        [f"this machine has GPUs of more than one vendor ({seen})"],
+        hint="set vendor = " + " or ".join(f'"{n}"' for n in names) + ", or give the targets",
+    )
 
 
 def _either(items: Sequence[str]) -> str:

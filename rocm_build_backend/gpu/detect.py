@@ -70,8 +70,7 @@ def _combine(parts: Sequence[VendorDetection], warnings: list[str]) -> Detection
     devices: list[Device] = [d for p in parts for d in p.devices]
     targets: list[GpuTarget] = sort_targets(t for p in parts for t in p.targets)
     causes = [] if targets else _unique(c for p in parts for c in p.causes if p.present)
-    looked_for = (" or ".join(_label(p.vendor) for p in probed if p.present)
-                  or _label(parts[0].vendor if parts else ""))
+    looked_for = " or ".join(_label(p.vendor) for p in probed if p.present) or _label(parts[0].vendor if parts else "")
     return Detection(
         targets=targets,
         devices=devices,
@@ -113,10 +112,18 @@ def require_targets(detection: Detection, vendor: str | None = None) -> list[Gpu
         return targets
     probed = set(detection.vendors.values()) - set(detection.absent)
     names = {vendor} if vendor is not None else ({v.name for v in chosen} & probed or {chosen[0].name})
-    seen = "; ".join(f"{detection.label(p)}: {s}" for p, s in detection.seen.items()
-                     if detection.vendors.get(p, "") in names or p not in detection.vendors) or "no probe ran"
+    seen = (
+        "; ".join(
+            f"{detection.label(p)}: {s}"
+            for p, s in detection.seen.items()
+            if detection.vendors.get(p, "") in names or p not in detection.vendors
+        )
+        or "no probe ran"
+    )
     if detection.devices and "hidden" in detection.causes:
-        seen = "; ".join(f"{d.target} {d.reason}" for d in detection.devices if vendor is None or vendor_name(d.target) == vendor)
+        seen = "; ".join(
+            f"{d.target} {d.reason}" for d in detection.devices if vendor is None or vendor_name(d.target) == vendor
+        )
     specific = _unique(h for v in chosen for h in v.hints(detection.causes))
     examples = [v.example for v in chosen if vendor is None or v.name in names]
     example = f"set targets, e.g. {' or '.join(examples)}"

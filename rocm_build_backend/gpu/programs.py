@@ -33,15 +33,28 @@ class Ran(NamedTuple):
     too_large: bool = False
 
 
-def run_capped(argv: Sequence[str], *, env: Mapping[str, str], timeout: float,
-               limit: int = OUTPUT_LIMIT, cwd: str | os.PathLike[str] | None = None) -> Ran:
+def run_capped(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    timeout: float,
+    limit: int = OUTPUT_LIMIT,
+    cwd: str | os.PathLike[str] | None = None,
+) -> Ran:
     """Run ``argv`` (in ``cwd``, default this process's folder) with stdin from /dev/null; stop
     it after ``timeout`` s or ``limit`` bytes.
 
     Raises OSError when the program cannot start.
     """
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=dict(env), start_new_session=True, cwd=cwd)
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+        start_new_session=True,
+        cwd=cwd,
+    )
     try:
         out, err, timed_out, too_large = _collect(proc, time.monotonic() + timeout, limit)
         if timed_out or too_large:
@@ -57,8 +70,9 @@ def run_capped(argv: Sequence[str], *, env: Mapping[str, str], timeout: float,
     return Ran(out, err, code)
 
 
-def run_text(argv: Sequence[str], *, timeout: float, limit: int = OUTPUT_LIMIT,
-             env: Mapping[str, str] | None = None) -> tuple[int, str]:
+def run_text(
+    argv: Sequence[str], *, timeout: float, limit: int = OUTPUT_LIMIT, env: Mapping[str, str] | None = None
+) -> tuple[int, str]:
     """``run_capped`` for callers that want (exit status, stdout then stderr as text) or an error.
 
     Raises OSError when the program cannot start, TimeoutError past ``timeout`` seconds and

@@ -21,8 +21,19 @@ from rocm_build_backend.gpu.target import GpuTarget
 from rocm_build_backend.gpu.table import table
 from rocm_build_backend.gpu.vendor import claimant, rank, vendor_of, vendors
 
-__all__ = ["GpuTarget", "vendor_name", "target_info", "table", "suggest", "meant", "parse_target", "parse_targets", "split_targets",
-           "sort_targets", "join_targets"]
+__all__ = [
+    "GpuTarget",
+    "vendor_name",
+    "target_info",
+    "table",
+    "suggest",
+    "meant",
+    "parse_target",
+    "parse_targets",
+    "split_targets",
+    "sort_targets",
+    "join_targets",
+]
 
 
 _SPLIT = re.compile(r"[;,\s]+")
@@ -132,10 +143,15 @@ def _hint(bad: Sequence[str]) -> str:
     for text in bad:
         targets = meant(text)
         if targets:
-            said.append(f"'{text}' is not a target name but {' or '.join(targets)} is: give "
-                        + ("that" if len(targets) == 1 else "the one for your GPU"))
-    return "; ".join(said + ["rocm-build-backend targets --all lists every target"]) if said else \
-        "see the known targets: rocm-build-backend targets"
+            said.append(
+                f"'{text}' is not a target name but {' or '.join(targets)} is: give "
+                + ("that" if len(targets) == 1 else "the one for your GPU")
+            )
+    return (
+        "; ".join(said + ["rocm-build-backend targets --all lists every target"])
+        if said
+        else "see the known targets: rocm-build-backend targets"
+    )
 
 
 def target_sort_key(t: GpuTarget) -> tuple[Any, ...]:

@@ -46,8 +46,9 @@ def open_wheel(path: Path) -> "zipfile.ZipFile":
     except FileNotFoundError:
         raise WheelError(f"no such wheel: {path}") from None
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise WheelError(f"{path.name} is not a readable zip archive ({exc})",
-                         hint="rebuild the wheel; it may be truncated") from None
+        raise WheelError(
+            f"{path.name} is not a readable zip archive ({exc})", hint="rebuild the wheel; it may be truncated"
+        ) from None
     return zf
 
 
@@ -94,8 +95,10 @@ def read_named(zf: "zipfile.ZipFile", name: str, limit: int, what: str) -> bytes
     except WheelError:
         raise
     except NotImplementedError as exc:
-        raise WheelError(f"{name} cannot be read: {exc} (compression method {info.compress_type})",
-                         hint="rebuild the wheel with a standard zip (deflate)") from None
+        raise WheelError(
+            f"{name} cannot be read: {exc} (compression method {info.compress_type})",
+            hint="rebuild the wheel with a standard zip (deflate)",
+        ) from None
     except RuntimeError as exc:  # zipfile raises it for an encrypted member
         why = "it is encrypted" if info.flag_bits & 0x1 else str(exc)
         raise WheelError(f"{name} cannot be read: {why}", hint="a wheel is never encrypted; rebuild it") from None

@@ -68,8 +68,9 @@ def modules_from_json(value: Any) -> Modules | None:
         if not isinstance(item, dict):
             return None
         targets, count = item.get("targets"), item.get("count")
-        if not (isinstance(targets, list) and all(isinstance(t, str) for t in targets)
-                and type(count) is int and count > 0):
+        if not (
+            isinstance(targets, list) and all(isinstance(t, str) for t in targets) and type(count) is int and count > 0
+        ):
             return None
         out.append((tuple(targets), count))
     return tuple(out)
@@ -124,8 +125,9 @@ class WheelTargets:
     def has_device_code(self) -> bool:
         return bool(self.files)
 
-    def verdict(self, device: GpuTarget | str, *, generic_ok: bool | None = True,
-                strict: bool = False) -> tuple[str, str | None]:
+    def verdict(
+        self, device: GpuTarget | str, *, generic_ok: bool | None = True, strict: bool = False
+    ) -> tuple[str, str | None]:
         """(``ok`` | ``fails`` | ``unknown``, reason) for one device. The reason of an ``ok``
         is a note (kernel modules for other GPUs), or None. ``strict``: every kernel module
         of every file must load on the device, whatever its vendor's loader does."""
@@ -213,8 +215,9 @@ def _per_module_loading(device: GpuTarget | str) -> bool:
     return vendor_of(str(device).split(":")[0]).per_module_loading
 
 
-def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None, *,
-                 strict: bool = False) -> tuple[str, str | None]:
+def file_verdict(
+    f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None, *, strict: bool = False
+) -> tuple[str, str | None]:
     """(status, reason) for one file; the reason of an ``ok`` is a note, or None.
 
     Modules that could not be read (``unread``: a zstd-compressed cubin without a decoder, a
@@ -233,9 +236,15 @@ def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None
     dev = str(device).split(":")[0]
     unread = unknown + lacking
     seen = sorted_names({t for targets, _ in f.unread for t in targets})
-    cannot_read = (f"{unread:,} code module{'s' if unread != 1 else ''}"
-                   + (f" for {', '.join(seen)}" if seen else "")
-                   + " could not be read (the audit says why)") if unread else ""
+    cannot_read = (
+        (
+            f"{unread:,} code module{'s' if unread != 1 else ''}"
+            + (f" for {', '.join(seen)}" if seen else "")
+            + " could not be read (the audit says why)"
+        )
+        if unread
+        else ""
+    )
     lenient = not strict and _per_module_loading(device)
     if n[True] == total:
         if not unread:
@@ -250,8 +259,10 @@ def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None
             return UNKNOWN, f"{f.path}: no kernel module that was read has code for {dev}; {cannot_read}"
         return _none_loads(f, device)
     others = sorted_names({t for targets, _count, loads in judged if loads is not True for t in targets})
-    what = (f"{f.path}: {n[True]:,} of {total:,} kernel modules have code for {dev}; "
-            f"{total - n[True]:,} hold only {', '.join(others) or 'other code'}")
+    what = (
+        f"{f.path}: {n[True]:,} of {total:,} kernel modules have code for {dev}; "
+        f"{total - n[True]:,} hold only {', '.join(others) or 'other code'}"
+    )
     if unread:
         what += f"; {cannot_read}"
     if not lenient:
@@ -262,8 +273,7 @@ def file_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool | None
 def _none_loads(f: DeviceFile, device: GpuTarget | str) -> tuple[str, str | None]:
     dev = str(device)
     proc = dev.split(":")[0]
-    close = sorted({r for code in f.targets if code.split(":")[0] == proc
-                    for r in [_why_not(code, device, True)] if r})
+    close = sorted({r for code in f.targets if code.split(":")[0] == proc for r in [_why_not(code, device, True)] if r})
     if close:
         return FAILS, f"{f.path}: " + "; ".join(close)
     return FAILS, f"{f.path} has code for {', '.join(f.complete or f.targets)}, not for {proc}"
@@ -302,4 +312,3 @@ def _complete_verdict(f: DeviceFile, device: GpuTarget | str, generic_ok: bool |
     if close:
         return FAILS, f"{f.path}: " + "; ".join(close)
     return FAILS, f"{f.path} has code for {', '.join(f.complete)}, not for {proc}"
-

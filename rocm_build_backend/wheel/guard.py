@@ -94,8 +94,7 @@ def guard_source(targets: Iterable[str], dist_name: str) -> str:
         part = build_side(vendor).guard_part(every)
         if part is not None:
             parts.append(part)
-    out = [_HEAD.format(dist=str(dist_name), targets=tuple(str(t) for t in sort_targets(every)),
-                        guard_env=GUARD_ENV)]
+    out = [_HEAD.format(dist=str(dist_name), targets=tuple(str(t) for t in sort_targets(every)), guard_env=GUARD_ENV)]
     for part in parts:
         out += [f"{name} = {_literal(value)}\n" for name, value in part.constants.items()]
     for part in parts:
@@ -116,8 +115,9 @@ def insert_guard_import(source: bytes) -> bytes:
         encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
         text = source.decode(encoding)
     except (SyntaxError, UnicodeDecodeError, LookupError):
-        raise WheelError("cannot add the import guard: the package's __init__.py cannot be decoded",
-                         hint='set guard = false') from None
+        raise WheelError(
+            "cannot add the import guard: the package's __init__.py cannot be decoded", hint="set guard = false"
+        ) from None
     if GUARD_MARK in text:
         return source
     newline = "\r\n" if "\r\n" in text else "\n"
@@ -128,8 +128,12 @@ def insert_guard_import(source: bytes) -> bytes:
     except (SyntaxError, ValueError):
         body = []
     i = 0
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         after, i = body[0].end_lineno or 0, 1
     while i < len(body):
         stmt = body[i]

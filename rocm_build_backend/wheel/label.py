@@ -59,7 +59,7 @@ def local_version(version: str, targets: Iterable[object]) -> str:
     if not add:
         return str(parsed)
     have = parsed.local.split(".") if parsed.local else []
-    if have[len(have) - len(add):] == add:
+    if have[len(have) - len(add) :] == add:
         return str(parsed)
     return str(Version(f"{parsed.public}+{'.'.join(have + add)}"))
 

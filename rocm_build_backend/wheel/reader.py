@@ -38,6 +38,7 @@ KNOWN_SCHEMA = 1
 # missing and the wheel has no stamp (a wheel without any of these is pure).
 _BINARY_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".hsaco", ".co", ".fatbin", ".cubin", ".o", ".bin", ".a")
 
+
 def parse_metadata(text: str) -> dict[str, str]:
     """The first value of each core metadata header we need (Name, Version, Requires-Python)."""
     out: dict[str, str] = {}
@@ -125,15 +126,21 @@ def _files_from_report(report: Any) -> list[DeviceFile]:
         problems = tuple(str(p) for p in (getattr(fr, "problems", None) or []))
         if not targets and not problems:
             continue
-        out.append(DeviceFile(str(fr.path), tuple(sorted_names(targets)), tuple(sorted_names(complete)), problems,
-                              _norm_modules(getattr(fr, "modules", None) or ()),
-                              _norm_modules(getattr(fr, "unread", None) or ())))
+        out.append(
+            DeviceFile(
+                str(fr.path),
+                tuple(sorted_names(targets)),
+                tuple(sorted_names(complete)),
+                problems,
+                _norm_modules(getattr(fr, "modules", None) or ()),
+                _norm_modules(getattr(fr, "unread", None) or ()),
+            )
+        )
     return sorted(out, key=lambda f: f.path)
 
 
 def _norm_modules(modules: Any) -> tuple[tuple[tuple[str, ...], int], ...]:
-    return tuple((tuple(sorted_names(_norm_target(str(t)) for t in targets)), int(count))
-                 for targets, count in modules)
+    return tuple((tuple(sorted_names(_norm_target(str(t)) for t in targets)), int(count)) for targets, count in modules)
 
 
 def _audit_wheel(path: Path) -> tuple[list[DeviceFile] | None, list[str]]:
@@ -213,8 +220,9 @@ def read_metadata(zf: "zipfile.ZipFile", dist_info: str, where: str) -> bytes:
     return read_named(zf, f"{dist_info}/METADATA", MAX_METADATA, "METADATA")
 
 
-def facts_from_zip(zf: "zipfile.ZipFile", path: Path, *, audit: bool = True,
-                   metadata: bytes | None = None) -> WheelTargets:
+def facts_from_zip(
+    zf: "zipfile.ZipFile", path: Path, *, audit: bool = True, metadata: bytes | None = None
+) -> WheelTargets:
     """Read a wheel already opened as a ZipFile (``index.py`` hashes and parses in one read).
 
     ``metadata``: the METADATA bytes when the caller has read them already.

@@ -20,7 +20,9 @@ from rocm_build_backend.errors import WheelError
 
 #: RECORD of a wheel with ~500,000 members; the most any command reads of one.
 MAX_RECORD = 64 << 20
-_ALGORITHMS = frozenset(a for a in hashlib.algorithms_guaranteed if a not in ("md5", "sha1") and not a.startswith("shake"))
+_ALGORITHMS = frozenset(
+    a for a in hashlib.algorithms_guaranteed if a not in ("md5", "sha1") and not a.startswith("shake")
+)
 
 
 def parse_rows(text: str) -> list[list[str]]:
@@ -83,9 +85,11 @@ class RecordCheck:
             self._add(row)
 
     def _error(self, why: str) -> RecordMismatch:
-        return RecordMismatch(f"{self.wheel}: {why}",
-                              hint="the wheel's RECORD must list every member with its hash and size; "
-                                   "rebuild the wheel (nothing was written)")
+        return RecordMismatch(
+            f"{self.wheel}: {why}",
+            hint="the wheel's RECORD must list every member with its hash and size; "
+            "rebuild the wheel (nothing was written)",
+        )
 
     def _add(self, row: list[str]) -> None:
         path, hashed, size = (row + ["", ""])[:3]

@@ -52,7 +52,7 @@ def set_metadata_version(metadata: bytes, new_version: str) -> bytes:
         if not line.strip():
             break  # end of the header; the body (description) follows
         if line.lower().startswith("version:"):
-            ending = line[len(line.rstrip("\r\n")):]
+            ending = line[len(line.rstrip("\r\n")) :]
             lines[i] = f"Version: {new_version}{ending}"
             return "".join(lines).encode("utf-8", "surrogateescape")
     raise WheelError("METADATA has no 'Version:' field", hint="rebuild the wheel with its build backend")
@@ -60,7 +60,13 @@ def set_metadata_version(metadata: bytes, new_version: str) -> bytes:
 
 def _check_member_name(name: str, what: str) -> None:
     parts = name.split("/")
-    if not name or name.startswith("/") or "\\" in name or name.endswith("/") or any(p in ("", ".", "..") for p in parts):
+    if (
+        not name
+        or name.startswith("/")
+        or "\\" in name
+        or name.endswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+    ):
         raise WheelError(f"{what} {name!r} is not a valid path inside a wheel")
 
 
@@ -99,8 +105,15 @@ class _Job:
     ``dataclasses`` costs them several milliseconds.
     """
 
-    def __init__(self, dist_info: str, record_info: "zipfile.ZipInfo", extra: dict[str, bytes],
-                 patches: dict[str, Patch], new_version: str | None, rename: dict[str, str]) -> None:
+    def __init__(
+        self,
+        dist_info: str,
+        record_info: "zipfile.ZipInfo",
+        extra: dict[str, bytes],
+        patches: dict[str, Patch],
+        new_version: str | None,
+        rename: dict[str, str],
+    ) -> None:
         self.dist_info = dist_info
         self.record_info = record_info
         self.extra = extra
@@ -115,8 +128,9 @@ class _Job:
         return self.rename.get(top, top) + sep + rest
 
 
-def _inspect(zin: "zipfile.ZipFile", src: Path, extra: dict[str, bytes], patches: dict[str, Patch]) -> tuple[
-        list["zipfile.ZipInfo"], str]:
+def _inspect(
+    zin: "zipfile.ZipFile", src: Path, extra: dict[str, bytes], patches: dict[str, Patch]
+) -> tuple[list["zipfile.ZipInfo"], str]:
     """The wheel's members and its ``.dist-info``, after every check that refuses a rewrite."""
     infos = zin.infolist()
     if len(infos) > MAX_MEMBERS:
@@ -124,8 +138,9 @@ def _inspect(zin: "zipfile.ZipFile", src: Path, extra: dict[str, bytes], patches
     names = [i.filename for i in infos]
     if len(set(names)) != len(names):
         dup = sorted(n for n, k in Counter(names).items() if k > 1)[:3]
-        raise WheelError(f"{src.name} holds duplicate members: {', '.join(dup)}",
-                         hint="rebuild the wheel with its build backend")
+        raise WheelError(
+            f"{src.name} holds duplicate members: {', '.join(dup)}", hint="rebuild the wheel with its build backend"
+        )
     dist_info = dist_info_dir(names, src.name)
     required = [f"{dist_info}/{n}" for n in ("METADATA", "WHEEL", "RECORD")]
     missing = [n for n in required if n not in names]
@@ -202,17 +217,32 @@ def rewrite_members(
                 new_parts[1] = new_version
             for name, data in (dist_info_files or {}).items():
                 extra[f"{dist_info}/{name}"] = data
-            job = _Job(dist_info, zin.getinfo(f"{dist_info}/RECORD"), extra, patches, new_version,
-                       {f"{base}.dist-info": f"{new_base}.dist-info", f"{base}.data": f"{new_base}.data"})
+            job = _Job(
+                dist_info,
+                zin.getinfo(f"{dist_info}/RECORD"),
+                extra,
+                patches,
+                new_version,
+                {f"{base}.dist-info": f"{new_base}.dist-info", f"{base}.data": f"{new_base}.data"},
+            )
             job.old_file, job.new_file = src.name, "-".join(new_parts) + ".whl"
             _plan(job, infos)
             return _replace(src, job.new_file, zin, job)
     except RocmBuildBackendError:
         raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, KeyError,
-            NotImplementedError, RuntimeError) as exc:
-        raise WheelError(f"cannot rewrite {src.name}: {exc}",
-                         hint="the original wheel is unchanged; rebuild it if it is damaged") from None
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        OSError,
+        EOFError,
+        ValueError,
+        KeyError,
+        NotImplementedError,
+        RuntimeError,
+    ) as exc:
+        raise WheelError(
+            f"cannot rewrite {src.name}: {exc}", hint="the original wheel is unchanged; rebuild it if it is damaged"
+        ) from None
 
 
 def _replace(src: Path, new_name: str, zin: "zipfile.ZipFile", job: _Job) -> Path:
@@ -256,7 +286,6 @@ def _new_bytes(zin: "zipfile.ZipFile", old_name: str, info: "zipfile.ZipInfo | N
     if old_name == f"{job.dist_info}/METADATA" and job.new_version is not None:
         return set_metadata_version(read_member(zin, info, MAX_TEXT, "METADATA"), job.new_version)
     if job.new_version is not None and old_name.startswith(f"{job.dist_info}/sboms/"):
-
         return renamed_sbom(read_member(zin, info, MAX_TEXT, "an SBOM"), job.old_file, job.new_file)
     return None
 
@@ -266,7 +295,7 @@ def _zinfo_for(name: str, info: "zipfile.ZipInfo | None", job: _Job) -> "zipfile
         zinfo = zipfile.ZipInfo(name, date_time=job.record_info.date_time)
         zinfo.compress_type = zipfile.ZIP_DEFLATED
         zinfo.create_system = 3
-        zinfo.external_attr = (0o100644 << 16)
+        zinfo.external_attr = 0o100644 << 16
         return zinfo
     return new_info(info, name)
 
@@ -342,7 +371,9 @@ def rewrite_metadata_dir(
             tmp = dist_info / f".{name}{TMP_SUFFIX}"
             tmp.write_bytes(bytes(data))
             os.replace(tmp, dist_info / name)
-        target = dist_info.with_name(f"{dist_info.name[: -len('.dist-info')].rsplit('-', 1)[0]}-{new_version}.dist-info")
+        target = dist_info.with_name(
+            f"{dist_info.name[: -len('.dist-info')].rsplit('-', 1)[0]}-{new_version}.dist-info"
+        )
         if target != dist_info:
             if target.exists():
                 raise WheelError(f"cannot rename {dist_info.name}: {target.name} already exists")

@@ -133,8 +133,10 @@ def make_stamp(
     }
     if enforced is not None:
         out["enforced"] = _enforced(enforced)
-    applied = [{"file": str(s["file"]), "line": int(s["line"]), "name": str(s["name"]), "given": str(s["given"])}
-               for s in switches]
+    applied = [
+        {"file": str(s["file"]), "line": int(s["line"]), "name": str(s["name"]), "given": str(s["given"])}
+        for s in switches
+    ]
     if applied:
         out["switches"] = applied
     return out
@@ -158,13 +160,16 @@ def audit_entries(files: Iterable[Any]) -> dict[str, dict[str, list[str]]]:
 
 def _enforced(data: Mapping[str, Any]) -> dict[str, Any]:
     """The stamp's ``enforced`` object: counts, target lists in the stable order, source names."""
+
     def count(key: str) -> int:
         value = data.get(key, 0)
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
-    whole = [{"sources": sorted(str(s) for s in w.get("sources", ())),
-              "targets": _ordered_targets(w.get("targets", ()))}
-             for w in data.get("left_whole", ()) if isinstance(w, Mapping)]
+    whole = [
+        {"sources": sorted(str(s) for s in w.get("sources", ())), "targets": _ordered_targets(w.get("targets", ()))}
+        for w in data.get("left_whole", ())
+        if isinstance(w, Mapping)
+    ]
     out: dict[str, Any] = {
         "how": [str(line) for line in data.get("how", ())],
         "compiles": count("compiles"),
@@ -182,8 +187,11 @@ def _enforced(data: Mapping[str, Any]) -> dict[str, Any]:
         files: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         out["exact"] = {
             "ok": bool(exact.get("ok")),
-            "files": {str(m): {"extra": _ordered_targets(f.get("extra", ())), "why": str(f.get("why", "unexplained"))}
-                      for m, f in sorted(files.items()) if isinstance(f, Mapping)},
+            "files": {
+                str(m): {"extra": _ordered_targets(f.get("extra", ())), "why": str(f.get("why", "unexplained"))}
+                for m, f in sorted(files.items())
+                if isinstance(f, Mapping)
+            },
         }
     return out
 
@@ -237,8 +245,11 @@ def stamp_problems(data: object) -> list[str]:
             problems.append(f"'toolchain.{key}' is not a string or null")
     if "enforced" in data:
         enforced = data["enforced"]
-        if not (isinstance(enforced, dict) and str_list(enforced.get("dropped"))
-                and isinstance(enforced.get("left_whole"), list)):
+        if not (
+            isinstance(enforced, dict)
+            and str_list(enforced.get("dropped"))
+            and isinstance(enforced.get("left_whole"), list)
+        ):
             problems.append("'enforced' needs a 'dropped' list and a 'left_whole' list")
     return problems
 
@@ -312,8 +323,10 @@ def read_stamp(wheel_path: str | os.PathLike[str]) -> Stamp | None:
             try:
                 raw = read_named(zf, name, MAX_STAMP, "the stamp")
             except WheelError as exc:
-                raise WheelError(f"cannot read the stamp of {path.name}: {exc.message}",
-                                 hint="rebuild the wheel through rocm-build-backend") from None
+                raise WheelError(
+                    f"cannot read the stamp of {path.name}: {exc.message}",
+                    hint="rebuild the wheel through rocm-build-backend",
+                ) from None
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
         raise WheelError(f"cannot read the stamp of {path.name}: {exc}") from None
     try:

@@ -131,8 +131,13 @@ def end_raw(zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo, out: IO[bytes]) -> No
     zout.NameToInfo[zinfo.filename] = zinfo
 
 
-def pump_member(read: Callable[[int], bytes], info: zipfile.ZipInfo, *,
-                raw_sink: Callable[[bytes], None] | None, take: Callable[[bytes], None]) -> int:
+def pump_member(
+    read: Callable[[int], bytes],
+    info: zipfile.ZipInfo,
+    *,
+    raw_sink: Callable[[bytes], None] | None,
+    take: Callable[[bytes], None],
+) -> int:
     """Read a stored or deflated member's compressed bytes with ``read(n)`` (positioned at its
     data), give them to ``raw_sink`` and the inflated bytes to ``take``, in bounded chunks.
 
@@ -177,8 +182,14 @@ def pump_member(read: Callable[[int], bytes], info: zipfile.ZipInfo, *,
     return size
 
 
-def copy_raw(src: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zipfile.ZipFile,
-             zinfo: zipfile.ZipInfo, take: Callable[[bytes], None]) -> int:
+def copy_raw(
+    src: IO[bytes],
+    total: int,
+    info: zipfile.ZipInfo,
+    zout: zipfile.ZipFile,
+    zinfo: zipfile.ZipInfo,
+    take: Callable[[bytes], None],
+) -> int:
     """Copy a member's compressed bytes as they are; the inflated bytes go to ``take`` (a
     hash), checked for size and CRC on the way. Only after ``can_copy_raw(zout, info)``.
 
@@ -192,8 +203,9 @@ def copy_raw(src: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zipfile.Zi
     return size
 
 
-def copy_checked(src: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zipfile.ZipFile,
-                 zinfo: zipfile.ZipInfo) -> None:
+def copy_checked(
+    src: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo
+) -> None:
     """Copy the compressed bytes of a member already read and checked (by ``pump_member``)
     as they are, without inflating them again. Only after ``can_copy_raw(zout, info)``."""
     read = reader_at(src, data_start(src, info, total))

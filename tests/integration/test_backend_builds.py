@@ -12,10 +12,16 @@ import pytest
 from helpers import assert_valid_stamp, gpu_less_env, kfd_root, pure_project, PURE_PYPROJECT
 
 
-@pytest.mark.parametrize("channel, source", [
-    ("-C", "settings"), ("env", "settings"), ("pyproject", "settings"),
-    ("PYTORCH_ROCM_ARCH", "PYTORCH_ROCM_ARCH"), ("detected", "detected:kfd"),
-])
+@pytest.mark.parametrize(
+    "channel, source",
+    [
+        ("-C", "settings"),
+        ("env", "settings"),
+        ("pyproject", "settings"),
+        ("PYTORCH_ROCM_ARCH", "PYTORCH_ROCM_ARCH"),
+        ("detected", "detected:kfd"),
+    ],
+)
 def test_every_stamp_follows_the_shipped_schema(tmp_path, channel, source):
     """requested.source was written as "from -C rocm-build-backend.targets", "detected by kfd", ..."""
     import os
@@ -78,17 +84,60 @@ def test_preparing_metadata_needs_no_gpu(tmp_path):
     proj = pure_project(tmp_path)
     env = gpu_less_env(tmp_path)
     report = tmp_path / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-build-isolation", "--no-deps",
-                           "--report", str(report), str(proj)], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--no-build-isolation",
+            "--no-deps",
+            "--report",
+            str(report),
+            str(proj),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (item,) = json.loads(report.read_text())["install"]
     assert item["metadata"]["name"] == "purepkg" and item["metadata"]["version"] == "1.0"
     # verify = "off": the project has no GPU code, so its build needs no GPU either
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w",
-                            str(tmp_path / "out"), str(proj)], capture_output=True, text=True, env=env)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            str(tmp_path / "out"),
+            str(proj),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     # a project that may have GPU code still needs targets, and says so
     (proj / "pyproject.toml").write_text(PURE_PYPROJECT.replace('verify = "off"', 'verify = "error"'))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w",
-                            str(tmp_path / "out2"), str(proj)], capture_output=True, text=True, env=env)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            str(tmp_path / "out2"),
+            str(proj),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert built.returncode != 0 and "rocm-build-backend: error: " in built.stdout + built.stderr

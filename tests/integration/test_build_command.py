@@ -39,7 +39,7 @@ def test_a_build_prints_json_and_a_rebuild_for_other_targets_is_refused_as_stale
     assert again.returncode == 1, again.stderr
     error, hint = last_error(again)
     assert error.startswith("error: building setuptools_hip stopped: build trees made for other GPU targets")
-    assert "gfx90a" in error and hint.startswith("hint: set stale = \"clean\"")
+    assert "gfx90a" in error and hint.startswith('hint: set stale = "clean"')
     assert again.stdout == ""
 
 
@@ -64,7 +64,9 @@ def test_a_wheel_without_the_requested_target_exits_1(tmp_path, build_env):
 def test_no_gpu_found_exits_3(tmp_path, build_env):
     project = copy_sample("setuptools_hip", tmp_path)
     (tmp_path / "empty-root").mkdir()
-    proc = build(project, tmp_path / "dist", build_env, "-C", f"rocm-build-backend.sysfs-root={tmp_path / 'empty-root'}")
+    proc = build(
+        project, tmp_path / "dist", build_env, "-C", f"rocm-build-backend.sysfs-root={tmp_path / 'empty-root'}"
+    )
     assert proc.returncode == 3, proc.stderr
     error, hint = last_error(proc)
     assert error.startswith("error: building setuptools_hip stopped: no GPU found")
@@ -94,15 +96,25 @@ def test_a_failing_backend_exits_1(tmp_path, build_env):
 
 def test_install_json(tmp_path):
     links = tmp_path / "links"
-    make_wheel(links, "demo-gpu", "1.0", members={"demo_gpu/k.co": (DATA / "binaries" / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes()},
-               stamp=False)
+    make_wheel(
+        links,
+        "demo-gpu",
+        "1.0",
+        members={"demo_gpu/k.co": (DATA / "binaries" / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes()},
+        stamp=False,
+    )
     pip = ["--", "--no-index", "--find-links", links, "--no-cache-dir", "--target", tmp_path / "site", "demo-gpu"]
     refused = run([*CLI, "install", "--json", "--targets", "gfx942", *pip])
     doc = validate_json("install", refused.stdout)
     assert refused.returncode == doc["exit_code"] == 1
     (row,) = doc["distributions"]
     assert (row["name"], row["origin"], row["targets"], row["status"], row["refused"]) == (
-        "demo-gpu", "index", ["gfx90a:xnack+"], "fails", True)
+        "demo-gpu",
+        "index",
+        ["gfx90a:xnack+"],
+        "fails",
+        True,
+    )
     assert doc["installed"] is False and not (tmp_path / "site").exists()
     dry = run([*CLI, "install", "--json", "--dry-run", "--targets", "gfx90a:xnack+", *pip])
     doc = validate_json("install", dry.stdout)

@@ -16,6 +16,7 @@ import pytest
 
 from rocm_build_backend.wheel.cache.dirs import find_caches
 from helpers import ROOT, write_file
+
 UV = shutil.which("uv")
 
 
@@ -31,16 +32,19 @@ def world(tmp_path):
 
 def ours(tool: str, env: dict, cwd: Path, **kw) -> Path:
     """The folder found both ways: the tool asked, and its files read; the same, and said so."""
-    asked, read = (next(loc for loc in find_caches(env, home=Path(env["HOME"]), cwd=cwd, ask=a, **kw)
-                        if loc.tool == tool) for a in (True, False))
+    asked, read = (
+        next(loc for loc in find_caches(env, home=Path(env["HOME"]), cwd=cwd, ask=a, **kw) if loc.tool == tool)
+        for a in (True, False)
+    )
     assert asked.path == read.path
     assert asked.source == f"{read.source} ({tool} agrees)"
     return read.path
 
 
 def pip_says(env: dict, cwd: Path, python: str = sys.executable) -> Path:
-    out = subprocess.run([python, "-m", "pip", "cache", "dir"], env=env, cwd=cwd, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [python, "-m", "pip", "cache", "dir"], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     return cwd / out.stdout.strip()
 
@@ -54,26 +58,46 @@ def uv_says(env: dict, cwd: Path) -> Path:
 PIP_CASES = {
     "default": {},
     "PIP_CACHE_DIR": {"env": {"PIP_CACHE_DIR": "{t}/from-env"}},
-    "empty PIP_CACHE_DIR": {"files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"},
-                            "env": {"PIP_CACHE_DIR": ""}},
-    "PIP_CONFIG_FILE": {"files": {"cfg/pip.conf": "[global]\ncache-dir = {t}/from-config-file\n"},
-                        "env": {"PIP_CONFIG_FILE": "{t}/cfg/pip.conf"}},
+    "empty PIP_CACHE_DIR": {
+        "files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"},
+        "env": {"PIP_CACHE_DIR": ""},
+    },
+    "PIP_CONFIG_FILE": {
+        "files": {"cfg/pip.conf": "[global]\ncache-dir = {t}/from-config-file\n"},
+        "env": {"PIP_CONFIG_FILE": "{t}/cfg/pip.conf"},
+    },
     "user config": {"files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"}},
-    "XDG_CONFIG_HOME": {"files": {"xdg/pip/pip.conf": "[global]\ncache_dir = {t}/from-xdg-home\n"},
-                        "env": {"XDG_CONFIG_HOME": "{t}/xdg"}},
+    "XDG_CONFIG_HOME": {
+        "files": {"xdg/pip/pip.conf": "[global]\ncache_dir = {t}/from-xdg-home\n"},
+        "env": {"XDG_CONFIG_HOME": "{t}/xdg"},
+    },
     "legacy user config": {"files": {"home/.pip/pip.conf": "[global]\ncache-dir = ~/from-legacy\n"}},
-    "site-wide config": {"files": {"etc-xdg/pip/pip.conf": "[global]\ncache-dir = {t}/from-global\n"},
-                         "env": {"XDG_CONFIG_DIRS": "{t}/etc-xdg"}},
-    "user over site-wide": {"files": {"etc-xdg/pip/pip.conf": "[global]\ncache-dir = {t}/from-global\n",
-                                      "home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"},
-                            "env": {"XDG_CONFIG_DIRS": "{t}/etc-xdg"}},
-    "PIP_CONFIG_FILE over user": {"files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n",
-                                            "cfg/pip.conf": "[global]\nindex-url = https://example.invalid/\n"},
-                                  "env": {"PIP_CONFIG_FILE": "{t}/cfg/pip.conf"}},
-    "PIP_CACHE_DIR over files": {"files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"},
-                                 "env": {"PIP_CACHE_DIR": "{t}/from-env"}},
-    "PIP_CONFIG_FILE=/dev/null": {"files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"},
-                                  "env": {"PIP_CONFIG_FILE": os.devnull}},
+    "site-wide config": {
+        "files": {"etc-xdg/pip/pip.conf": "[global]\ncache-dir = {t}/from-global\n"},
+        "env": {"XDG_CONFIG_DIRS": "{t}/etc-xdg"},
+    },
+    "user over site-wide": {
+        "files": {
+            "etc-xdg/pip/pip.conf": "[global]\ncache-dir = {t}/from-global\n",
+            "home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n",
+        },
+        "env": {"XDG_CONFIG_DIRS": "{t}/etc-xdg"},
+    },
+    "PIP_CONFIG_FILE over user": {
+        "files": {
+            "home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n",
+            "cfg/pip.conf": "[global]\nindex-url = https://example.invalid/\n",
+        },
+        "env": {"PIP_CONFIG_FILE": "{t}/cfg/pip.conf"},
+    },
+    "PIP_CACHE_DIR over files": {
+        "files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"},
+        "env": {"PIP_CACHE_DIR": "{t}/from-env"},
+    },
+    "PIP_CONFIG_FILE=/dev/null": {
+        "files": {"home/.config/pip/pip.conf": "[global]\ncache-dir = {t}/from-user\n"},
+        "env": {"PIP_CONFIG_FILE": os.devnull},
+    },
 }
 
 
@@ -102,19 +126,35 @@ UV_CASES = {
     "relative UV_CACHE_DIR": {"env": {"UV_CACHE_DIR": "rel-env"}},
     "project uv.toml": {"files": {"proj/uv.toml": 'cache-dir = "{t}/from-uv-toml"\n'}},
     "project uv.toml, relative": {"files": {"proj/uv.toml": 'cache-dir = "relcache"\n'}},
-    "pyproject tool.uv": {"files": {"proj/pyproject.toml": '[project]\nname = "x"\nversion = "0"\n'
-                                                           '[tool.uv]\ncache-dir = "{t}/from-pyproject"\n'}},
+    "pyproject tool.uv": {
+        "files": {
+            "proj/pyproject.toml": '[project]\nname = "x"\nversion = "0"\n[tool.uv]\ncache-dir = "{t}/from-pyproject"\n'
+        }
+    },
     "pyproject without tool.uv is passed over": {
-        "files": {"proj/uv.toml": 'cache-dir = "{t}/from-uv-toml"\n',
-                  "proj/sub/pyproject.toml": '[project]\nname = "y"\nversion = "0"\n'}},
+        "files": {
+            "proj/uv.toml": 'cache-dir = "{t}/from-uv-toml"\n',
+            "proj/sub/pyproject.toml": '[project]\nname = "y"\nversion = "0"\n',
+        }
+    },
     "user uv.toml": {"files": {"home/.config/uv/uv.toml": 'cache-dir = "{t}/from-user"\n'}},
-    "project over user": {"files": {"home/.config/uv/uv.toml": 'cache-dir = "{t}/from-user"\n',
-                                    "proj/uv.toml": 'cache-dir = "{t}/from-uv-toml"\n'}},
-    "system uv.toml": {"files": {"etc-xdg/uv/uv.toml": 'cache-dir = "{t}/from-system"\n'},
-                       "env": {"XDG_CONFIG_DIRS": "{t}/etc-xdg"}},
-    "UV_CONFIG_FILE over project": {"files": {"proj/uv.toml": 'cache-dir = "{t}/from-uv-toml"\n',
-                                              "my.toml": 'cache-dir = "{t}/from-config-file"\n'},
-                                    "env": {"UV_CONFIG_FILE": "{t}/my.toml"}},
+    "project over user": {
+        "files": {
+            "home/.config/uv/uv.toml": 'cache-dir = "{t}/from-user"\n',
+            "proj/uv.toml": 'cache-dir = "{t}/from-uv-toml"\n',
+        }
+    },
+    "system uv.toml": {
+        "files": {"etc-xdg/uv/uv.toml": 'cache-dir = "{t}/from-system"\n'},
+        "env": {"XDG_CONFIG_DIRS": "{t}/etc-xdg"},
+    },
+    "UV_CONFIG_FILE over project": {
+        "files": {
+            "proj/uv.toml": 'cache-dir = "{t}/from-uv-toml"\n',
+            "my.toml": 'cache-dir = "{t}/from-config-file"\n',
+        },
+        "env": {"UV_CONFIG_FILE": "{t}/my.toml"},
+    },
     "UV_NO_CONFIG": {"files": {"proj/uv.toml": 'cache-dir = "{t}/from-uv-toml"\n'}, "env": {"UV_NO_CONFIG": "1"}},
 }
 
@@ -164,21 +204,29 @@ def test_without_the_tools_their_files_answer(world):
     write_file(tmp / "pipc/wheels/aa/bb/plain-1.0-py3-none-any.whl", "not a zip")
     write_file(tmp / "pipc/wheels/aa/bb/noversion.whl", "not a zip")
     write_file(tmp / "home/.config/uv/uv.toml", f'cache-dir = "{tmp}/uvc"\n')
-    bare = dict(env, PATH=str(venv / "bin"), PIP_CACHE_DIR=str(tmp / "pipc"),
-                PYTHONPATH=os.pathsep.join([str(ROOT), str(deps)]))
+    bare = dict(
+        env, PATH=str(venv / "bin"), PIP_CACHE_DIR=str(tmp / "pipc"), PYTHONPATH=os.pathsep.join([str(ROOT), str(deps)])
+    )
     with_tools = dict(bare, PATH=env["PATH"])
     results = {}
     for name, run_env, python in (("bare", bare, venv / "bin/python"), ("tools", with_tools, sys.executable)):
-        proc = subprocess.run([str(python), "-m", "rocm_build_backend", "cache", "list", "--targets", "gfx90a",
-                               "--json"], env=run_env, cwd=tmp, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [str(python), "-m", "rocm_build_backend", "cache", "list", "--targets", "gfx90a", "--json"],
+            env=run_env,
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode in (0, 1), proc.stderr
         results[name] = json.loads(proc.stdout)
     caches = {n: [(c["tool"], c["path"], c["source"]) for c in r["caches"]] for n, r in results.items()}
-    assert caches["bare"] == [("pip", f"{tmp}/pipc", "PIP_CACHE_DIR"),
-                              ("uv", f"{tmp}/uvc", f"{tmp}/home/.config/uv/uv.toml cache-dir")]
+    assert caches["bare"] == [
+        ("pip", f"{tmp}/pipc", "PIP_CACHE_DIR"),
+        ("uv", f"{tmp}/uvc", f"{tmp}/home/.config/uv/uv.toml cache-dir"),
+    ]
     assert caches["tools"][0] == ("pip", f"{tmp}/pipc", "PIP_CACHE_DIR (pip agrees)")
     if UV:
         assert caches["tools"][1] == ("uv", f"{tmp}/uvc", f"{tmp}/home/.config/uv/uv.toml cache-dir (uv agrees)")
     wheels = {n: sorted(e["wheel"] for e in r["entries"] if e["tool"] == "pip") for n, r in results.items()}
-    assert wheels == {"bare": ["noversion.whl", "plain-1.0-py3-none-any.whl"],
-                      "tools": ["plain-1.0-py3-none-any.whl"]}
+    assert wheels == {"bare": ["noversion.whl", "plain-1.0-py3-none-any.whl"], "tools": ["plain-1.0-py3-none-any.whl"]}

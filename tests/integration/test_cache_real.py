@@ -21,11 +21,21 @@ from helpers import gpu_demo_project, pure_wheel, TESTS
 
 BIN = TESTS / "data" / "index"
 
+
 def clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PIP_", "UV_")) and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1",
-               UV_NO_CONFIG="1", UV_PYTHON_DOWNLOADS="never", UV_OFFLINE="1")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "UV_")) and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
+    }
+    env.update(
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+        UV_NO_CONFIG="1",
+        UV_PYTHON_DOWNLOADS="never",
+        UV_OFFLINE="1",
+    )
     env.update(extra)
     return env
 
@@ -41,14 +51,32 @@ def kfd_root(tmp: Path, version: int) -> Path:
     (nodes / "0").mkdir(parents=True)
     (nodes / "0/properties").write_text("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n")
     (nodes / "1").mkdir()
-    (nodes / "1/properties").write_text(f"cpu_cores_count 0\nsimd_count 608\nsimd_per_cu 2\ngfx_target_version {version}\n")
+    (nodes / "1/properties").write_text(
+        f"cpu_cores_count 0\nsimd_count 608\nsimd_per_cu 2\ngfx_target_version {version}\n"
+    )
     return tmp / "root"
 
 
 def pip_install(cache: Path, dest: Path, links: Path, build: str) -> str:
-    run([sys.executable, "-m", "pip", "install", "--isolated", "--cache-dir", cache, "--target", dest,
-         "--no-index", "--find-links", links, "--no-build-isolation", "gpu-demo"],
-        env=clean_env(FAKE_GPU_BUILD=build))
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--cache-dir",
+            cache,
+            "--target",
+            dest,
+            "--no-index",
+            "--find-links",
+            links,
+            "--no-build-isolation",
+            "gpu-demo",
+        ],
+        env=clean_env(FAKE_GPU_BUILD=build),
+    )
     return (dest / "gpu_demo/__init__.py").read_text()
 
 
@@ -56,8 +84,10 @@ def uv_install(cache: Path, venv: Path, what: Path, build: str, *extra) -> str:
     if not venv.exists():
         run([sys.executable, "-m", "venv", "--without-pip", venv])
     py = venv / "bin/python"
-    run([shutil.which("uv"), "pip", "install", "--no-config", "--cache-dir", cache, "--python", py, *extra, what],
-        env=clean_env(FAKE_GPU_BUILD=build))
+    run(
+        [shutil.which("uv"), "pip", "install", "--no-config", "--cache-dir", cache, "--python", py, *extra, what],
+        env=clean_env(FAKE_GPU_BUILD=build),
+    )
     (site,) = venv.glob("lib/python*/site-packages")
     init = site / "gpu_demo/__init__.py"
     return init.read_text() if init.exists() else ""

@@ -22,8 +22,10 @@ def venv(tmp_path: Path) -> Path:
 
 
 def check_env(python: Path, targets: str, env: dict) -> tuple[int, str]:
-    proc = run([sys.executable, "-m", "rocm_build_backend", "check", "--env", python, "--targets", targets,
-                "--no-cache"], env=env)
+    proc = run(
+        [sys.executable, "-m", "rocm_build_backend", "check", "--env", python, "--targets", targets, "--no-cache"],
+        env=env,
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -37,8 +39,20 @@ def test_check_env_sees_an_editable_install(tmp_path, build_env, how):
     if how == "pip-compat":  # setuptools' compat mode: a .pth path entry instead of a finder
         settings += ["-C", "editable_mode=compat"]
     if how == "uv":
-        argv = ["uv", "pip", "install", "--python", python, "--no-build-isolation", "--no-deps",
-                "--cache-dir", tmp_path / "uv-cache", *settings, "-e", project]
+        argv = [
+            "uv",
+            "pip",
+            "install",
+            "--python",
+            python,
+            "--no-build-isolation",
+            "--no-deps",
+            "--cache-dir",
+            tmp_path / "uv-cache",
+            *settings,
+            "-e",
+            project,
+        ]
     else:
         argv = [python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", *settings, "-e", project]
     proc = run(argv, env=build_env)

@@ -61,12 +61,40 @@ def _hip_lib(built, name, *extra):
         pytest.skip("needs clang-19")
     out = built / name
     if not out.exists():
-        _run(CLANG, *HIP, *extra, *[f"--offload-arch={t}" for t in ("gfx90a", "gfx942", "gfx1100", "gfx1201")],
-             SRC / "a.hip", "-o", f"{name}.a.o", cwd=built)
-        _run(CLANG, *HIP, *extra, "--offload-arch=gfx942", "--offload-arch=gfx1201", SRC / "b.hip",
-             "-o", f"{name}.b.o", cwd=built)
-        _run(CLANG, "-shared", f"{name}.a.o", f"{name}.b.o", "-L.", "-lstubrt", "-lstdc++", "-Wl,-rpath,$ORIGIN",
-             "-o", name, cwd=built)
+        _run(
+            CLANG,
+            *HIP,
+            *extra,
+            *[f"--offload-arch={t}" for t in ("gfx90a", "gfx942", "gfx1100", "gfx1201")],
+            SRC / "a.hip",
+            "-o",
+            f"{name}.a.o",
+            cwd=built,
+        )
+        _run(
+            CLANG,
+            *HIP,
+            *extra,
+            "--offload-arch=gfx942",
+            "--offload-arch=gfx1201",
+            SRC / "b.hip",
+            "-o",
+            f"{name}.b.o",
+            cwd=built,
+        )
+        _run(
+            CLANG,
+            "-shared",
+            f"{name}.a.o",
+            f"{name}.b.o",
+            "-L.",
+            "-lstubrt",
+            "-lstdc++",
+            "-Wl,-rpath,$ORIGIN",
+            "-o",
+            name,
+            cwd=built,
+        )
     return out
 
 
@@ -86,11 +114,37 @@ def cuda_lib(built):
         pytest.skip("needs nvcc")
     out = built / "libcuda.so"
     gen = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in (75, 80, 90)]
-    _run(NVCC, "-cudart", "none", "-Xcompiler", "-fPIC", "-O2", *gen, "-gencode=arch=compute_90,code=compute_90",
-         "-c", SRC / "a.cu", "-o", "ca.o", cwd=built)
+    _run(
+        NVCC,
+        "-cudart",
+        "none",
+        "-Xcompiler",
+        "-fPIC",
+        "-O2",
+        *gen,
+        "-gencode=arch=compute_90,code=compute_90",
+        "-c",
+        SRC / "a.cu",
+        "-o",
+        "ca.o",
+        cwd=built,
+    )
     _run(NVCC, "-cudart", "none", "-Xcompiler", "-fPIC", "-O2", *gen[1:], "-c", SRC / "b.cu", "-o", "cb.o", cwd=built)
-    _run(NVCC, "-cudart", "none", "-shared", "ca.o", "cb.o", "-L.", "-lstubrt", "-Xlinker", "-rpath=$ORIGIN",
-         "-o", "libcuda.so", cwd=built)
+    _run(
+        NVCC,
+        "-cudart",
+        "none",
+        "-shared",
+        "ca.o",
+        "cb.o",
+        "-L.",
+        "-lstubrt",
+        "-Xlinker",
+        "-rpath=$ORIGIN",
+        "-o",
+        "libcuda.so",
+        cwd=built,
+    )
     return out
 
 
@@ -98,8 +152,13 @@ def _load(lib: Path, tmp: Path) -> tuple[list[int], list[bytes]]:
     """Load ``lib`` with the real dynamic loader; (host checks, the containers it registered)."""
     regs = tmp / f"reg-{lib.name}-{len(list(tmp.glob('reg-*')))}"
     regs.mkdir()
-    out = subprocess.run([sys.executable, "-c", LOAD, lib], env={**os.environ, "STUB_DIR": str(regs)},
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD, lib],
+        env={**os.environ, "STUB_DIR": str(regs)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     return got["checks"], [Path(p).read_bytes() for p in got["registered"]]
@@ -134,11 +193,27 @@ def _llvm_clean(path: Path) -> None:
 def _kept_code_objects(bundle_or_ccob: bytes, tmp: Path, target: str) -> tuple[list[str], bytes]:
     """LLVM's own bundler on one registered container: its entries, and the target's code object."""
     (tmp / "c.bin").write_bytes(bundle_or_ccob)
-    listed = subprocess.run([TOOLS["clang-offload-bundler"], "--list", "--type=o", "--input=c.bin"], cwd=tmp,
-                            capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        [TOOLS["clang-offload-bundler"], "--list", "--type=o", "--input=c.bin"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     entry = next(e for e in listed if e.endswith(target))
-    subprocess.run([TOOLS["clang-offload-bundler"], "--unbundle", "--type=o", "--input=c.bin", f"--targets={entry}",
-                    "--output=c.co"], cwd=tmp, check=True, capture_output=True)
+    subprocess.run(
+        [
+            TOOLS["clang-offload-bundler"],
+            "--unbundle",
+            "--type=o",
+            "--input=c.bin",
+            f"--targets={entry}",
+            "--output=c.co",
+        ],
+        cwd=tmp,
+        check=True,
+        capture_output=True,
+    )
     return sorted(listed), (tmp / "c.co").read_bytes()
 
 
@@ -198,8 +273,19 @@ def test_an_object_file_is_cut_then_links_and_loads(hip_lib, built, tmp_path):
     assert len(res.data) < obj.stat().st_size * 0.6
     shutil.copy(built / "libstubrt.so", tmp_path)
     shutil.copy(built / "libhip.so.b.o", tmp_path / "b.o")
-    _run(CLANG, "-shared", "a.o", "b.o", "-L.", "-lstubrt", "-lstdc++", "-Wl,-rpath,$ORIGIN", "-o", "libre.so",
-         cwd=tmp_path)
+    _run(
+        CLANG,
+        "-shared",
+        "a.o",
+        "b.o",
+        "-L.",
+        "-lstubrt",
+        "-lstdc++",
+        "-Wl,-rpath,$ORIGIN",
+        "-o",
+        "libre.so",
+        cwd=tmp_path,
+    )
     checks, regs = _load(tmp_path / "libre.so", tmp_path)
     assert checks == [32, 35, -1]
     assert audit_bytes(regs[0], "r").targets == ["gfx942"]
@@ -220,8 +306,11 @@ def test_a_pointer_into_the_middle_of_device_code_keeps_the_layout(cuda_lib):
     rela_off, rela_size = sections[".rela.dyn"]
     from rocm_build_backend.binary import elf
 
-    nv = next(s for s in elf.read_sections(elf.BytesSource(bytes(buf)), elf.read_header(elf.BytesSource(bytes(buf))))
-              .sections if s.name == ".nv_fatbin")
+    nv = next(
+        s
+        for s in elf.read_sections(elf.BytesSource(bytes(buf)), elf.read_header(elf.BytesSource(bytes(buf)))).sections
+        if s.name == ".nv_fatbin"
+    )
     for i in range(rela_size // 24):
         at = rela_off + i * 24
         _o, info, addend = struct.unpack_from("<QQq", buf, at)

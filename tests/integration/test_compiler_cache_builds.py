@@ -37,16 +37,29 @@ def free_port() -> str:
         return str(s.getsockname()[1])
 
 
-def build(name: str, tmp_path: Path, env: dict[str, str], target: str, n: int, *settings: str,
-          same: bool = False) -> tuple[list[str], str]:
+def build(
+    name: str, tmp_path: Path, env: dict[str, str], target: str, n: int, *settings: str, same: bool = False
+) -> tuple[list[str], str]:
     """A fresh copy of project ``name`` (``same``: one checkout for every build) built for
     ``target``: the wheel's targets and the log."""
     src = tmp_path / ("src" if same else f"src{n}")
     if not src.exists():
         shutil.copytree(PROJECTS / name, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info"))
     out = tmp_path / f"out{n}"
-    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", out, src,
-            "-C", f"rocm-build-backend.targets={target}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        out,
+        src,
+        "-C",
+        f"rocm-build-backend.targets={target}",
+    ]
     for setting in settings:
         argv += ["-C", setting]
     proc = run(argv, env=dict(env, PYTHONPATH=str(ROOT)))
@@ -70,13 +83,19 @@ def ccache_counts(env: dict[str, str]) -> tuple[int, int]:
 @needs_ccache
 @pytest.mark.skipif(shutil.which("hipcc") is None, reason="needs hipcc")
 def test_users_ccache_in_front_of_hipcc_keys_on_the_targets(tmp_path, build_env):
-    env = dict(build_env, HIP_PLATFORM="amd", CXX="hipcc", CMAKE_CXX_COMPILER_LAUNCHER="ccache",
-               CCACHE_DIR=str(tmp_path / "ccache"))
+    env = dict(
+        build_env,
+        HIP_PLATFORM="amd",
+        CXX="hipcc",
+        CMAKE_CXX_COMPILER_LAUNCHER="ccache",
+        CCACHE_DIR=str(tmp_path / "ccache"),
+    )
     seen = []
     for n, target in enumerate(["gfx90a", "gfx908", "gfx90a"]):
         before = ccache_counts(env)
-        targets, _ = build("cmake_hipcc_cxx", tmp_path, env, target, n, "rocm-build-backend.compiler-cache=off",
-                           same=True)  # one checkout, as in the report
+        targets, _ = build(
+            "cmake_hipcc_cxx", tmp_path, env, target, n, "rocm-build-backend.compiler-cache=off", same=True
+        )  # one checkout, as in the report
         after = ccache_counts(env)
         assert targets == [target]
         seen.append((after[0] - before[0], after[1] - before[1]))
@@ -87,11 +106,14 @@ def test_users_ccache_in_front_of_hipcc_keys_on_the_targets(tmp_path, build_env)
 @needs_sccache
 @pytest.mark.skipif(shutil.which("clang++-19") is None, reason="needs clang-19")
 def test_sccache_behind_the_hip_launcher(tmp_path, build_env):
-    env = dict(build_env, **cmake_hip_env(tmp_path), SCCACHE_DIR=str(tmp_path / "sccache"),
-               SCCACHE_SERVER_PORT=free_port())
+    env = dict(
+        build_env, **cmake_hip_env(tmp_path), SCCACHE_DIR=str(tmp_path / "sccache"), SCCACHE_SERVER_PORT=free_port()
+    )
     lines = []
     for n, target in enumerate(["gfx90a", "gfx908", "gfx90a"]):
-        targets, log = build("cmake_hip_hardcoded", tmp_path, env, target, n, "rocm-build-backend.compiler-cache=sccache")
+        targets, log = build(
+            "cmake_hip_hardcoded", tmp_path, env, target, n, "rocm-build-backend.compiler-cache=sccache"
+        )
         assert targets == [target]
         lines.append(cache_line(log))
     assert " 0 hits" in lines[1] and "server, started by this build, stopped" in lines[1]
@@ -134,8 +156,20 @@ def test_setuptools_compiles_are_cached_through_the_method_setuptools_runs(tmp_p
     for n in range(2):
         before = ccache_counts(env)
         shutil.rmtree(src / "build", ignore_errors=True)
-        argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w",
-                tmp_path / f"out{n}", src, "-C", "rocm-build-backend.compiler-cache=ccache"]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            tmp_path / f"out{n}",
+            src,
+            "-C",
+            "rocm-build-backend.compiler-cache=ccache",
+        ]
         proc = run(argv, env=dict(env, PYTHONPATH=str(ROOT)))
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         after = ccache_counts(env)

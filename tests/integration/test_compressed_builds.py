@@ -37,14 +37,16 @@ def _assert_compressed_and_audited(wheel: Path) -> None:
     assert notes and all(n.startswith("CCOB v") and n.endswith("zstd") for n in notes), notes
     stamp = read_stamp(wheel)
     assert stamp is not None and stamp["requested"]["targets"] == ["gfx90a", "gfx942"]
-    assert list(stamp["audit"]["files"].values()) == [{"targets": ["gfx90a", "gfx942"],
-                                                       "complete": ["gfx90a", "gfx942"]}]
+    assert list(stamp["audit"]["files"].values()) == [
+        {"targets": ["gfx90a", "gfx942"], "complete": ["gfx90a", "gfx942"]}
+    ]
 
 
 def test_an_isolated_build_reads_compressed_device_code(tmp_path, build_env):
     wheels = tmp_path / "wheels"
-    shim = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, ROOT],
-               env=build_env)
+    shim = run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, ROOT], env=build_env
+    )
     assert shim.returncode == 0, shim.stdout + shim.stderr
     env = {**build_env, "PIP_FIND_LINKS": str(wheels), "ROCM_BUILD_BACKEND_TARGETS": TARGETS}
     env.pop("PYTHONPATH", None)  # the isolated environment gets the shim from its wheel, nothing else
@@ -66,8 +68,22 @@ def test_without_a_decoder_the_build_says_what_to_install(tmp_path, build_env):
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['backports.zstd'] = None\n")
     env = {**build_env, "PYTHONPATH": f"{blocker}:{ROOT}"}
-    proc = run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
-                "-C", f"rocm-build-backend.targets={TARGETS}", _project(tmp_path)], env=env)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            tmp_path / "out",
+            "-C",
+            f"rocm-build-backend.targets={TARGETS}",
+            _project(tmp_path),
+        ],
+        env=env,
+    )
     assert proc.returncode != 0
     lines = error_lines(proc)
     assert any("install backports.zstd" in line for line in lines if ": error:" in line), lines
@@ -77,7 +93,21 @@ def test_without_a_decoder_the_build_says_what_to_install(tmp_path, build_env):
 
 
 def test_without_isolation_the_same_project_builds(tmp_path, build_env):
-    proc = run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
-                "-C", f"rocm-build-backend.targets={TARGETS}", _project(tmp_path)], env=build_env)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            tmp_path / "out",
+            "-C",
+            f"rocm-build-backend.targets={TARGETS}",
+            _project(tmp_path),
+        ],
+        env=build_env,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     _assert_compressed_and_audited(only_wheel(tmp_path / "out"))

@@ -23,11 +23,27 @@ def test_the_build_command_ends_with_the_cause(tmp_path):
     (proj / "setup.py").write_text(
         "import subprocess\nfrom setuptools import setup\nfrom setuptools.command.build_py import build_py\n"
         "class B(build_py):\n    def run(self):\n        self.spawn(['sh', '-c', 'kill -9 $$'])\n"
-        "setup(name='pkg', version='1.0', packages=['pkg'], cmdclass={'build_py': B})\n")
+        "setup(name='pkg', version='1.0', packages=['pkg'], cmdclass={'build_py': B})\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")}
-    proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", "build", proj, "-o", tmp_path / "out",
-                           "--targets", "gfx90a", "-C", "rocm-build-backend.verify=off"],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocm_build_backend",
+            "build",
+            proj,
+            "-o",
+            tmp_path / "out",
+            "--targets",
+            "gfx90a",
+            "-C",
+            "rocm-build-backend.verify=off",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr.splitlines()[-1]
     last = proc.stderr.strip().splitlines()[-2:]
     assert last[0].startswith("error: building proj failed: a compiler was killed (signal 9)"), proc.stderr
@@ -54,10 +70,27 @@ def test_a_build_that_skipped_its_gpu_code_without_torch_is_told_to_install_torc
     env["PYTHONPATH"] = os.pathsep.join([str(hidden.parent), str(ROOT)])
     if force_cuda:
         env["FORCE_CUDA"] = force_cuda
-    proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", "build", proj, "-o", tmp_path / "out",
-                           "--targets", "sm_90", "-C", "rocm-build-backend.compiler-check=false",
-                           "-C", "rocm-build-backend.enforce=false"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocm_build_backend",
+            "build",
+            proj,
+            "-o",
+            tmp_path / "out",
+            "--targets",
+            "sm_90",
+            "-C",
+            "rocm-build-backend.compiler-check=false",
+            "-C",
+            "rocm-build-backend.enforce=false",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "Skip building ext ops due to the absence of torch." in proc.stdout + proc.stderr
     error, hint = proc.stderr.strip().splitlines()[-2:]

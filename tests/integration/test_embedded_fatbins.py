@@ -33,7 +33,17 @@ def parts(tmp_path_factory):
     d = tmp_path_factory.mktemp("embedded")
     (d / "stub.cu").write_text(STUB)
     (d / "k.cu").write_text(KERNEL)
-    _nvcc(d, "-shared", "-Xcompiler", "-fPIC", "-rdc=true", "-gencode=arch=compute_90,code=sm_90", "stub.cu", "-o", "stub.so")
+    _nvcc(
+        d,
+        "-shared",
+        "-Xcompiler",
+        "-fPIC",
+        "-rdc=true",
+        "-gencode=arch=compute_90,code=sm_90",
+        "stub.cu",
+        "-o",
+        "stub.so",
+    )
     _nvcc(d, "-fatbin", "-gencode=arch=compute_80,code=sm_80", "k.cu", "-o", "k80.fatbin")
     _nvcc(d, "-fatbin", "-gencode=arch=compute_100,code=sm_100", "k.cu", "-o", "k100.fatbin")
     return d
@@ -42,9 +52,19 @@ def parts(tmp_path_factory):
 def _with_data(parts, tmp_path, blob: bytes, section=".lrodata"):
     out = tmp_path / "lib.so"
     (tmp_path / "blob.bin").write_bytes(blob)
-    subprocess.run([OBJCOPY, "--add-section", f"{section}={tmp_path / 'blob.bin'}",
-                    "--set-section-alignment", f"{section}=8", str(parts / "stub.so"), str(out)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            OBJCOPY,
+            "--add-section",
+            f"{section}={tmp_path / 'blob.bin'}",
+            "--set-section-alignment",
+            f"{section}=8",
+            str(parts / "stub.so"),
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -63,11 +83,23 @@ def test_stub_only_library_is_searched(parts, tmp_path):
 
 
 def test_a_library_with_kernels_is_not_searched(parts, tmp_path):
-    _nvcc(tmp_path, "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_90,code=sm_90", str(parts / "k.cu"), "-o", "real.so")
+    _nvcc(
+        tmp_path,
+        "-shared",
+        "-Xcompiler",
+        "-fPIC",
+        "-gencode=arch=compute_90,code=sm_90",
+        str(parts / "k.cu"),
+        "-o",
+        "real.so",
+    )
     out = tmp_path / "real+data.so"
     (tmp_path / "blob.bin").write_bytes(_pad((parts / "k80.fatbin").read_bytes()))
-    subprocess.run([OBJCOPY, "--add-section", f".lrodata={tmp_path / 'blob.bin'}", str(tmp_path / "real.so"), str(out)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [OBJCOPY, "--add-section", f".lrodata={tmp_path / 'blob.bin'}", str(tmp_path / "real.so"), str(out)],
+        check=True,
+        capture_output=True,
+    )
     assert audit_file(out).targets == ["sm_90"]
 
 

@@ -35,7 +35,18 @@ def per_file(wheel: Path) -> dict[str, list[str]]:
 
 def build(name: str, tmp_path: Path, env: dict[str, str], *settings: str) -> tuple[Path, str]:
     src = project(name, tmp_path)
-    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out", src]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        tmp_path / "out",
+        src,
+    ]
     for setting in settings:
         argv += ["-C", setting]
     proc = run(argv, env=env)
@@ -70,16 +81,18 @@ def test_torch_style_extension_holds_only_the_target(tmp_path, cuda_env, ninja):
 def test_enforce_false_builds_the_projects_own_list(tmp_path, cuda_env):
     """The control: without enforcement the hard-coded list wins (and the audit, which checks only
     that the targets are there, lets the superset through)."""
-    wheel, log = build("nvcc_torchlike", tmp_path, cuda_env, "rocm-build-backend.targets=sm_90",
-                       "rocm-build-backend.enforce=false")
+    wheel, log = build(
+        "nvcc_torchlike", tmp_path, cuda_env, "rocm-build-backend.targets=sm_90", "rocm-build-backend.enforce=false"
+    )
     assert per_file(wheel) == {"_C": ["sm_120", "sm_80", "sm_90"]}
     assert "enforced" not in read_stamp(wheel)
 
 
 @needs_nvcc
 def test_makefile_style_nvcc_from_path_and_a_file_left_whole(tmp_path, cuda_env):
-    wheel, log = build("nvcc_makefile", tmp_path, cuda_env, "rocm-build-backend.targets=sm_90",
-                       "rocm-build-backend.verify=warn")
+    wheel, log = build(
+        "nvcc_makefile", tmp_path, cuda_env, "rocm-build-backend.targets=sm_90", "rocm-build-backend.verify=warn"
+    )
     # _kernels listed sm_80, sm_90 (+PTX) and sm_120 (+PTX): cut to sm_90; _only_sm80 is built for
     # sm_80 alone on purpose: left whole, named in the log and the stamp, and reported by the audit
     assert per_file(wheel) == {"_kernels": ["sm_90"], "_only_sm80": ["sm_80"]}
@@ -114,14 +127,16 @@ def test_hipcc_with_its_own_offload_arch(tmp_path, build_env):
     wheel, log = build("hipcc_hardcoded", tmp_path, build_env, "rocm-build-backend.targets=gfx90a")
     assert per_file(wheel) == {"_kernels": ["gfx90a"]}
     assert "switch setup.py L17 --offload-arch (hard-coded): lists gfx906 gfx908" in log
-    assert read_stamp(wheel)["enforced"]["how"][0].startswith("enforce: every HIP compile and -fgpu-rdc link "
-                                                               "is rewritten to --offload-arch=gfx90a")
+    assert read_stamp(wheel)["enforced"]["how"][0].startswith(
+        "enforce: every HIP compile and -fgpu-rdc link is rewritten to --offload-arch=gfx90a"
+    )
 
 
 @needs_hipcc
 def test_hipcc_enforce_false_keeps_the_projects_targets_too(tmp_path, build_env):
-    wheel, _ = build("hipcc_hardcoded", tmp_path, build_env, "rocm-build-backend.targets=gfx90a",
-                     "rocm-build-backend.enforce=false")
+    wheel, _ = build(
+        "hipcc_hardcoded", tmp_path, build_env, "rocm-build-backend.targets=gfx90a", "rocm-build-backend.enforce=false"
+    )
     assert per_file(wheel) == {"_kernels": ["gfx906", "gfx908", "gfx90a"]}
 
 
@@ -141,8 +156,20 @@ def test_cmake_hip_with_clang_and_its_own_targets(tmp_path, build_env):
 @needs_nvcc
 def test_a_file_left_whole_is_named_in_the_hint_when_the_audit_stops_the_build(tmp_path, cuda_env):
     src = project("nvcc_makefile", tmp_path)
-    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
-            src, "-C", "rocm-build-backend.targets=sm_90"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        tmp_path / "out",
+        src,
+        "-C",
+        "rocm-build-backend.targets=sm_90",
+    ]
     proc = run(argv, env=cuda_env)
     assert proc.returncode != 0
     hints = [e for e in error_lines(proc) if "hint:" in e]
@@ -177,8 +204,23 @@ def test_no_usable_enforcement_folder_stops_the_build(tmp_path, cuda_env):
     shared.chmod(0o777)
     cuda_env["XDG_CACHE_HOME"] = str(tmp_path / "not-a-folder")
     src = project("cmake_cuda_optfile", tmp_path)
-    proc = run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
-                src, "-C", "rocm-build-backend.targets=sm_90"], env=cuda_env)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            tmp_path / "out",
+            src,
+            "-C",
+            "rocm-build-backend.targets=sm_90",
+        ],
+        env=cuda_env,
+    )
     assert proc.returncode != 0 and not list((tmp_path / "out").glob("*.whl"))
     errors = error_lines(proc)
     assert len([e for e in errors if "error:" in e]) == 1, errors
@@ -195,11 +237,30 @@ def test_targets_beyond_the_plan_fail_the_build_and_prebuilt_files_are_listed(tm
     "warn": a warning, and the stamp says so); the prebuilt file is listed, not failed."""
     cuda_env["BYPASS_NVCC"] = str(Path(cuda_env["CUDA_HOME"]) / "bin" / "nvcc")
     src = project("nvcc_bypass", tmp_path)
-    proc = run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out",
-                src, "-C", "rocm-build-backend.targets=sm_90", "-C", f"rocm-build-backend.verify={verify}"], env=cuda_env)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            tmp_path / "out",
+            src,
+            "-C",
+            "rocm-build-backend.targets=sm_90",
+            "-C",
+            f"rocm-build-backend.verify={verify}",
+        ],
+        env=cuda_env,
+    )
     log = proc.stdout + proc.stderr
-    assert ("audit: nvcc_bypass/prebuilt/k_fat.fatbin holds sm_80 beyond sm_90: a prebuilt file copied from the "
-            "sources (allowed)") in log
+    assert (
+        "audit: nvcc_bypass/prebuilt/k_fat.fatbin holds sm_80 beyond sm_90: a prebuilt file copied from the "
+        "sources (allowed)"
+    ) in log
     extra = "nvcc_bypass/_kernels.cpython"
     if verify == "error":
         assert proc.returncode != 0 and not list((tmp_path / "out").glob("*.whl"))
@@ -213,4 +274,5 @@ def test_targets_beyond_the_plan_fail_the_build_and_prebuilt_files_are_listed(tm
     assert exact["ok"] is False
     assert {m.split(".cpython")[0]: f for m, f in exact["files"].items()} == {
         "nvcc_bypass/_kernels": {"extra": ["sm_80"], "why": "unexplained"},
-        "nvcc_bypass/prebuilt/k_fat.fatbin": {"extra": ["sm_80"], "why": "prebuilt"}}
+        "nvcc_bypass/prebuilt/k_fat.fatbin": {"extra": ["sm_80"], "why": "prebuilt"},
+    }

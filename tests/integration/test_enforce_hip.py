@@ -28,7 +28,18 @@ def per_file(wheel: Path) -> dict[str, list[str]]:
 def build(name: str, tmp_path: Path, env: dict[str, str], *settings: str, ok: bool = True) -> tuple[Path | None, str]:
     src = tmp_path / name
     shutil.copytree(PROJECTS / name, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info"))
-    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", tmp_path / "out", src]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        tmp_path / "out",
+        src,
+    ]
     for setting in settings:
         argv += ["-C", setting]
     proc = run(argv, env={**env, "PYTHONPATH": str(ROOT)}, cwd=src)  # this tree's package
@@ -50,8 +61,11 @@ def test_hipcc_shapes_hold_exactly_the_target(tmp_path, build_env):
     assert (enforced["compiles"], enforced["rewritten"], enforced["dropped"]) == (4, 4, ["gfx908"]), enforced
 
 
-@pytest.mark.parametrize("define, steps", [("KERNELS_ARCH_OPTION=--offload-arch=native", 1), ("KERNELS_RDC=ON", 2)],
-                         ids=["native", "rdc-link"])
+@pytest.mark.parametrize(
+    "define, steps",
+    [("KERNELS_ARCH_OPTION=--offload-arch=native", 1), ("KERNELS_RDC=ON", 2)],
+    ids=["native", "rdc-link"],
+)
 def test_clang_cmake_native_and_rdc_link(tmp_path, build_env, define, steps):
     """CMake's HIP language with clang-19, targets gfx942: a target option of ``native`` in the
     target's own compile options (after every flag CMake gives), rewritten by the launcher; a
@@ -62,9 +76,14 @@ def test_clang_cmake_native_and_rdc_link(tmp_path, build_env, define, steps):
     if shutil.which("clang++-19") is None or shutil.which("cmake") is None:
         pytest.skip("needs clang++-19 and cmake")
     build_env.update(cmake_hip_env(tmp_path))
-    wheel, _ = build("cmake_hip_hardcoded", tmp_path, build_env, "rocm-build-backend.targets=gfx942",
-                     "rocm-build-backend.compiler=clang++-19",
-                     f"cmake.define.{define}")
+    wheel, _ = build(
+        "cmake_hip_hardcoded",
+        tmp_path,
+        build_env,
+        "rocm-build-backend.targets=gfx942",
+        "rocm-build-backend.compiler=clang++-19",
+        f"cmake.define.{define}",
+    )
     assert per_file(wheel) == {"libkernels": ["gfx942"]}
     enforced = read_stamp(wheel)["enforced"]
     dropped = ["gfx906"] if steps == 1 else ["gfx906", "gfx908"]

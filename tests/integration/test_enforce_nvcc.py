@@ -53,15 +53,20 @@ def test_the_pinned_nvcc_cuts_compiles_and_records_them(pinned, tmp_path):
     src.write_text("__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n")
     env["NVCC_APPEND_FLAGS"] = "-gencode=arch=compute_90,code=sm_90"  # the plan's copy: must not undo "whole"
     runs = {
-        "cut": ["-gencode", "arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
-                "-gencode=arch=compute_120,code=sm_120"],
+        "cut": [
+            "-gencode",
+            "arch=compute_80,code=sm_80",
+            "-gencode=arch=compute_90,code=sm_90",
+            "-gencode=arch=compute_120,code=sm_120",
+        ],
         "whole": ["-gencode", "arch=compute_80,code=sm_80"],
         "none": [],
     }
     for name, flags in runs.items():
         out = tmp_path / f"{name}.o"
-        subprocess.run([env["CUDACXX"], "-c", str(src), "-o", str(out), *flags], env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [env["CUDACXX"], "-c", str(src), "-o", str(out), *flags], env=env, check=True, capture_output=True
+        )
     assert _audit(tmp_path / "cut.o") == ["sm_90"]
     assert _audit(tmp_path / "whole.o") == ["sm_80"]
     assert _audit(tmp_path / "none.o") == ["sm_90"]
@@ -117,14 +122,33 @@ def test_options_files_are_expanded_and_unknown_target_options_refused(pinned, t
         "arch": ["-optf=includes_CUDA.rsp", "-arch=sm_80", "-arch=sm_90"],
     }
     for name, flags in runs.items():
-        subprocess.run([env["CUDACXX"], "-c", str(src), "-o", str(tmp_path / f"{name}.o"), *flags], env=env,
-                       check=True, capture_output=True, cwd=tmp_path)
+        subprocess.run(
+            [env["CUDACXX"], "-c", str(src), "-o", str(tmp_path / f"{name}.o"), *flags],
+            env=env,
+            check=True,
+            capture_output=True,
+            cwd=tmp_path,
+        )
         assert _audit(tmp_path / f"{name}.o") == ["sm_90"], name
     done = read_record(record)
     assert (done.compiles, done.rewritten) == (2, 2) and done.dropped == {"sm_80", "compute_90"}
-    bad = subprocess.run([env["CUDACXX"], "-c", str(src), "-o", str(tmp_path / "bad.o"), "-optf", "includes_CUDA.rsp",
-                          "-forward-unknown-to-host-compiler", "--gpu-arch-list=80"],
-                         env=env, capture_output=True, text=True, cwd=tmp_path)
+    bad = subprocess.run(
+        [
+            env["CUDACXX"],
+            "-c",
+            str(src),
+            "-o",
+            str(tmp_path / "bad.o"),
+            "-optf",
+            "includes_CUDA.rsp",
+            "-forward-unknown-to-host-compiler",
+            "--gpu-arch-list=80",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert bad.returncode == 2 and not (tmp_path / "bad.o").exists()
     assert "unknown option '--gpu-arch-list=80'" in bad.stderr and "enforce = false" in bad.stderr
     assert read_record(record).refused == ["--gpu-arch-list=80"]

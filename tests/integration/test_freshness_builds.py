@@ -30,16 +30,33 @@ def test_real_setuptools_build_tree(tmp_path):
     proj = tmp_path / "tinyext"
     write_file(proj / "setup.py", SETUP)
     write_file(proj / "tinyext.c", C_SOURCE)
-    write_file(proj / "pyproject.toml", textwrap.dedent("""\
+    write_file(
+        proj / "pyproject.toml",
+        textwrap.dedent("""\
         [build-system]
         requires = ["setuptools"]
         build-backend = "setuptools.build_meta"
-        """))
+        """),
+    )
 
     def build():
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-                        "--no-cache-dir", "-q", "-w", str(tmp_path / "dist"), str(proj)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-build-isolation",
+                "--no-deps",
+                "--no-cache-dir",
+                "-q",
+                "-w",
+                str(tmp_path / "dist"),
+                str(proj),
+            ],
+            check=True,
+            capture_output=True,
+        )
 
     build()
     assert any(p.suffix == ".o" for p in (proj / "build").rglob("*"))
@@ -67,7 +84,9 @@ def test_a_setuptools_build_never_reads_a_scikit_build_dir(tmp_path, where):
     proj = tmp_path / "proj"
     write_file(proj / "pkg" / "__init__.py")
     table = f'[tool.scikit-build]\nbuild-dir = "{users}"\n' if where == "pyproject" else ""
-    write_file(proj / "pyproject.toml", textwrap.dedent("""\
+    write_file(
+        proj / "pyproject.toml",
+        textwrap.dedent("""\
         [build-system]
         requires = ["setuptools"]
         build-backend = "rocm_build_backend"
@@ -79,7 +98,9 @@ def test_a_setuptools_build_never_reads_a_scikit_build_dir(tmp_path, where):
         targets = "gfx90a"
         verify = "off"
         stale = "clean"
-        """) + table)
+        """)
+        + table,
+    )
     settings = {"build-dir": str(users)} if where == "-C" else {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")}
     env.pop("PYTORCH_ROCM_ARCH", None)

@@ -16,10 +16,6 @@ from helpers import capped_cli as cli, one_error
 from helpers import hostile as G
 
 
-
-
-
-
 def venv(folder: Path, *, system: bool = False) -> tuple[Path, Path]:
     """(its python, its site-packages): a real venv, without pip."""
     args = [sys.executable, "-m", "venv", "--without-pip", *(["--system-site-packages"] if system else []), str(folder)]

@@ -28,15 +28,27 @@ def _limit() -> None:
 def env_for(tmp_path: Path) -> dict:
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    return {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp), "PIP_NO_CACHE_DIR": "1",
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_FIND_LINKS": ""}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TMPDIR": str(tmp),
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INPUT": "1",
+        "PIP_FIND_LINKS": "",
+    }
 
 
 def install(tmp_path: Path, *args: object, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", "install", "--targets", "gfx942", *map(str, args)],
-                          capture_output=True, text=True, env=env_for(tmp_path), timeout=timeout, preexec_fn=_limit,
-                          cwd=tmp_path)
-
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "install", "--targets", "gfx942", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env_for(tmp_path),
+        timeout=timeout,
+        preexec_fn=_limit,
+        cwd=tmp_path,
+    )
 
 
 def work_folders(tmp_path: Path) -> list[str]:
@@ -45,9 +57,11 @@ def work_folders(tmp_path: Path) -> list[str]:
 
 # a --python that answers like Python when asked its version and does ``then`` when asked to run pip
 def pretender(folder: Path, then: str) -> Path:
-    body = ("import os, subprocess, sys\n"
-            "if '-m' not in sys.argv:\n"
-            "    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n" + then)
+    body = (
+        "import os, subprocess, sys\n"
+        "if '-m' not in sys.argv:\n"
+        "    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n" + then
+    )
     return G.program(folder, "python3", body)
 
 
@@ -68,12 +82,33 @@ def test_pip_output_past_the_limit_stops_the_run_and_leaves_no_folder(tmp_path):
 
 def test_sigterm_removes_the_work_folder(tmp_path):
     fake = pretender(tmp_path / "bin", G.SLEEP)
-    proc = subprocess.Popen([sys.executable, "-m", "rocm_build_backend", "install", "--targets", "gfx942",
-                             "--python", str(fake), "--", "pkg"], env=env_for(tmp_path), cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rocm_build_backend",
+            "install",
+            "--targets",
+            "gfx942",
+            "--python",
+            str(fake),
+            "--",
+            "pkg",
+        ],
+        env=env_for(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
-    while not (list((tmp_path / "tmp").glob("rocm-build-backend-install-*/collected")) or
-               list((tmp_path / "tmp").glob("rocm-build-backend-install-*"))) and time.monotonic() < deadline:
+    while (
+        not (
+            list((tmp_path / "tmp").glob("rocm-build-backend-install-*/collected"))
+            or list((tmp_path / "tmp").glob("rocm-build-backend-install-*"))
+        )
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     time.sleep(2)  # pip (the pretender) is running now
     proc.send_signal(signal.SIGTERM)
@@ -84,8 +119,9 @@ def test_sigterm_removes_the_work_folder(tmp_path):
 
 def test_a_killed_runs_work_folder_is_removed_by_the_next_run(tmp_path):
     env_for(tmp_path)
-    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True).stdout)
+    dead = int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    )
     left = tmp_path / "tmp" / f"rocm-build-backend-install-{dead}-abc123"
     (left / "collected").mkdir(parents=True)
     (left / "collected" / "half.whl").write_bytes(b"half")
@@ -118,18 +154,22 @@ def test_a_requirements_file_attached_to_r_is_read_as_pip_reads_it(tmp_path):
 
 
 def test_a_legacy_version_in_a_collected_wheel_is_one_clear_error(tmp_path):
-    then = ("args = sys.argv\n"
-            "out = args[args.index('--wheel-dir') + 1]\n"
-            "os.makedirs(out, exist_ok=True)\n"
-            "open(os.path.join(out, 'pkg-1.0.legacy-py3-none-any.whl'), 'wb').write(b'PK')\n")
+    then = (
+        "args = sys.argv\n"
+        "out = args[args.index('--wheel-dir') + 1]\n"
+        "os.makedirs(out, exist_ok=True)\n"
+        "open(os.path.join(out, 'pkg-1.0.legacy-py3-none-any.whl'), 'wb').write(b'PK')\n"
+    )
     fake = pretender(tmp_path / "bin", then)
     err = one_error(install(tmp_path, "--dry-run", "--python", fake, "--", "pkg"))
     assert "1.0.legacy" in err
 
 
-SETUP = ("import pathlib\n"
-         "pathlib.Path({canary!r}).write_text('ran')\n"
-         "from setuptools import setup\nsetup(name='proj', version='1.0')\n")
+SETUP = (
+    "import pathlib\n"
+    "pathlib.Path({canary!r}).write_text('ran')\n"
+    "from setuptools import setup\nsetup(name='proj', version='1.0')\n"
+)
 
 
 @pytest.mark.parametrize("how", ["folder", "sdist", "requirements"])

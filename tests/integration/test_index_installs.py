@@ -29,10 +29,20 @@ def requested(want: set[str]) -> list[str]:
 
 
 def clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PIP_", "UV_")) and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
-    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", PIP_CONFIG_FILE=os.devnull,
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", UV_NO_CONFIG="1", UV_PYTHON_DOWNLOADS="never")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "UV_")) and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
+    }
+    env.update(
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+        UV_NO_CONFIG="1",
+        UV_PYTHON_DOWNLOADS="never",
+    )
     env.update(extra)
     return env
 
@@ -96,8 +106,24 @@ def served(tmp_path_factory):
 
 
 def pip_install(index_url: str, dest: Path, names: list[str]) -> set[str]:
-    run([sys.executable, "-m", "pip", "install", "--isolated", "--no-cache-dir", "--disable-pip-version-check",
-         "--no-input", "--target", str(dest), "--index-url", index_url, *names], env=clean_env())
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--target",
+            str(dest),
+            "--index-url",
+            index_url,
+            *names,
+        ],
+        env=clean_env(),
+    )
     return installed(dest)
 
 
@@ -105,8 +131,22 @@ def uv_install(index_url: str, venv: Path, cache: Path, names: list[str]) -> set
     uv = shutil.which("uv")
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    run([uv, "pip", "install", "--no-config", "--cache-dir", str(cache), "--python", str(py),
-         "--index-url", index_url, *names], env=clean_env())
+    run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--no-config",
+            "--cache-dir",
+            str(cache),
+            "--python",
+            str(py),
+            "--index-url",
+            index_url,
+            *names,
+        ],
+        env=clean_env(),
+    )
     sites = list(venv.glob("lib/python*/site-packages")) + list(venv.glob("Lib/site-packages"))
     return installed(sites[0])
 

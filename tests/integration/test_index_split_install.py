@@ -21,15 +21,33 @@ def test_split_indexes_the_per_target_wheels_and_pip_installs_the_right_one(tmp_
     result = build_index(wd, out, split=True)
     assert result.skipped == {}
     assert sorted(result.indexes["gfx90a"]) == ["demo_gpu-1.0+gfx90a-py3-none-any.whl", "pure-2.0-py3-none-any.whl"]
-    assert sorted(result.indexes["gfx942"]) == ["demo_gpu-1.0+gfx942-py3-none-any.whl",
-                                               "one_gpu-1.0-py3-none-any.whl", "pure-2.0-py3-none-any.whl"]
+    assert sorted(result.indexes["gfx942"]) == [
+        "demo_gpu-1.0+gfx942-py3-none-any.whl",
+        "one_gpu-1.0-py3-none-any.whl",
+        "pure-2.0-py3-none-any.whl",
+    ]
     assert not any("demo_gpu-1.0-py3" in fn for listed in result.indexes.values() for fn in listed)
     for target in ("gfx90a", "gfx942"):
         site = tmp_path / f"site-{target}"
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir", "--no-deps",
-                               "--index-url", (out / target / "simple").as_uri(), "--target", str(site), "demo-gpu"],
-                              env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--no-cache-dir",
+                "--no-deps",
+                "--index-url",
+                (out / target / "simple").as_uri(),
+                "--target",
+                str(site),
+                "demo-gpu",
+            ],
+            env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         assert (site / f"demo_gpu-1.0+{target}.dist-info").is_dir()
         assert audit_file(site / "demo_gpu" / "_k.so").targets == [target]

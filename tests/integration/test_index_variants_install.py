@@ -20,16 +20,24 @@ import pytest
 
 from rocm_build_backend.wheel.index.run import build_index
 from helpers import (
-    TESTS, code_object, picked_variants, served_variants_json, uv_or_skip, variant_dir, variants_project_page,
+    TESTS,
+    code_object,
+    picked_variants,
+    served_variants_json,
+    uv_or_skip,
+    variant_dir,
+    variants_project_page,
 )
 
 BIN = TESTS / "data" / "binaries"
 
 
 def amd_blobs(tmp: Path) -> dict[str, bytes]:
-    return {"gfx90a": (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes(),
-            "gfx942": (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes(),
-            "gfx1100": code_object(tmp, "gfx1100")}
+    return {
+        "gfx90a": (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes(),
+        "gfx942": (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes(),
+        "gfx1100": code_object(tmp, "gfx1100"),
+    }
 
 
 def test_variants_index_lists_variant_wheels_and_the_json(tmp_path):
@@ -40,15 +48,20 @@ def test_variants_index_lists_variant_wheels_and_the_json(tmp_path):
     assert result.skipped == {}
     labels = ["gfx1100", "gfx90a", "gfx942"]
     # every variant wheel, and the plain wheel as the fallback on the same page
-    assert sorted(result.indexes["variants"]) == sorted(["demo_gpu-1.0-py3-none-any.whl"] + [
-        f"demo_gpu-1.0-py3-none-any-{x}.whl" for x in labels])
+    assert sorted(result.indexes["variants"]) == sorted(
+        ["demo_gpu-1.0-py3-none-any.whl"] + [f"demo_gpu-1.0-py3-none-any-{x}.whl" for x in labels]
+    )
     # the per-target indexes hold the plain wheel only (pip cannot install variant wheels)
     per_target = {k: v for k, v in result.indexes.items() if k != "variants"}
     assert per_target and all(v == ["demo_gpu-1.0-py3-none-any.whl"] for v in per_target.values())
     files = {f["filename"]: f for f in variants_project_page(out)["files"]}
-    assert sorted(files) == ["demo_gpu-1.0-py3-none-any-gfx1100.whl", "demo_gpu-1.0-py3-none-any-gfx90a.whl",
-                             "demo_gpu-1.0-py3-none-any-gfx942.whl", "demo_gpu-1.0-py3-none-any.whl",
-                             "demo_gpu-1.0-variants.json"]
+    assert sorted(files) == [
+        "demo_gpu-1.0-py3-none-any-gfx1100.whl",
+        "demo_gpu-1.0-py3-none-any-gfx90a.whl",
+        "demo_gpu-1.0-py3-none-any-gfx942.whl",
+        "demo_gpu-1.0-py3-none-any.whl",
+        "demo_gpu-1.0-variants.json",
+    ]
     assert "core-metadata" not in files["demo_gpu-1.0-variants.json"]
     assert "core-metadata" in files["demo_gpu-1.0-py3-none-any-gfx942.whl"]
     html = (out / "variants/simple/demo-gpu/index.html").read_text()
@@ -68,9 +81,17 @@ class _Quiet(SimpleHTTPRequestHandler):
 @pytest.mark.parametrize("over", ["file", "http"])
 def test_uv_installs_the_nvidia_variant_from_our_index(tmp_path, over):
     uv = uv_or_skip()
-    wd, out = variant_dir(tmp_path, {"sm_80": (BIN / "cubin_abi8_sm80_cuda13.0.cubin").read_bytes(),
-                                     "sm_90": (BIN / "cubin_abi7_sm90a_cuda12.4.cubin").read_bytes()},
-                          plain=False), tmp_path / "out"
+    wd, out = (
+        variant_dir(
+            tmp_path,
+            {
+                "sm_80": (BIN / "cubin_abi8_sm80_cuda13.0.cubin").read_bytes(),
+                "sm_90": (BIN / "cubin_abi7_sm90a_cuda12.4.cubin").read_bytes(),
+            },
+            plain=False,
+        ),
+        tmp_path / "out",
+    )
     build_index(wd, out, variants=True)
     url = (out / "variants" / "simple").as_uri()
     srv = None
@@ -89,11 +110,32 @@ def test_uv_installs_the_nvidia_variant_from_our_index(tmp_path, over):
 def _install_each(uv: str, url: str, tmp_path: Path) -> None:
     for sm, label in (("9.0", "90_real"), ("8.6", "80_real")):
         target = tmp_path / f"site-{sm}"
-        env = {**os.environ, "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": sm,
-               "NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION": "13.0"}
-        proc = subprocess.run([uv, "pip", "install", "--python", sys.executable, "--index-url", url,
-                               "--target", str(target), "--no-cache", "--preview-features", "wheel-variants",
-                               "demo-gpu"], env=env, capture_output=True, text=True, timeout=300)
+        env = {
+            **os.environ,
+            "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": sm,
+            "NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION": "13.0",
+        }
+        proc = subprocess.run(
+            [
+                uv,
+                "pip",
+                "install",
+                "--python",
+                sys.executable,
+                "--index-url",
+                url,
+                "--target",
+                str(target),
+                "--no-cache",
+                "--preview-features",
+                "wheel-variants",
+                "demo-gpu",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         (dist_info,) = target.glob("demo_gpu-1.0.dist-info")
         assert list(json.loads((dist_info / "variant.json").read_text())["variants"]) == [label]

@@ -25,10 +25,28 @@ def _links_with(tmp_path: Path, wheel_targets: str) -> Path:
 
 
 def _install(tmp_path: Path, *args, targets: str = "gfx942"):
-    env_args = ["--no-index", "--find-links", str(tmp_path / "links"), "--no-cache-dir",
-                "--target", str(tmp_path / "site")]
-    return run([sys.executable, "-m", "rocm_build_backend", "install", "--targets", targets, *args, "--",
-                *env_args, "demo-gpu"])
+    env_args = [
+        "--no-index",
+        "--find-links",
+        str(tmp_path / "links"),
+        "--no-cache-dir",
+        "--target",
+        str(tmp_path / "site"),
+    ]
+    return run(
+        [
+            sys.executable,
+            "-m",
+            "rocm_build_backend",
+            "install",
+            "--targets",
+            targets,
+            *args,
+            "--",
+            *env_args,
+            "demo-gpu",
+        ]
+    )
 
 
 def test_a_wheel_without_sdist_that_does_not_load_is_refused(tmp_path):
@@ -53,6 +71,7 @@ def test_a_wheel_that_loads_is_installed(tmp_path):
 
 def test_install_catches_the_cached_wheel_and_rebuilds_it(tmp_path, build_env):
     from rocm_build_backend.binary.audit import audit_file
+
     project = copy_sample("setuptools_hip", tmp_path)
     links = tmp_path / "links"
     proc = run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", links, project], env=build_env)
@@ -65,8 +84,10 @@ def test_install_catches_the_cached_wheel_and_rebuilds_it(tmp_path, build_env):
     pip_args = ["--cache-dir", str(cache), "--no-index", "--find-links", str(links), "--no-build-isolation"]
 
     # on the gfx90a machine pip builds the sdist through the shim and caches the wheel
-    first = run([sys.executable, "-m", "pip", "install", *pip_args, "--target", tmp_path / "site-a",
-                 "rocm-sample-hip"], env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx90a)})
+    first = run(
+        [sys.executable, "-m", "pip", "install", *pip_args, "--target", tmp_path / "site-a", "rocm-sample-hip"],
+        env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx90a)},
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     (cached,) = cache.glob("wheels/**/*.whl")
 
@@ -101,8 +122,10 @@ def test_install_catches_the_cached_wheel_and_rebuilds_it(tmp_path, build_env):
     (so,) = (tmp_path / "site-d").glob("rocm_sample_hip/_kernels*.so")
     assert audit_file(so).targets == ["gfx940"]
     # and plain pip on the same machine still installs the gfx90a wheel: the trap is pip's
-    plain = run([sys.executable, "-m", "pip", "install", *pip_args, "--target", tmp_path / "site-c",
-                 "rocm-sample-hip"], env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940)})
+    plain = run(
+        [sys.executable, "-m", "pip", "install", *pip_args, "--target", tmp_path / "site-c", "rocm-sample-hip"],
+        env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940)},
+    )
     assert plain.returncode == 0
     (so,) = (tmp_path / "site-c").glob("rocm_sample_hip/_kernels*.so")
     assert audit_file(so).targets == ["gfx90a"]
@@ -112,6 +135,7 @@ def test_install_with_uv_catches_the_cached_build_and_rebuilds_it(tmp_path, buil
     import shutil
 
     from rocm_build_backend.binary.audit import audit_file
+
     if not shutil.which("uv"):
         pytest.skip("uv is not installed")
     project = copy_sample("setuptools_hip", tmp_path)
@@ -120,12 +144,20 @@ def test_install_with_uv_catches_the_cached_build_and_rebuilds_it(tmp_path, buil
     assert proc.returncode == 0, proc.stdout + proc.stderr
     gfx90a = kfd_root(tmp_path / "mi210", 90010)
     gfx940 = kfd_root(tmp_path / "mi300", 90400)
-    uv_args = ["--cache-dir", str(tmp_path / "uv-cache"), "--no-index", "--find-links", str(links),
-               "--no-build-isolation"]
+    uv_args = [
+        "--cache-dir",
+        str(tmp_path / "uv-cache"),
+        "--no-index",
+        "--find-links",
+        str(links),
+        "--no-build-isolation",
+    ]
 
     def uv_install(site: Path, root: Path):
-        return run(["uv", "pip", "install", "--python", sys.executable, *uv_args, "--target", site, "rocm-sample-hip"],
-                   env={**build_env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(root)})
+        return run(
+            ["uv", "pip", "install", "--python", sys.executable, *uv_args, "--target", site, "rocm-sample-hip"],
+            env={**build_env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(root)},
+        )
 
     def so_targets(site: Path) -> list[str]:
         (so,) = site.glob("rocm_sample_hip/_kernels*.so")
@@ -155,13 +187,26 @@ def test_install_reports_its_progress(tmp_path):
     (tmp_path / "work").mkdir()
     progress.set_reporter(lambda what, done, total: seen.append((what, done, total)))
     try:
-        result = install_inspected(["--no-index", "--find-links", str(tmp_path / "links"), "--no-cache-dir",
-                                    "--target", str(tmp_path / "site"), "demo-gpu"],
-                                   devices=parse_targets("gfx942"), work_dir=tmp_path / "work")
+        result = install_inspected(
+            [
+                "--no-index",
+                "--find-links",
+                str(tmp_path / "links"),
+                "--no-cache-dir",
+                "--target",
+                str(tmp_path / "site"),
+                "demo-gpu",
+            ],
+            devices=parse_targets("gfx942"),
+            work_dir=tmp_path / "work",
+        )
     finally:
         progress.set_reporter(None)
     assert result.exit_code == 0 and (tmp_path / "site" / "demo_gpu" / "k.co").is_file()
     whats = [w for w, *_ in seen]
-    assert whats[:3] == ["collecting wheels with pip", "checking wheels against this machine's GPUs",
-                         "installing with pip"]
+    assert whats[:3] == [
+        "collecting wheels with pip",
+        "checking wheels against this machine's GPUs",
+        "installing with pip",
+    ]
     assert set(whats[3:]) == {"checking distributions"}  # what was installed, read back

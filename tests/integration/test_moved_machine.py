@@ -29,9 +29,25 @@ def test_cached_wheel_moved_to_another_gpu(tmp_path, build_env):
     env.pop("PIP_NO_CACHE_DIR")
 
     def install(dest, root):
-        return run([sys.executable, "-m", "pip", "install", "--cache-dir", cache, "--target", dest, "--no-index",
-                    "--find-links", links, "--no-build-isolation", "--no-deps", "rocm-sample-hip"],
-                   env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(root)})
+        return run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--cache-dir",
+                cache,
+                "--target",
+                dest,
+                "--no-index",
+                "--find-links",
+                links,
+                "--no-build-isolation",
+                "--no-deps",
+                "rocm-sample-hip",
+            ],
+            env={**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(root)},
+        )
 
     def so_targets(dest):
         (so,) = dest.glob("rocm_sample_hip/_kernels*.so")
@@ -49,7 +65,9 @@ def test_cached_wheel_moved_to_another_gpu(tmp_path, build_env):
     assert list(cache.glob("wheels/**/*.whl")) == [cached]
 
     # check
-    check = run([sys.executable, "-m", "rocm_build_backend", "check", "--json", "--root", gfx940, cached], env=build_env)
+    check = run(
+        [sys.executable, "-m", "rocm_build_backend", "check", "--json", "--root", gfx940, cached], env=build_env
+    )
     assert check.returncode == 1, check.stdout + check.stderr
     report = json.loads(check.stdout)
     assert "gfx940" in json.dumps(report) and "gfx90a" in json.dumps(report)
@@ -57,16 +75,28 @@ def test_cached_wheel_moved_to_another_gpu(tmp_path, build_env):
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
     # the import guard
-    imported = run([sys.executable, "-c", "import rocm_sample_hip"], cwd=tmp_path,
-                   env={**build_env, "PYTHONPATH": str(tmp_path / "site-b"), "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940)})
+    imported = run(
+        [sys.executable, "-c", "import rocm_sample_hip"],
+        cwd=tmp_path,
+        env={**build_env, "PYTHONPATH": str(tmp_path / "site-b"), "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(gfx940)},
+    )
     assert imported.returncode != 0 and "ImportError" in imported.stderr and "gfx940" in imported.stderr
 
     # cache list, then purge (nothing without --yes)
-    listed = run([sys.executable, "-m", "rocm_build_backend", "cache", "list", "--cache-dir", cache, "--root", gfx940], env=build_env)
+    listed = run(
+        [sys.executable, "-m", "rocm_build_backend", "cache", "list", "--cache-dir", cache, "--root", gfx940],
+        env=build_env,
+    )
     assert listed.returncode == 1 and cached.name in listed.stdout, listed.stdout + listed.stderr
-    dry = run([sys.executable, "-m", "rocm_build_backend", "cache", "purge", "--cache-dir", cache, "--root", gfx940], env=build_env)
+    dry = run(
+        [sys.executable, "-m", "rocm_build_backend", "cache", "purge", "--cache-dir", cache, "--root", gfx940],
+        env=build_env,
+    )
     assert cached.exists() and cached.name in dry.stdout
-    done = run([sys.executable, "-m", "rocm_build_backend", "cache", "purge", "--yes", "--cache-dir", cache, "--root", gfx940], env=build_env)
+    done = run(
+        [sys.executable, "-m", "rocm_build_backend", "cache", "purge", "--yes", "--cache-dir", cache, "--root", gfx940],
+        env=build_env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert not cached.exists()
 

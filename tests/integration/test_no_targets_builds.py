@@ -19,16 +19,36 @@ from helpers import copy_sample, error_lines, no_gpu_env, only_wheel, run
 
 
 FRONTENDS = {
-    "pip": lambda proj, out: [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
-                              "-w", out, proj],
+    "pip": lambda proj, out: [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "-v",
+        "-w",
+        out,
+        proj,
+    ],
     "build": lambda proj, out: [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", out, proj],
-    "uv": lambda proj, out: [shutil.which("uv") or "uv", "build", "--no-build-isolation", "--wheel",
-                             "--python", sys.executable, "--out-dir", out, proj],
+    "uv": lambda proj, out: [
+        shutil.which("uv") or "uv",
+        "build",
+        "--no-build-isolation",
+        "--wheel",
+        "--python",
+        sys.executable,
+        "--out-dir",
+        out,
+        proj,
+    ],
 }
 
 
-@pytest.mark.parametrize("sample, frontend", [("pure_python", "pip"), ("pure_python", "uv"),
-                                              ("hatch_pure", "build"), ("hatch_pure", "uv")])
+@pytest.mark.parametrize(
+    "sample, frontend", [("pure_python", "pip"), ("pure_python", "uv"), ("hatch_pure", "build"), ("hatch_pure", "uv")]
+)
 def test_a_project_without_gpu_code_builds_without_a_gpu(tmp_path, build_env, sample, frontend):
     if frontend == "uv" and not shutil.which("uv"):
         pytest.skip("uv is not installed")

@@ -19,8 +19,13 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 def build(tmp_path, *args):
     (tmp_path / "k.cu").write_text(KERNEL)
     out = tmp_path / "k.so"
-    subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", *args, "k.cu", "-o", str(out)], cwd=tmp_path,
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [NVCC, "-shared", "-Xcompiler", "-fPIC", *args, "k.cu", "-o", str(out)],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return out
 
 

@@ -34,8 +34,14 @@ def test_nvcc_emits_exactly_the_knobs_targets(tmp_path, targets, ptx):
     k = cuda_knobs(targets, ptx)
     env = dict(os.environ, NVCC_APPEND_FLAGS=k.env["NVCC_APPEND_FLAGS"])
     out = tmp_path / "k.so"
-    subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "k.cu", "-o", str(out)], cwd=tmp_path,
-                   env=env, check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [NVCC, "-shared", "-Xcompiler", "-fPIC", "k.cu", "-o", str(out)],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     report = audit_paths([str(out)]).to_json()
     assert sorted(report["targets"]) == sorted(names(k.code))
 
@@ -47,8 +53,11 @@ def test_skbuild_cuda_sample_builds_for_explicit_targets(tmp_path):
     pytest.importorskip("scikit_build_core")
     project = copy_sample("skbuild_cuda", tmp_path)
     pyproject = project / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('build-backend = "rocm_build_backend"',
-                                                       'build-backend = "scikit_build_core.build"'))
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'build-backend = "rocm_build_backend"', 'build-backend = "scikit_build_core.build"'
+        )
+    )
     k = cuda_knobs(["sm_80", "sm_90"])
     env = {key: v for key, v in os.environ.items() if key not in ("CMAKE_ARGS", "CUDAARCHS", "NVCC_APPEND_FLAGS")}
     env["PATH"] = str(Path(NVCC).parent) + os.pathsep + env.get("PATH", "")
@@ -65,8 +74,11 @@ def test_skbuild_cuda_sample_refuses_to_guess(tmp_path):
     pytest.importorskip("scikit_build_core")
     project = copy_sample("skbuild_cuda", tmp_path)
     pyproject = project / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('build-backend = "rocm_build_backend"',
-                                                       'build-backend = "scikit_build_core.build"'))
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            'build-backend = "rocm_build_backend"', 'build-backend = "scikit_build_core.build"'
+        )
+    )
     env = {key: v for key, v in os.environ.items() if key not in ("CMAKE_ARGS", "CUDAARCHS", "NVCC_APPEND_FLAGS")}
     env["PATH"] = str(Path(NVCC).parent) + os.pathsep + env.get("PATH", "")
     proc = pip_wheel(project, tmp_path / "dist", env)

@@ -1,5 +1,4 @@
-"""The nvcc check against the real nvcc installed here, when there is one.
-"""
+"""The nvcc check against the real nvcc installed here, when there is one."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ from helpers import ROOT, run
 from rocm_build_backend import _version
 
 
-
 def test_the_version_is_a_final_release():
     """A pre-release loses to any final release of the same name on an index (and `>=0.1` skips it)."""
     version = Version(_version.__version__)
@@ -47,13 +46,28 @@ def test_the_sdist_holds_the_package_its_tests_and_docs(sdist):
     """A packager can run the tests from the sdist: it holds every tracked file they read."""
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"LICENSE", "README.md", "CHANGELOG.md", "pyproject.toml", "PKG-INFO",
-            "rocm_build_backend/py.typed", "rocm_build_backend/data/stamp.schema.json", "rocm_build_backend/data/schemas/thin.schema.json",
-            "rocm_build_backend/data/schemas/settings.schema.json", "rocm_build_backend/api.py",
-            "docs/index.md", "docs/reference/settings.md", "tests/conftest.py", ".ci/run", "tools/setup.sh"} <= names
+    assert {
+        "LICENSE",
+        "README.md",
+        "CHANGELOG.md",
+        "pyproject.toml",
+        "PKG-INFO",
+        "rocm_build_backend/py.typed",
+        "rocm_build_backend/data/stamp.schema.json",
+        "rocm_build_backend/data/schemas/thin.schema.json",
+        "rocm_build_backend/data/schemas/settings.schema.json",
+        "rocm_build_backend/api.py",
+        "docs/index.md",
+        "docs/reference/settings.md",
+        "tests/conftest.py",
+        ".ci/run",
+        "tools/setup.sh",
+    } <= names
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout (the tests run from an sdist): no list of tracked files")
-    tracked = run(["git", "ls-files", "tests", "sample_projects", "docs", "tools", "examples", ".ci"], cwd=ROOT, check=True)
+    tracked = run(
+        ["git", "ls-files", "tests", "sample_projects", "docs", "tools", "examples", ".ci"], cwd=ROOT, check=True
+    )
     assert set(tracked.stdout.split()) <= names
     assert not [n for n in names if n.startswith("bench/") or "__pycache__" in n]
     shipped = {n for n in names if n.startswith("rocm_build_backend/") and n.endswith(".py")}
@@ -77,12 +91,15 @@ def test_the_wheel_carries_the_license_and_py_typed(wheel):
     classifiers = meta.get_all("Classifier")
     assert "Typing :: Typed" in classifiers
     assert [c for c in classifiers if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)] == [
-        f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 15)]
+        f"Programming Language :: Python :: 3.{minor}" for minor in range(10, 15)
+    ]
     assert meta["Requires-Python"] == ">=3.10"
     assert "AMD ROCm" in meta["Summary"] and "NVIDIA CUDA" in meta["Summary"]
     assert meta.get_all("Provides-Extra") is None  # the test tools are a dependency group, not an extra
     entry_points = zf_text(wheel, f"{dist_info}/entry_points.txt")
-    assert "[validate_pyproject.tool_schema]\nrocm-build-backend = rocm_build_backend.data:settings_schema" in entry_points
+    assert (
+        "[validate_pyproject.tool_schema]\nrocm-build-backend = rocm_build_backend.data:settings_schema" in entry_points
+    )
     # the zstd decoder for compressed device code is in the default install, not behind an extra
     plain = [r for r in meta.get_all("Requires-Dist") if "extra ==" not in r]
     assert 'backports.zstd>=1.0; python_version < "3.14"' in plain, plain
@@ -115,8 +132,22 @@ def test_a_type_checker_sees_the_api_of_the_installed_wheel(wheel, tmp_path):
     assert (Path(site) / "rocm_build_backend" / "py.typed").is_file()
     (tmp_path / "user.py").write_text(SNIPPET)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    proc = run([sys.executable, "-m", "mypy", "--strict", "--python-executable", python, "--no-incremental",
-                "--cache-dir", tmp_path / "cache", "user.py"], cwd=tmp_path, env=env)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--python-executable",
+            python,
+            "--no-incremental",
+            "--cache-dir",
+            tmp_path / "cache",
+            "user.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
     out = proc.stdout + proc.stderr
     revealed = [line.split("Revealed type is ", 1)[1] for line in out.splitlines() if "Revealed type is" in line]
     assert len(revealed) == 6, out

@@ -28,9 +28,20 @@ PROJECTS = TESTS / "projects"
 
 # Variables that name GPU targets or steer hipcc/CMake; cleared so the outer environment cannot leak in.
 TARGET_VARIABLES = (
-    "PYTORCH_ROCM_ARCH", "GPU_TARGETS", "AMDGPU_TARGETS", "HCC_AMDGPU_TARGET",
-    "HIPCC_COMPILE_FLAGS_APPEND", "HIP_PLATFORM", "CMAKE_ARGS", "HIPCC", "GPU_ARCHS",
-    "HIP_ARCHITECTURES", "CMAKE_PROGRAM_PATH", "HIPCXX", "HIPFLAGS", "CMAKE_PREFIX_PATH",
+    "PYTORCH_ROCM_ARCH",
+    "GPU_TARGETS",
+    "AMDGPU_TARGETS",
+    "HCC_AMDGPU_TARGET",
+    "HIPCC_COMPILE_FLAGS_APPEND",
+    "HIP_PLATFORM",
+    "CMAKE_ARGS",
+    "HIPCC",
+    "GPU_ARCHS",
+    "HIP_ARCHITECTURES",
+    "CMAKE_PROGRAM_PATH",
+    "HIPCXX",
+    "HIPFLAGS",
+    "CMAKE_PREFIX_PATH",
 )
 HIPCC_TARGETS = "gfx90a;gfx940"  # what hipcc builds from HIP 5.2 on
 CLANG_TARGETS = "gfx90a;gfx942;gfx1100"  # what clang-19 -nogpuinc -nogpulib builds
@@ -71,10 +82,11 @@ def generic_env(targets: list[GpuTarget]) -> dict[str, str]:
     }
 
 
-def build_env(tmp_path: Path, targets: list[GpuTarget], extra: dict[str, str], *, pinned: bool = True) -> dict[str, str]:
+def build_env(
+    tmp_path: Path, targets: list[GpuTarget], extra: dict[str, str], *, pinned: bool = True
+) -> dict[str, str]:
     """os.environ without target knobs, the pinned tools first on PATH (before decoys), plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in TARGET_VARIABLES and not k.startswith("ROCM_BUILD_BACKEND_")}
+    env = {k: v for k, v in os.environ.items() if k not in TARGET_VARIABLES and not k.startswith("ROCM_BUILD_BACKEND_")}
     env["PATH"] = f"{decoy_tools(tmp_path / 'decoys')}{os.pathsep}{env.get('PATH', os.defpath)}"
     if pinned:
         tools = tmp_path / "pinned"
@@ -86,8 +98,20 @@ def build_env(tmp_path: Path, targets: list[GpuTarget], extra: dict[str, str], *
 
 def pip_wheel(project: Path, env: dict[str, str]) -> Path:
     outdir = project.parent / f"{project.name}-dist"
-    command = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-               "--no-cache-dir", "--disable-pip-version-check", "-v", "-w", str(outdir), str(project)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "-v",
+        "-w",
+        str(outdir),
+        str(project),
+    ]
     proc = subprocess.run(command, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     wheels = sorted(outdir.glob("*.whl"))
@@ -112,13 +136,21 @@ def device_targets(wheel: Path, workdir: Path) -> dict[str, set[str]]:
                 found[member] = {str(t) for t in audit_file(path).targets}
                 continue
             fatbin = workdir / (path.name + ".hip_fatbin")
-            subprocess.run(["llvm-objcopy-19", f"--dump-section=.hip_fatbin={fatbin}", str(path), os.devnull],
-                           check=True, capture_output=True)
-            listing = subprocess.run(["clang-offload-bundler-19", "--list", "--type=o", f"--input={fatbin}"],
-                                     check=True, capture_output=True, text=True).stdout
+            subprocess.run(
+                ["llvm-objcopy-19", f"--dump-section=.hip_fatbin={fatbin}", str(path), os.devnull],
+                check=True,
+                capture_output=True,
+            )
+            listing = subprocess.run(
+                ["clang-offload-bundler-19", "--list", "--type=o", f"--input={fatbin}"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             found[member] = {
                 line.split("amdgcn-amd-amdhsa-", 1)[1].lstrip("-")
-                for line in listing.split() if "amdgcn-amd-amdhsa-" in line
+                for line in listing.split()
+                if "amdgcn-amd-amdhsa-" in line
             }
     assert found, f"no shared library in {wheel.name}"
     return found

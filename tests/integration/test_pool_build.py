@@ -73,8 +73,11 @@ def build_env(build_env):
 def _functions(prefix: str, count: int, *, cxx: bool = False) -> str:
     """A source of ``count`` small functions, a second or so of the compiler at -O2: the file size
     orders the pool's waiting line."""
-    body = "".join(f"static int {prefix}{i}(int x) {{ int s = {i}; for (int j = 0; j < x; ++j) "
-                   f"s += (j * {i}) ^ (s >> 3); return s; }}\n" for i in range(count))
+    body = "".join(
+        f"static int {prefix}{i}(int x) {{ int s = {i}; for (int j = 0; j < x; ++j) "
+        f"s += (j * {i}) ^ (s >> 3); return s; }}\n"
+        for i in range(count)
+    )
     calls = " + ".join(f"{prefix}{i}(3)" for i in range(0, count, max(1, count // 8)))
     head = 'extern "C" ' if cxx else ""
     return f"{body}{head}int {prefix}_total(void) {{ return ({calls}) != 0 ? {count} : -1; }}\n"
@@ -111,10 +114,26 @@ def _most_at_once(compiles: list[dict]) -> int:
 
 
 def _build(project: Path, out: Path, env: dict[str, str]) -> str:
-    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", out, project,
-            "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.max-jobs=2",
-            "-C", "rocm-build-backend.compiler-check=false",
-            "-C", "rocm-build-backend.compiler-cache=off"]  # the launchers record the compiler's runs alone
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        out,
+        project,
+        "-C",
+        "rocm-build-backend.targets=gfx90a",
+        "-C",
+        "rocm-build-backend.max-jobs=2",
+        "-C",
+        "rocm-build-backend.compiler-check=false",
+        "-C",
+        "rocm-build-backend.compiler-cache=off",
+    ]  # the launchers record the compiler's runs alone
     proc = run(argv, env=env)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
@@ -126,8 +145,14 @@ def _answers(wheel: Path, folder: Path, package: str, modules: list[str]) -> lis
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(folder)
     code = f"import importlib; print([importlib.import_module('{package}.' + m).answer() for m in {modules!r}])"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 0, proc.stderr
     return list(json.loads(proc.stdout))
 
@@ -144,8 +169,13 @@ def _plain_project(root: Path) -> Path:
     (multi / "big.cpp").write_text(_functions("big", 400, cxx=True))
     (multi / "mid.c").write_text(_functions("mid", 300))
     (multi / "small.c").write_text(_functions("small", 3))
-    (multi / "main.c").write_text(MODULE.format(name="_multi", decls="int big_total(void); int mid_total(void); "
-                                                "int small_total(void);", expr="big_total() + mid_total() + small_total()"))
+    (multi / "main.c").write_text(
+        MODULE.format(
+            name="_multi",
+            decls="int big_total(void); int mid_total(void); int small_total(void);",
+            expr="big_total() + mid_total() + small_total()",
+        )
+    )
     for name, value in (("_one", 1), ("_two", 2)):
         (project / "csrc" / f"{name}.c").write_text(MODULE.format(name=name, decls="", expr=value))
     (project / "setup.py").write_text(
@@ -155,7 +185,8 @@ def _plain_project(root: Path) -> Path:
         "                                  'csrc/multi/big.cpp'], language='c++'),\n"
         "    Extension('pool_ext._one', ['csrc/_one.c']),\n"
         "    Extension('pool_ext._two', ['csrc/_two.c']),\n"
-        "])\n")
+        "])\n"
+    )
     return project
 
 
@@ -164,26 +195,40 @@ def test_the_extensions_compile_side_by_side_through_one_pool(tmp_path, build_en
     tools = _launchers(tmp_path / "tools", build_env, cc=shutil.which("cc") or "cc", cxx=shutil.which("c++") or "c++")
     build_env.update(CC=str(tools["cc"]), CXX=str(tools["cxx"]))
     log = _build(project, tmp_path / "out", build_env)
-    assert ("build_ext parallel = 3 (3 extensions: 3 at once, their compiles through one pool of 2 slots, "
-            "largest first, 1 job each)") in log
-    assert ("compile pool: 2 slots shared by 3 extensions, largest first, links through the same slots, each "
-            "extension's compiler settings its own") in log
-    assert ("compile pool: 6 compiles from 3 compile calls and 3 other compiler runs (links), at most 2 at once "
-            "(2 slots, largest first); first compile to last ") in log
+    assert (
+        "build_ext parallel = 3 (3 extensions: 3 at once, their compiles through one pool of 2 slots, "
+        "largest first, 1 job each)"
+    ) in log
+    assert (
+        "compile pool: 2 slots shared by 3 extensions, largest first, links through the same slots, each "
+        "extension's compiler settings its own"
+    ) in log
+    assert (
+        "compile pool: 6 compiles from 3 compile calls and 3 other compiler runs (links), at most 2 at once "
+        "(2 slots, largest first); first compile to last "
+    ) in log
 
     wheel = only_wheel(tmp_path / "out")
     assert _answers(wheel, tmp_path / "site", "pool_ext", ["_multi", "_one", "_two"]) == [400 + 300 + 3, 1, 2]
 
     compiles = [r for r in _records(build_env) if r["kind"] == "compile"]
-    assert sorted(Path(c["src"]).name for c in compiles) == ["_one.c", "_two.c", "big.cpp", "main.c", "mid.c", "small.c"]
+    assert sorted(Path(c["src"]).name for c in compiles) == [
+        "_one.c",
+        "_two.c",
+        "big.cpp",
+        "main.c",
+        "mid.c",
+        "small.c",
+    ]
     assert all(c["rc"] == 0 for c in compiles)
     assert _most_at_once(compiles) <= 2  # never more than the pool's slots
     links = [r for r in _records(build_env) if r["kind"] == "link"]
     assert len(links) == 3 and _most_at_once(compiles + links) <= 2  # the links take the same slots
     multi = {Path(c["src"]).name: c for c in compiles if "/multi/" in c["src"]}
     assert _overlap(multi["big.cpp"], multi["mid.c"]), multi  # one extension's sources side by side
-    assert max(multi["big.cpp"]["start"], multi["mid.c"]["start"]) < min(multi["small.c"]["start"],
-                                                                         multi["main.c"]["start"])  # largest first
+    assert max(multi["big.cpp"]["start"], multi["mid.c"]["start"]) < min(
+        multi["small.c"]["start"], multi["main.c"]["start"]
+    )  # largest first
     assert {c["tool"] for c in compiles if c["src"].endswith(".c")} == {"cc"}
     assert multi["big.cpp"]["tool"] == "cxx"
 
@@ -198,11 +243,15 @@ def _swapping_project(root: Path, nvcc: Path) -> Path:
     (project / "pyproject.toml").write_text(PYPROJECT.format(name="swap-ext", package="swap_ext"))
     dev = project / "csrc" / "dev"
     dev.mkdir(parents=True)
-    (dev / "k.cu").write_text('extern "C" int dev_answer(void) { return 7; }\n'
-                              "__global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    (dev / "k.cu").write_text(
+        'extern "C" int dev_answer(void) { return 7; }\n__global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }\n'
+    )
     (dev / "host.c").write_text(_functions("host", 200))
-    (dev / "main.c").write_text(MODULE.format(name="_dev", decls="int dev_answer(void); int host_total(void);",
-                                              expr="dev_answer() + host_total()"))
+    (dev / "main.c").write_text(
+        MODULE.format(
+            name="_dev", decls="int dev_answer(void); int host_total(void);", expr="dev_answer() + host_total()"
+        )
+    )
     (project / "csrc" / "plain.c").write_text(MODULE.format(name="_plain", decls="", expr=5))
     cuda = NVCC.parent.parent
     (project / "setup.py").write_text(f"""\
@@ -244,8 +293,10 @@ def test_a_c_file_beside_an_nvcc_compile_keeps_the_c_compiler(tmp_path, build_en
     project = _swapping_project(tmp_path, tools["nvcc"])
     build_env["CC"] = str(tools["cc"])
     log = _build(project, tmp_path / "out", build_env)
-    assert ("compile pool: 4 compiles from 2 compile calls and 2 other compiler runs (links), at most 2 at once "
-            "(2 slots, largest first)") in log
+    assert (
+        "compile pool: 4 compiles from 2 compile calls and 2 other compiler runs (links), at most 2 at once "
+        "(2 slots, largest first)"
+    ) in log
 
     wheel = only_wheel(tmp_path / "out")
     assert _answers(wheel, tmp_path / "site", "swap_ext", ["_dev", "_plain"]) == [7 + 200, 5]
@@ -269,12 +320,14 @@ def test_extensions_that_share_a_source_each_link_their_own_object(tmp_path, bui
     (project / "csrc").mkdir()
     (project / "csrc" / "shared.c").write_text(_functions("pad", 150) + "int flavor(void) { return FLAVOR; }\n")
     for name in ("_one", "_two"):
-        (project / "csrc" / f"{name}.c").write_text(MODULE.format(name=name, decls="int flavor(void);",
-                                                                  expr="flavor()"))
+        (project / "csrc" / f"{name}.c").write_text(
+            MODULE.format(name=name, decls="int flavor(void);", expr="flavor()")
+        )
     (project / "setup.py").write_text(
         "from setuptools import Extension, setup\n"
         "setup(ext_modules=[Extension(f'share_ext.{n}', [f'csrc/{n}.c', 'csrc/shared.c'],\n"
-        "                             define_macros=[('FLAVOR', str(v))]) for n, v in (('_one', 1), ('_two', 2))])\n")
+        "                             define_macros=[('FLAVOR', str(v))]) for n, v in (('_one', 1), ('_two', 2))])\n"
+    )
     tools = _launchers(tmp_path / "tools", build_env, cc=shutil.which("cc") or "cc")
     build_env["CC"] = str(tools["cc"])
     _build(project, tmp_path / "out", build_env)

@@ -81,7 +81,9 @@ def build_env(build_env):
     return build_env
 
 
-def _project(root: Path, name: str, count: int, setup: str, *, expr: str = "0", pad: dict[int, int] | None = None) -> Path:
+def _project(
+    root: Path, name: str, count: int, setup: str, *, expr: str = "0", pad: dict[int, int] | None = None
+) -> Path:
     """``count`` one-file C extensions ``{name}._e{i}`` answering ``expr``; ``pad``: extra bytes
     for some sources (the pool compiles the larger first)."""
     project = root / name
@@ -124,17 +126,34 @@ def _pip(project: Path, out: Path, env: dict[str, str]) -> subprocess.CompletedP
 
 
 def _pip_argv(project: Path, out: Path) -> list:
-    return [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", out, project,
-            "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.max-jobs=2",
-            "-C", "rocm-build-backend.compiler-check=false",
-            "-C", "rocm-build-backend.compiler-cache=off"]  # the pool's own compiler runs, no cache's
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        out,
+        project,
+        "-C",
+        "rocm-build-backend.targets=gfx90a",
+        "-C",
+        "rocm-build-backend.max-jobs=2",
+        "-C",
+        "rocm-build-backend.compiler-check=false",
+        "-C",
+        "rocm-build-backend.compiler-cache=off",
+    ]  # the pool's own compiler runs, no cache's
 
 
 def _answers(wheel: Path, folder: Path, package: str, count: int) -> list[int]:
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(folder)
-    code = (f"import importlib; print([importlib.import_module('{package}._e' + str(i)).answer() "
-            f"for i in range({count})])")
+    code = (
+        f"import importlib; print([importlib.import_module('{package}._e' + str(i)).answer() for i in range({count})])"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return [int(x) for x in proc.stdout.strip().strip("[]").split(",")]
@@ -213,8 +232,9 @@ def test_a_projects_own_parallel_compile_makes_the_pool_step_aside_within_the_bu
             (project / "csrc" / f"{part}{i}.c").write_text(f"int {part}{i}(void) {{ return 0; }}\n")
     record = _launcher(tmp_path, build_env)
     build_env["HOLD"] = str(tmp_path / "go")  # every compile waits until the test has counted
-    with subprocess.Popen(_pip_argv(project, tmp_path / "out"), env=build_env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True) as proc:
+    with subprocess.Popen(
+        _pip_argv(project, tmp_path / "out"), env=build_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
         _until(lambda: sum(1 for ln in _lines(record) if ln[0] == "compile") >= 2, "two compiles started")
         time.sleep(1.0)  # room for a third to start, were the budget not held (a count is asserted, not a time)
         held = sum(1 for ln in _lines(record) if ln[0] == "compile")
@@ -266,11 +286,24 @@ def test_a_signal_to_build_ends_every_compiler_and_leaves_nothing(tmp_path, buil
     out = tmp_path / "out"
     out.mkdir()
     (out / "kept.txt").write_text("was here before")
-    argv = [*CLI, "build", project, "-o", out, "--targets", "gfx90a", "-C", "rocm-build-backend.max-jobs=2",
-            "-C", "rocm-build-backend.compiler-check=false",
-            "-C", "rocm-build-backend.compiler-cache=off"]  # the pool's own compiler runs, no cache's
-    with subprocess.Popen(argv, env=build_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as proc:
+    argv = [
+        *CLI,
+        "build",
+        project,
+        "-o",
+        out,
+        "--targets",
+        "gfx90a",
+        "-C",
+        "rocm-build-backend.max-jobs=2",
+        "-C",
+        "rocm-build-backend.compiler-check=false",
+        "-C",
+        "rocm-build-backend.compiler-cache=off",
+    ]  # the pool's own compiler runs, no cache's
+    with subprocess.Popen(
+        argv, env=build_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as proc:
         _until(lambda: sum(1 for ln in _lines(record) if ln[0] == "wait") >= 2, "two compiles holding")
         if signum == signal.SIGINT:
             os.killpg(proc.pid, signum)  # Ctrl-C: the terminal signals the command's process group

@@ -22,14 +22,21 @@ def test_hcc_amdgpu_target_steers_hipcc_as_cupy_relies_on(tmp_path):
     lib = tmp_path / "k.so"
     env = {k: v for k, v in os.environ.items() if k not in ("HIPCC_COMPILE_FLAGS_APPEND",)}
     env.update(HIP_PLATFORM="amd", HCC_AMDGPU_TARGET="gfx90a,gfx940")
-    subprocess.run(["hipcc", "-O2", "-fPIC", "-shared", str(source), "-o", str(lib)],
-                   env=env, check=True, capture_output=True)
+    subprocess.run(
+        ["hipcc", "-O2", "-fPIC", "-shared", str(source), "-o", str(lib)], env=env, check=True, capture_output=True
+    )
     fatbin = tmp_path / "k.fatbin"
     subprocess.run(["llvm-objcopy-19", f"--dump-section=.hip_fatbin={fatbin}", str(lib), os.devnull], check=True)
-    listing = subprocess.run(["clang-offload-bundler-19", "--list", "--type=o", f"--input={fatbin}"],
-                             check=True, capture_output=True, text=True).stdout.split()
+    listing = subprocess.run(
+        ["clang-offload-bundler-19", "--list", "--type=o", f"--input={fatbin}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     assert sorted(x for x in listing if x.startswith("hipv4")) == [
-        "hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx940"]
+        "hipv4-amdgcn-amd-amdhsa--gfx90a",
+        "hipv4-amdgcn-amd-amdhsa--gfx940",
+    ]
 
 
 def test_comma_joined_offload_arch_as_causal_conv1d_and_mamba_pass_it(tmp_path):
@@ -39,13 +46,45 @@ def test_comma_joined_offload_arch_as_causal_conv1d_and_mamba_pass_it(tmp_path):
     source = tmp_path / "k.hip"
     source.write_text("__attribute__((global)) void k(int *p) { *p = 1; }\n")
     out = tmp_path / "k.o"
-    subprocess.run(["clang-19", "-x", "hip", "-nogpuinc", "-nogpulib", "--cuda-device-only", "-c",
-                    f"--offload-arch={value}", str(source), "-o", str(out)], check=True, capture_output=True)
-    listing = subprocess.run(["clang-offload-bundler-19", "--list", "--type=o", f"--input={out}"],
-                             check=True, capture_output=True, text=True).stdout.split()
+    subprocess.run(
+        [
+            "clang-19",
+            "-x",
+            "hip",
+            "-nogpuinc",
+            "-nogpulib",
+            "--cuda-device-only",
+            "-c",
+            f"--offload-arch={value}",
+            str(source),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    listing = subprocess.run(
+        ["clang-offload-bundler-19", "--list", "--type=o", f"--input={out}"], check=True, capture_output=True, text=True
+    ).stdout.split()
     assert sorted(x for x in listing if x.startswith("hipv4")) == [
-        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", "hipv4-amdgcn-amd-amdhsa--gfx942"]
-    spaced = subprocess.run(["clang-19", "-x", "hip", "-nogpuinc", "-nogpulib", "--cuda-device-only", "-c",
-                             f"--offload-arch={value.replace(',', ' ')}", str(source), "-o", str(out)],
-                            capture_output=True, text=True)
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+        "hipv4-amdgcn-amd-amdhsa--gfx942",
+    ]
+    spaced = subprocess.run(
+        [
+            "clang-19",
+            "-x",
+            "hip",
+            "-nogpuinc",
+            "-nogpulib",
+            "--cuda-device-only",
+            "-c",
+            f"--offload-arch={value.replace(',', ' ')}",
+            str(source),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert spaced.returncode != 0 and "invalid target ID" in spaced.stderr

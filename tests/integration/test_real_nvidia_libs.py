@@ -28,8 +28,21 @@ from helpers import real_wheel, wheel_pin
 
 pytestmark = pytest.mark.realinputs
 
-CUFFT_TARGETS = ["sm_75", "compute_75", "sm_80", "compute_80", "sm_86", "compute_86", "sm_87", "sm_89",
-                 "sm_90", "compute_90", "sm_100", "sm_110", "sm_120"]
+CUFFT_TARGETS = [
+    "sm_75",
+    "compute_75",
+    "sm_80",
+    "compute_80",
+    "sm_86",
+    "compute_86",
+    "sm_87",
+    "sm_89",
+    "sm_90",
+    "compute_90",
+    "sm_100",
+    "sm_110",
+    "sm_120",
+]
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +140,13 @@ def test_json_outputs_with_modules_validate(cusparse, tmp_path):
         return doc
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
-    one = subprocess.run([sys.executable, "-m", "rocm_build_backend", "check", "--json", "--targets", "sm_90", str(cusparse)],
-                         capture_output=True, text=True, env=env, timeout=300)
+    one = subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "check", "--json", "--targets", "sm_90", str(cusparse)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     doc = validate("check", one.stdout)
     assert one.returncode == 0 and doc["exit_code"] == 0
     lib = doc["wheels"][0]["files"]["nvidia/cu13/lib/libcusparse.so.12"]

@@ -87,7 +87,7 @@ def test_configure_changes_only_build_system_and_our_table(real, tmp_path):
     old_requires = (before.get("build-system") or {}).get("requires", [])
     assert after["build-system"]["requires"][: len(old_requires)] == old_requires
     # the exact pin of this version, then what setup.py imports that requires lacks (torch)
-    assert after["build-system"]["requires"][-len(result.added):] == list(result.added)
+    assert after["build-system"]["requires"][-len(result.added) :] == list(result.added)
     assert result.added[0] == PIN and set(result.added[1:]) <= {"torch"}
     assert after["tool"]["rocm-build-backend"]["backend"] == pin["backend"]
     assert configure(project).changed is False
@@ -95,9 +95,24 @@ def test_configure_changes_only_build_system_and_our_table(real, tmp_path):
 
 def _plan(project: Path, env: dict, targets: str = "gfx942") -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "rocm_build_backend", "plan", str(project), "--json",
-         "-C", f"rocm-build-backend.targets={targets}", "-C", "rocm-build-backend.compiler-check=false"],
-        capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "rocm_build_backend",
+            "plan",
+            str(project),
+            "--json",
+            "-C",
+            f"rocm-build-backend.targets={targets}",
+            "-C",
+            "rocm-build-backend.compiler-check=false",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -142,8 +157,9 @@ def test_an_nvidia_plan_gets_the_same_profile_with_its_nvidia_knobs(real, tmp_pa
             assert data["config_settings"][f"cmake.define.{var}"] == value
         else:
             assert f"-D{var}={value}" in data["env"]["CMAKE_ARGS"]
-    assert not {v.name for v in profile.variables if v.vendor == "amd"} - {v.name for v in profile.variables
-                                                                         if v.vendor != "amd"} & set(data["env"])
+    assert not {v.name for v in profile.variables if v.vendor == "amd"} - {
+        v.name for v in profile.variables if v.vendor != "amd"
+    } & set(data["env"])
 
 
 @pytest.mark.realinputs
@@ -151,6 +167,7 @@ def test_plan_of_the_unconfigured_sdist_names_the_profile(real, tmp_path, build_
     pin, tree = real
     build_env["PYTHONPATH"] = str(ROOT)
     assert _plan(copy_tree(tree, tmp_path / pin["name"]), build_env)["profile"] == pin["profile"]
+
 
 _CITE = re.compile(r"^(?P<path>[\w./-]+) L(?P<line>\d+)")
 
@@ -181,6 +198,7 @@ def test_each_citation_names_its_variable_on_that_line(profile_name, name, sourc
 
 # --------------------------------------------------------- the fetcher itself, on local indexes
 
+
 @pytest.fixture
 def pip_index(tmp_path, monkeypatch):
     """Make pip's configured index a local PEP 503 folder (no configuration file, no find-links);
@@ -196,8 +214,10 @@ def pip_index(tmp_path, monkeypatch):
         page = simple / name
         page.mkdir(parents=True, exist_ok=True)
         fragment = f"#sha256={sha256}" if sha256 else ""
-        (page / "index.html").write_text(f'<!DOCTYPE html><html><body>\n'
-                                         f'<a href="{path.as_uri()}{fragment}">{path.name}</a>\n</body></html>\n')
+        (page / "index.html").write_text(
+            f'<!DOCTYPE html><html><body>\n<a href="{path.as_uri()}{fragment}">{path.name}</a>\n</body></html>\n'
+        )
+
     yield add
     realinputs.pip_sources.cache_clear()
 
@@ -213,14 +233,24 @@ def _sdist(tmp_path: Path, files: dict[str, bytes]) -> tuple[Path, dict]:
     path = tmp_path / "files" / "demo-1.0.tar.gz"
     path.parent.mkdir()
     path.write_bytes(blob)
-    pin = {"name": "Demo_Project", "version": "1.0", "filename": path.name, "size": len(blob),
-           "sha256": hashlib.sha256(blob).hexdigest(), "cited": ["src/knobs.py"]}
+    pin = {
+        "name": "Demo_Project",
+        "version": "1.0",
+        "filename": path.name,
+        "size": len(blob),
+        "sha256": hashlib.sha256(blob).hexdigest(),
+        "cited": ["src/knobs.py"],
+    }
     return path, pin
 
 
-FILES = {"demo-1.0/PKG-INFO": b"Name: demo\n", "demo-1.0/setup.py": b"setup()\n",
-         "demo-1.0/src/knobs.py": b"GPU_ARCHS\n", "demo-1.0/src/big.bin": b"x" * 5000,
-         "demo-1.0/sub/setup.py": b"not top level\n"}
+FILES = {
+    "demo-1.0/PKG-INFO": b"Name: demo\n",
+    "demo-1.0/setup.py": b"setup()\n",
+    "demo-1.0/src/knobs.py": b"GPU_ARCHS\n",
+    "demo-1.0/src/big.bin": b"x" * 5000,
+    "demo-1.0/sub/setup.py": b"not top level\n",
+}
 
 
 def test_fetch_keeps_only_the_wanted_members_and_caches(tmp_path, pip_index):
@@ -228,7 +258,10 @@ def test_fetch_keeps_only_the_wanted_members_and_caches(tmp_path, pip_index):
     pip_index(path, "demo-project", pin["sha256"])  # found under the normalised name
     tree = sdist_tree(pin, cache=tmp_path / "cache")
     assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file() and not p.name.startswith(".")) == [
-        "PKG-INFO", "setup.py", "src/knobs.py"]
+        "PKG-INFO",
+        "setup.py",
+        "src/knobs.py",
+    ]
     path.unlink()  # the second call is served from the cache
     assert sdist_tree(pin, cache=tmp_path / "cache") == tree
 
@@ -281,8 +314,11 @@ def test_the_json_page_of_an_http_index_is_read(tmp_path, monkeypatch):
     root = tmp_path / "www"
     (root / "simple" / "demo-project").mkdir(parents=True)
     shutil.copy(path, root / path.name)
-    page = {"meta": {"api-version": "1.1"}, "name": "demo-project",
-            "files": [{"filename": path.name, "url": f"../../{path.name}", "hashes": {"sha256": pin["sha256"]}}]}
+    page = {
+        "meta": {"api-version": "1.1"},
+        "name": "demo-project",
+        "files": [{"filename": path.name, "url": f"../../{path.name}", "hashes": {"sha256": pin["sha256"]}}],
+    }
     (root / "simple" / "demo-project" / "index.json").write_text(json.dumps(page))
     accepts = []
 
@@ -334,8 +370,9 @@ def test_pins_are_complete():
 def test_no_tracked_file_names_a_registry_host():
     """Real inputs are pinned by name, version, file name and sha256, never by a registry's URL."""
     hosts = ["pypi" + ".org", "python" + "hosted", "pypi" + ".python" + ".org"]
-    proc = subprocess.run(["git", "grep", "-n", "-I", "-i", "-F", *(f"-e{h}" for h in hosts)], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "grep", "-n", "-I", "-i", "-F", *(f"-e{h}" for h in hosts)], cwd=ROOT, capture_output=True, text=True
+    )
     if proc.returncode not in (0, 1):
         pytest.skip("not a git checkout")
     assert proc.stdout == ""

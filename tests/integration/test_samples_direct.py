@@ -34,8 +34,14 @@ EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 
 # Everything that names GPU targets or steers hipcc; cleared so the outer environment cannot leak in.
 TARGET_VARIABLES = (
-    "PYTORCH_ROCM_ARCH", "GPU_TARGETS", "AMDGPU_TARGETS", "HCC_AMDGPU_TARGET",
-    "HIPCC_COMPILE_FLAGS_APPEND", "HIP_PLATFORM", "CMAKE_ARGS", "HIPCC",
+    "PYTORCH_ROCM_ARCH",
+    "GPU_TARGETS",
+    "AMDGPU_TARGETS",
+    "HCC_AMDGPU_TARGET",
+    "HIPCC_COMPILE_FLAGS_APPEND",
+    "HIP_PLATFORM",
+    "CMAKE_ARGS",
+    "HIPCC",
 )
 
 
@@ -69,12 +75,24 @@ def copy_sample(name: str, tmp_path: Path) -> Path:
 def pip_wheel(project: Path, env: dict[str, str], config_settings: dict[str, str] | None = None):
     """Run pip wheel; return (completed process, list of wheels written)."""
     outdir = project.parent / f"{project.name}-dist"
-    command = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-               "--no-cache-dir", "--disable-pip-version-check", "-w", str(outdir), str(project)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "-w",
+        str(outdir),
+        str(project),
+    ]
     for key, value in (config_settings or {}).items():
         command += ["-C", f"{key}={value}"]
-    full_env = {k: v for k, v in os.environ.items()
-                if k not in TARGET_VARIABLES and not k.startswith("ROCM_BUILD_BACKEND_")}
+    full_env = {
+        k: v for k, v in os.environ.items() if k not in TARGET_VARIABLES and not k.startswith("ROCM_BUILD_BACKEND_")
+    }
     full_env.update(env)
     # hipcc (clang-15) leaves empty "<source>-XXXXXX" folders in $TMPDIR on every compile.
     full_env["TMPDIR"] = str(project.parent / f"{project.name}-tmp")
@@ -93,10 +111,12 @@ def build(project: Path, env: dict[str, str], config_settings: dict[str, str] | 
 def hip_targets(so_file: Path) -> set[str]:
     """The GPU targets in a shared library's .hip_fatbin section."""
     fatbin = so_file.with_suffix(".hip_fatbin")
-    subprocess.run([OBJCOPY, f"--dump-section=.hip_fatbin={fatbin}", str(so_file), os.devnull],
-                   check=True, capture_output=True)
-    listing = subprocess.run([BUNDLER, "--list", "--type=o", f"--input={fatbin}"],
-                             check=True, capture_output=True, text=True).stdout
+    subprocess.run(
+        [OBJCOPY, f"--dump-section=.hip_fatbin={fatbin}", str(so_file), os.devnull], check=True, capture_output=True
+    )
+    listing = subprocess.run(
+        [BUNDLER, "--list", "--type=o", f"--input={fatbin}"], check=True, capture_output=True, text=True
+    ).stdout
     # Lines look like "hipv4-amdgcn-amd-amdhsa--gfx90a" and "host-x86_64-unknown-linux".
     return {line.split("--", 1)[1] for line in listing.split() if line.startswith("hip")}
 
@@ -113,8 +133,13 @@ def assert_imports(wheel: Path, tmp_path: Path, module: str, attribute: str) -> 
     """Import the package from the unpacked wheel, on a machine without a GPU."""
     unpacked = tmp_path / f"{wheel.stem}-unpacked"
     code = f"import {module}; assert callable({module}.{attribute})"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(unpacked)})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(unpacked)},
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -126,17 +151,19 @@ def tools():
 
 # --- setuptools_hip: PYTORCH_ROCM_ARCH -----------------------------------------------------------
 
-@pytest.mark.parametrize(("arch", "expected"), [
-    ("gfx90a", {"gfx90a"}),
-    ("gfx90a;gfx940", {"gfx90a", "gfx940"}),
-    ("gfx90a gfx940", {"gfx90a", "gfx940"}),
-])
+
+@pytest.mark.parametrize(
+    ("arch", "expected"),
+    [
+        ("gfx90a", {"gfx90a"}),
+        ("gfx90a;gfx940", {"gfx90a", "gfx940"}),
+        ("gfx90a gfx940", {"gfx90a", "gfx940"}),
+    ],
+)
 def test_setuptools_hip_builds_for_pytorch_rocm_arch(tmp_path, arch, expected):
     project = copy_sample("setuptools_hip", tmp_path)
     wheel = build(project, {"HIP_PLATFORM": "amd", "PYTORCH_ROCM_ARCH": arch})
-    assert wheel_targets(wheel, tmp_path) == {
-        f"rocm_sample_hip/_kernels{EXT_SUFFIX}": expected
-    }
+    assert wheel_targets(wheel, tmp_path) == {f"rocm_sample_hip/_kernels{EXT_SUFFIX}": expected}
     assert_imports(wheel, tmp_path, "rocm_sample_hip", "add_one")
 
 
@@ -167,26 +194,31 @@ def test_setuptools_hip_uses_hipcc_from_the_environment(tmp_path):
 
 # --- skbuild_hip: the CMake variable GPU_TARGETS ---------------------------------------------------
 
-@pytest.mark.parametrize(("env", "config_settings", "expected"), [
-    ({}, {"cmake.define.GPU_TARGETS": "gfx90a"}, {"gfx90a"}),
-    ({"CMAKE_ARGS": "-DGPU_TARGETS=gfx90a"}, {}, {"gfx90a"}),
-    ({"CMAKE_ARGS": "-DGPU_TARGETS=gfx90a;gfx940"}, {}, {"gfx90a", "gfx940"}),
-    ({}, {"cmake.define.GPU_TARGETS": "gfx90a;gfx940"}, {"gfx90a", "gfx940"}),
-], ids=["config-setting", "cmake-args", "cmake-args-two", "config-setting-two"])
+
+@pytest.mark.parametrize(
+    ("env", "config_settings", "expected"),
+    [
+        ({}, {"cmake.define.GPU_TARGETS": "gfx90a"}, {"gfx90a"}),
+        ({"CMAKE_ARGS": "-DGPU_TARGETS=gfx90a"}, {}, {"gfx90a"}),
+        ({"CMAKE_ARGS": "-DGPU_TARGETS=gfx90a;gfx940"}, {}, {"gfx90a", "gfx940"}),
+        ({}, {"cmake.define.GPU_TARGETS": "gfx90a;gfx940"}, {"gfx90a", "gfx940"}),
+    ],
+    ids=["config-setting", "cmake-args", "cmake-args-two", "config-setting-two"],
+)
 def test_skbuild_hip_builds_for_gpu_targets(tmp_path, env, config_settings, expected):
     project = copy_sample("skbuild_hip", tmp_path)
     wheel = build(project, {"HIP_PLATFORM": "amd", **env}, config_settings)
-    assert wheel_targets(wheel, tmp_path) == {
-        f"rocm_sample_skbuild/_kernels{EXT_SUFFIX}": expected
-    }
+    assert wheel_targets(wheel, tmp_path) == {f"rocm_sample_skbuild/_kernels{EXT_SUFFIX}": expected}
     assert_imports(wheel, tmp_path, "rocm_sample_skbuild", "add_one")
 
 
 def test_skbuild_hip_with_everything_the_shim_sets(tmp_path):
     project = copy_sample("skbuild_hip", tmp_path)
     targets = ["gfx90a", "gfx940"]
-    defines = {f"cmake.define.{name}": ";".join(targets)
-               for name in ("CMAKE_HIP_ARCHITECTURES", "GPU_TARGETS", "AMDGPU_TARGETS")}
+    defines = {
+        f"cmake.define.{name}": ";".join(targets)
+        for name in ("CMAKE_HIP_ARCHITECTURES", "GPU_TARGETS", "AMDGPU_TARGETS")
+    }
     wheel = build(project, shim_env(targets), defines)
     assert list(wheel_targets(wheel, tmp_path).values()) == [{"gfx90a", "gfx940"}]
 
@@ -200,6 +232,7 @@ def test_skbuild_hip_refuses_to_guess_targets(tmp_path):
 
 
 # --- hardcoded_gfx908: ignores every target variable ---------------------------------------------
+
 
 def test_hardcoded_builds_gfx908_whatever_is_requested(tmp_path):
     # everything the shim sets for gfx90a, HIPCC_COMPILE_FLAGS_APPEND included: the clang driver
@@ -221,10 +254,14 @@ def test_hipcc_adds_hipcc_compile_flags_append_to_every_command_line(tmp_path):
 
 # --- pure Python ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("sample", "wheel_name"), [
-    ("pure_python", "rocm_sample_pure-0.1.0-py3-none-any.whl"),
-    ("hatch_pure", "rocm_sample_hatch-0.1.0-py3-none-any.whl"),
-])
+
+@pytest.mark.parametrize(
+    ("sample", "wheel_name"),
+    [
+        ("pure_python", "rocm_sample_pure-0.1.0-py3-none-any.whl"),
+        ("hatch_pure", "rocm_sample_hatch-0.1.0-py3-none-any.whl"),
+    ],
+)
 def test_pure_python_samples_build(tmp_path, sample, wheel_name):
     project = copy_sample(sample, tmp_path)
     wheel = build(project, shim_env(["gfx90a"]))

@@ -55,10 +55,17 @@ def repaired(tmp_path_factory) -> Path:
     if not (AUDITWHEEL and shutil.which("patchelf") and shutil.which("clang++-19")):
         pytest.skip("needs auditwheel, patchelf and clang++-19")
     tmp = tmp_path_factory.mktemp("sbom")
-    project = Path(shutil.copytree(ROOT / "tests" / "projects" / "compressed_bundles", tmp / "project",
-                                   ignore=shutil.ignore_patterns("build", "*.egg-info")))
+    project = Path(
+        shutil.copytree(
+            ROOT / "tests" / "projects" / "compressed_bundles",
+            tmp / "project",
+            ignore=shutil.ignore_patterns("build", "*.egg-info"),
+        )
+    )
     setup = project / "setup.py"
-    setup.write_text(setup.read_text().replace('["csrc/kernels.hip"])', '["csrc/kernels.hip"], libraries=[":libzstd.so.1"])'))
+    setup.write_text(
+        setup.read_text().replace('["csrc/kernels.hip"])', '["csrc/kernels.hip"], libraries=[":libzstd.so.1"])')
+    )
     (tmp / "tmp").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in _TARGET_VARS and not k.startswith("ROCM_BUILD_BACKEND_")}
     env.update(XDG_CACHE_HOME=str(tmp / "cache"), TMPDIR=str(tmp / "tmp"), PIP_NO_CACHE_DIR="1")
@@ -95,8 +102,13 @@ def test_split_wheels_name_themselves_in_their_sbom(repaired, tmp_path):
         version = r.output.name.split("-")[1]
         assert name == f"{NAME}-{version}.dist-info/sboms/auditwheel.cdx.json"
         doc = json.loads(data)
-        me = {"type": "library", "bom-ref": _purl(version, r.output.name), "name": NAME, "version": version,
-              "purl": _purl(version, r.output.name)}
+        me = {
+            "type": "library",
+            "bom-ref": _purl(version, r.output.name),
+            "name": NAME,
+            "version": version,
+            "purl": _purl(version, r.output.name),
+        }
         assert doc["metadata"]["component"] == me and doc["components"][0] == me
         assert doc["components"][1:] == old["components"][1:]  # libzstd1, as auditwheel found it
         assert doc["dependencies"][0] == {**old["dependencies"][0], "ref": me["bom-ref"]}
@@ -132,21 +144,31 @@ def test_the_rename_gives_what_auditwheel_writes_for_the_new_name():
     assert renamed_sbom(json.dumps(before).encode(), old, old) == json.dumps(before).encode()
 
 
-@pytest.mark.parametrize("text, expected", [
-    # a text (not JSON) SBOM: the names change, nothing else
-    (b"PackageName: demo\nExternalRef: PACKAGE-MANAGER purl pkg:pypi/demo@1.0?file_name=demo-1.0-py3-none-any.whl\n"
-     b"FileName: demo-1.0-py3-none-any.whl\n",
-     b"PackageName: demo\nExternalRef: PACKAGE-MANAGER purl pkg:pypi/demo@1.0%2Bsm90?file_name=demo-1.0%2Bsm90-py3-none-any.whl\n"
-     b"FileName: demo-1.0+sm90-py3-none-any.whl\n"),
-    # another package's purl at the same version, and this package at another version: untouched
-    (b'{"purl": "pkg:pypi/other@1.0", "old": "pkg:pypi/demo@0.9", "name": "other", "version": "1.0"}',
-     b'{"purl": "pkg:pypi/other@1.0", "old": "pkg:pypi/demo@0.9", "name": "other", "version": "1.0"}'),
-    # SPDX JSON: versionInfo beside the package's name
-    (b'{"packages": [{"name": "Demo", "versionInfo": "1.0"}]}', b'{"packages": [{"name": "Demo", "versionInfo": "1.0+sm90"}]}'),
-    # not UTF-8, not JSON: bytes around the names are kept
-    (b"\xff\xfe demo-1.0-py3-none-any.whl \xff", b"\xff\xfe demo-1.0+sm90-py3-none-any.whl \xff"),
-    # deeply nested JSON does not exhaust the stack
-    (b"[" * 100_000 + b"]" * 100_000, b"[" * 100_000 + b"]" * 100_000),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # a text (not JSON) SBOM: the names change, nothing else
+        (
+            b"PackageName: demo\nExternalRef: PACKAGE-MANAGER purl pkg:pypi/demo@1.0?file_name=demo-1.0-py3-none-any.whl\n"
+            b"FileName: demo-1.0-py3-none-any.whl\n",
+            b"PackageName: demo\nExternalRef: PACKAGE-MANAGER purl pkg:pypi/demo@1.0%2Bsm90?file_name=demo-1.0%2Bsm90-py3-none-any.whl\n"
+            b"FileName: demo-1.0+sm90-py3-none-any.whl\n",
+        ),
+        # another package's purl at the same version, and this package at another version: untouched
+        (
+            b'{"purl": "pkg:pypi/other@1.0", "old": "pkg:pypi/demo@0.9", "name": "other", "version": "1.0"}',
+            b'{"purl": "pkg:pypi/other@1.0", "old": "pkg:pypi/demo@0.9", "name": "other", "version": "1.0"}',
+        ),
+        # SPDX JSON: versionInfo beside the package's name
+        (
+            b'{"packages": [{"name": "Demo", "versionInfo": "1.0"}]}',
+            b'{"packages": [{"name": "Demo", "versionInfo": "1.0+sm90"}]}',
+        ),
+        # not UTF-8, not JSON: bytes around the names are kept
+        (b"\xff\xfe demo-1.0-py3-none-any.whl \xff", b"\xff\xfe demo-1.0+sm90-py3-none-any.whl \xff"),
+        # deeply nested JSON does not exhaust the stack
+        (b"[" * 100_000 + b"]" * 100_000, b"[" * 100_000 + b"]" * 100_000),
+    ],
+)
 def test_renamed_sbom_on_other_shapes(text, expected):
     assert renamed_sbom(text, "demo-1.0-py3-none-any.whl", "demo-1.0+sm90-py3-none-any.whl") == expected

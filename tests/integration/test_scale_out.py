@@ -34,7 +34,6 @@ IDENTIFIERS = ["cp311-manylinux_x86_64", "cp312-manylinux_x86_64", "cp313-manyli
 MERGE = "rocm-build-backend index --add dist/wheels-* -o site"
 
 
-
 def _tool(name: str) -> str:
     path = shutil.which(name) or str(Path(sys.executable).with_name(name))
     if not Path(path).exists():
@@ -53,8 +52,10 @@ def _jobs() -> list[tuple[dict, dict[str, str]]]:
     (step,) = [s for s in build["steps"] if "cibuildwheel" in s.get("run", "") and "env" in s]
     out = []
     for entry in build["strategy"]["matrix"]["include"]:
-        env = {k: re.sub(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", lambda m: str(entry[m.group(1)]), v)
-               for k, v in step["env"].items()}
+        env = {
+            k: re.sub(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", lambda m: str(entry[m.group(1)]), v)
+            for k, v in step["env"].items()
+        }
         out.append((entry, env))
     return out
 
@@ -87,13 +88,24 @@ def test_the_shim_is_got_with_hashes_and_the_actions_are_current():
     installs = [r for r in runs if "ci/tools-requirements.txt" in r]
     assert installs and all("--require-hashes" in r for r in installs)
     for name in ("tools-requirements.in", "build-constraints.in"):
-        pins = [line for line in (EXAMPLE / "ci" / name).read_text().splitlines() if line.startswith("rocm-build-backend")]
+        pins = [
+            line for line in (EXAMPLE / "ci" / name).read_text().splitlines() if line.startswith("rocm-build-backend")
+        ]
         assert pins == [f"rocm-build-backend=={__version__}"], name
-    uses = {s["uses"].split("@")[0]: s["uses"].split("@")[1] for job in workflow["jobs"].values()
-            for s in job["steps"] if "uses" in s}
-    assert uses == {"actions/checkout": "v5", "actions/setup-python": "v6", "actions/upload-artifact": "v6",
-                    "actions/download-artifact": "v7", "aws-actions/configure-aws-credentials": "v6",
-                    "mozilla-actions/sccache-action": "v0.0.11"}  # v0.0.10 and later run on Node 24
+    uses = {
+        s["uses"].split("@")[0]: s["uses"].split("@")[1]
+        for job in workflow["jobs"].values()
+        for s in job["steps"]
+        if "uses" in s
+    }
+    assert uses == {
+        "actions/checkout": "v5",
+        "actions/setup-python": "v6",
+        "actions/upload-artifact": "v6",
+        "actions/download-artifact": "v7",
+        "aws-actions/configure-aws-credentials": "v6",
+        "mozilla-actions/sccache-action": "v0.0.11",
+    }  # v0.0.10 and later run on Node 24
 
 
 def test_each_image_has_its_dockerfile_and_a_gpu_runs_the_wheels():
@@ -116,8 +128,10 @@ def test_each_image_has_its_dockerfile_and_a_gpu_runs_the_wheels():
 def test_cibuildwheel_prints_the_configured_wheels_for_every_job():
     cibuildwheel = _tool("cibuildwheel")
     for entry, env in _jobs():
-        proc = run([cibuildwheel, "--print-build-identifiers", "--platform", "linux", "--config-file", CONFIG, PACKAGE],
-                   env={"PATH": "/usr/bin:/bin", **env})
+        proc = run(
+            [cibuildwheel, "--print-build-identifiers", "--platform", "linux", "--config-file", CONFIG, PACKAGE],
+            env={"PATH": "/usr/bin:/bin", **env},
+        )
         assert proc.returncode == 0, (entry["family"], proc.stdout + proc.stderr)
         assert proc.stdout.split() == IDENTIFIERS, entry["family"]
 
@@ -128,8 +142,9 @@ def test_cibuildwheel_reads_each_jobs_settings_for_the_shim():
     pytest.importorskip("cibuildwheel")
     from cibuildwheel.options import CommandLineArguments, compute_options
 
-    args = dataclasses.replace(CommandLineArguments.defaults(), config_file=str(CONFIG), package_dir=PACKAGE,
-                               platform="linux")
+    args = dataclasses.replace(
+        CommandLineArguments.defaults(), config_file=str(CONFIG), package_dir=PACKAGE, platform="linux"
+    )
     families = set()
     for entry, env in _jobs():
         options = compute_options("linux", args, env).build_options("cp312-manylinux_x86_64")
@@ -192,9 +207,24 @@ def test_the_matrix_run_as_parallel_jobs_merged_at_once_gives_the_pages_of_one_r
     out = tmp_path / "site"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     entries = [entry for entry, _env in _jobs()]
-    jobs = [subprocess.Popen([sys.executable, str(script), str(ROOT / "tests"), e["family"], e["targets"],
-                              str(tmp_path / e["family"]), str(out), MERGE], env=env, stderr=subprocess.PIPE, text=True)
-            for e in entries]
+    jobs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(script),
+                str(ROOT / "tests"),
+                e["family"],
+                e["targets"],
+                str(tmp_path / e["family"]),
+                str(out),
+                MERGE,
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for e in entries
+    ]
     seen, looks = [], 0
     while any(j.poll() is None for j in jobs):  # a client reading the pages while the jobs publish
         if out.is_dir():
@@ -234,8 +264,20 @@ def _published_run(tmp_path: Path, bucket: Path, state: Path, dist: Path, run_no
     site.mkdir()
     if (state / ".rocm-build-backend-index.sqlite3").exists():
         shutil.copy(state / ".rocm-build-backend-index.sqlite3", site)
-    proc = run([sys.executable, "-m", "rocm_build_backend", "index", "--add", *sorted(dist.glob("wheels-*")),
-                "-o", site, "--json"], env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "rocm_build_backend",
+            "index",
+            "--add",
+            *sorted(dist.glob("wheels-*")),
+            "-o",
+            site,
+            "--json",
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr
     changes = json.loads(proc.stdout)
     for path in changes["files_written"] + changes["pages_written"]:
@@ -257,8 +299,13 @@ def test_the_incremental_publish_serves_what_one_run_over_every_wheel_serves(tmp
         for family in families:
             targets = ["gfx942"] if family.startswith("gfx") else ["sm_90"]
             for folder in (dist / f"wheels-{family}", every):
-                make_wheel(folder, "your-project", local_version(version, targets), dist="your_project",
-                           device={"your_project/_k.so": targets})
+                make_wheel(
+                    folder,
+                    "your-project",
+                    local_version(version, targets),
+                    dist="your_project",
+                    device={"your_project/_k.so": targets},
+                )
         _published_run(tmp_path, bucket, state, dist, run_no)
     one = tmp_path / "one"
     assert publish(one, add=[every]).exit_code == 0

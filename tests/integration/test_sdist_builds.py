@@ -28,8 +28,9 @@ def links(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("sdist")
     project = shutil.copytree(PROJECTS / "hip_switch_plain", tmp / "project")
     out = tmp / "links"
-    proc = run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", out, project],
-               env=clean_build_env(tmp))
+    proc = run(
+        [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", out, project], env=clean_build_env(tmp)
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [p.name for p in out.iterdir()] == ["demo_hip_switch-1.0.tar.gz"]
     return out
@@ -44,8 +45,21 @@ def _env(tmp_path: Path, links: Path, **extra: str) -> dict[str, str]:
 
 def _install(tmp_path: Path, links: Path, env: dict[str, str]):
     pip = ["--no-index", "--find-links", str(links), "--no-build-isolation", "--target", str(tmp_path / "site")]
-    return run([sys.executable, "-m", "rocm_build_backend", "install", "--targets", "gfx90a", "--", *pip,
-                f"{NAME}=={VERSION}"], env=env, cwd=tmp_path)
+    return run(
+        [
+            sys.executable,
+            "-m",
+            "rocm_build_backend",
+            "install",
+            "--targets",
+            "gfx90a",
+            "--",
+            *pip,
+            f"{NAME}=={VERSION}",
+        ],
+        env=env,
+        cwd=tmp_path,
+    )
 
 
 def _so_targets(wheel: Path) -> list[str]:
@@ -81,8 +95,11 @@ def test_build_takes_the_sdist_file(tmp_path, links):
     sdist = tmp_path / "demo_hip_switch-1.0.tar.gz"
     shutil.copy(links / sdist.name, sdist)
     env = _env(tmp_path, links, DEMO_WITH_HIP="1")
-    proc = run([sys.executable, "-m", "rocm_build_backend", "build", sdist, "--targets", "gfx90a", "--json"],
-               env=env, cwd=tmp_path)
+    proc = run(
+        [sys.executable, "-m", "rocm_build_backend", "build", sdist, "--targets", "gfx90a", "--json"],
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = validate_json("build", proc.stdout)
     wheel = Path(doc["wheel"])
@@ -97,8 +114,21 @@ def test_build_of_a_requirement_without_device_code_is_a_finding_naming_the_swit
     # NAME==VERSION: the sdist is found through pip's configured index (here its environment);
     # verify = "warn" lets the wheel through the build's own audit, and the finding still stops it
     env = _env(tmp_path, links, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(links), PIP_NO_BUILD_ISOLATION="0")
-    proc = run([sys.executable, "-m", "rocm_build_backend", "build", f"{NAME}=={VERSION}", "--targets", "gfx90a",
-                "-C", "rocm-build-backend.verify=warn"], env=env, cwd=tmp_path)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "rocm_build_backend",
+            "build",
+            f"{NAME}=={VERSION}",
+            "--targets",
+            "gfx90a",
+            "-C",
+            "rocm-build-backend.verify=warn",
+        ],
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Saved " in proc.stderr and "demo_hip_switch-1.0.tar.gz" in proc.stderr  # pip download's line
     error, hint = [ln for ln in proc.stderr.splitlines() if ln.startswith(("error: ", "hint: "))][-2:]

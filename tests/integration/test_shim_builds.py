@@ -24,10 +24,14 @@ def device_targets(wheel: Path) -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------- real frontends
 
-@pytest.mark.parametrize("targets, expected", [
-    ("gfx90a", ["gfx90a"]),
-    ("gfx940;gfx90a", ["gfx90a", "gfx940"]),
-])
+
+@pytest.mark.parametrize(
+    "targets, expected",
+    [
+        ("gfx90a", ["gfx90a"]),
+        ("gfx940;gfx90a", ["gfx90a", "gfx940"]),
+    ],
+)
 def test_pip_wheel_setuptools_hip(tmp_path, build_env, targets, expected):
     project = copy_sample("setuptools_hip", tmp_path)
     proc = pip_wheel(project, tmp_path / "out", build_env, f"rocm-build-backend.targets={targets}")
@@ -72,8 +76,20 @@ def test_uv_build(tmp_path, build_env):
     project = copy_sample("setuptools_hip", tmp_path)
     build_env["ROCM_BUILD_BACKEND_TARGETS"] = "gfx940"
     build_env["UV_CACHE_DIR"] = str(tmp_path / "uv-cache")
-    proc = run([uv, "build", "--wheel", "--no-build-isolation", "--python", sys.executable,
-                "--out-dir", tmp_path / "dist", project], env=build_env)
+    proc = run(
+        [
+            uv,
+            "build",
+            "--wheel",
+            "--no-build-isolation",
+            "--python",
+            sys.executable,
+            "--out-dir",
+            tmp_path / "dist",
+            project,
+        ],
+        env=build_env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     wheel = only_wheel(tmp_path / "dist")
     assert list(device_targets(wheel).values()) == [["gfx940"]]
@@ -85,12 +101,27 @@ def test_pip_install_editable(tmp_path, build_env):
     run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
     py = venv / "bin" / "python"
     project = copy_sample("setuptools_hip", tmp_path)
-    proc = run([py, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-e", project,
-                "-C", "rocm-build-backend.targets=gfx90a"], env=build_env)
+    proc = run(
+        [
+            py,
+            "-m",
+            "pip",
+            "install",
+            "--no-build-isolation",
+            "--no-deps",
+            "-e",
+            project,
+            "-C",
+            "rocm-build-backend.targets=gfx90a",
+        ],
+        env=build_env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     built = list(project.rglob("_kernels*.so"))
     assert len(built) == 1 and audit_file(built[0]).targets == ["gfx90a"]
-    imported = run([py, "-c", "import rocm_sample_hip, sys; print(rocm_sample_hip.__file__)"], cwd=tmp_path, env=build_env)
+    imported = run(
+        [py, "-c", "import rocm_sample_hip, sys; print(rocm_sample_hip.__file__)"], cwd=tmp_path, env=build_env
+    )
     assert imported.returncode == 0 and str(project) in imported.stdout, imported.stderr
 
 
@@ -106,6 +137,7 @@ def test_pure_python_through_the_shim(tmp_path, build_env):
 
 # -------------------------------------------------------------------- where targets come from
 
+
 def test_auto_detects_from_a_fake_sysfs_root(tmp_path, build_env):
     project = copy_sample("setuptools_hip", tmp_path)
     build_env["ROCM_BUILD_BACKEND_SYSFS_ROOT"] = str(kfd_root(tmp_path, 90010))
@@ -118,6 +150,7 @@ def test_auto_detects_from_a_fake_sysfs_root(tmp_path, build_env):
 
 
 # ------------------------------------------------------------------------ verification
+
 
 def test_hardcoded_gfx908_fails_when_built_for_gfx90a(tmp_path, build_env):
     project = copy_sample("hardcoded_gfx908", tmp_path)
@@ -133,12 +166,35 @@ def test_hardcoded_gfx908_fails_when_built_for_gfx90a(tmp_path, build_env):
 # ------------------------------------------------------------------------- bad input
 
 BAD = [
-    ("unknown target", {}, ["rocm-build-backend.targets=gfx924"], "unknown GPU target 'gfx924'", "did you mean 'gfx942'"),
+    (
+        "unknown target",
+        {},
+        ["rocm-build-backend.targets=gfx924"],
+        "unknown GPU target 'gfx924'",
+        "did you mean 'gfx942'",
+    ),
     ("compiler rejects", {}, ["rocm-build-backend.targets=gfx942"], "hipcc (HIP 5.2", "cannot emit code for gfx942"),
-    ("backend missing", {}, ["rocm-build-backend.targets=gfx90a", "rocm-build-backend.backend=no_such_backend.build"],
-     "cannot import the wrapped build backend 'no_such_backend.build'", "no-such-backend"),
-    ("conflict", {"PYTORCH_ROCM_ARCH": "gfx1030"}, ["rocm-build-backend.targets=gfx90a"], "PYTORCH_ROCM_ARCH=gfx1030", "gfx90a"),
-    ("unknown setting", {"ROCM_BUILD_BACKEND_TARGET": "gfx90a"}, [], "unknown setting ROCM_BUILD_BACKEND_TARGET", "did you mean 'targets'"),
+    (
+        "backend missing",
+        {},
+        ["rocm-build-backend.targets=gfx90a", "rocm-build-backend.backend=no_such_backend.build"],
+        "cannot import the wrapped build backend 'no_such_backend.build'",
+        "no-such-backend",
+    ),
+    (
+        "conflict",
+        {"PYTORCH_ROCM_ARCH": "gfx1030"},
+        ["rocm-build-backend.targets=gfx90a"],
+        "PYTORCH_ROCM_ARCH=gfx1030",
+        "gfx90a",
+    ),
+    (
+        "unknown setting",
+        {"ROCM_BUILD_BACKEND_TARGET": "gfx90a"},
+        [],
+        "unknown setting ROCM_BUILD_BACKEND_TARGET",
+        "did you mean 'targets'",
+    ),
     ("bad value", {}, ["rocm-build-backend.verify=sometimes"], "bad value 'sometimes'", "verify"),
     ("auto, no GPU", {"ROCM_BUILD_BACKEND_SYSFS_ROOT": "EMPTY"}, [], "no GPU found", "ROCM_BUILD_BACKEND_TARGETS="),
 ]
@@ -148,8 +204,11 @@ BAD = [
 def test_bad_input_is_one_clear_error(tmp_path, build_env, case, env, settings, first, second):
     project = copy_sample("setuptools_hip", tmp_path)
     if env.get("ROCM_BUILD_BACKEND_SYSFS_ROOT") == "EMPTY":
-        env = {**env, "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(kfd_root(tmp_path)),
-               "PATH": "/usr/local/bin:/usr/bin:/bin"}  # no rocminfo answers either
+        env = {
+            **env,
+            "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(kfd_root(tmp_path)),
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+        }  # no rocminfo answers either
     build_env.update(env)
     proc = pip_wheel(project, tmp_path / "out", build_env, *settings)
     out = proc.stdout + proc.stderr
@@ -168,7 +227,9 @@ def test_cpu_only_build_of_a_known_project_names_the_knob(tmp_path, build_env):
     FORCE_CUDA, here played by a pure project under that name): the error names the fix."""
     project = copy_sample("pure_python", tmp_path)
     text = (project / "pyproject.toml").read_text()
-    text = text.replace('name = "rocm-sample-pure"', 'name = "torchvision"').replace('verify = "off"', 'verify = "error"')
+    text = text.replace('name = "rocm-sample-pure"', 'name = "torchvision"').replace(
+        'verify = "off"', 'verify = "error"'
+    )
     (project / "pyproject.toml").write_text(text)
     proc = pip_wheel(project, tmp_path / "out", build_env, "rocm-build-backend.targets=gfx90a")
     assert proc.returncode != 0
@@ -179,14 +240,27 @@ def test_cpu_only_build_of_a_known_project_names_the_knob(tmp_path, build_env):
 
 # ------------------------------------------------------------ every GPU sample, every frontend
 
+
 def _pip_wheel(project, out, env):
     return run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", out, project], env=env)
 
 
 def _pip_install(project, out, env):
     """pip install builds the wheel (into its own temp folder) and installs it: keep the wheel."""
-    return run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", out / "site",
-                project], env=env)
+    return run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-build-isolation",
+            "--no-deps",
+            "--target",
+            out / "site",
+            project,
+        ],
+        env=env,
+    )
 
 
 def _python_build(project, out, env):
@@ -194,8 +268,20 @@ def _python_build(project, out, env):
 
 
 def _uv_build(project, out, env):
-    return run([shutil.which("uv"), "build", "--wheel", "--no-build-isolation", "--python", sys.executable,
-                "--out-dir", out, project], env={**env, "UV_CACHE_DIR": str(out / "uv-cache")})
+    return run(
+        [
+            shutil.which("uv"),
+            "build",
+            "--wheel",
+            "--no-build-isolation",
+            "--python",
+            sys.executable,
+            "--out-dir",
+            out,
+            project,
+        ],
+        env={**env, "UV_CACHE_DIR": str(out / "uv-cache")},
+    )
 
 
 FRONTENDS = {"pip-wheel": _pip_wheel, "pip-install": _pip_install, "python-build": _python_build, "uv-build": _uv_build}
@@ -226,7 +312,9 @@ def test_every_gpu_sample_with_every_frontend(tmp_path, build_env, sample, front
 def test_build_isolation_with_find_links(tmp_path, build_env):
     """The README's recipe: python -m build with isolation finds the shim through PIP_FIND_LINKS."""
     wheels = tmp_path / "wheels"
-    shim = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, ROOT], env=build_env)
+    shim = run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, ROOT], env=build_env
+    )
     assert shim.returncode == 0, shim.stdout + shim.stderr
     project = copy_sample("pure_python", tmp_path)
     env = {**build_env, "PIP_FIND_LINKS": str(wheels), "ROCM_BUILD_BACKEND_TARGETS": "gfx90a"}

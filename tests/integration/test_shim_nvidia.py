@@ -35,10 +35,18 @@ def device_targets(wheel: Path) -> list[str]:
     return sorted({t for f in audit_wheel(wheel).files for t in f.targets})
 
 
-@pytest.mark.parametrize("settings, env, code, source", [
-    (["rocm-build-backend.targets=sm_80;sm_90", "rocm-build-backend.guard=true"], {}, ["sm_80", "sm_90"], "settings"),
-    ([], {"TORCH_CUDA_ARCH_LIST": "9.0+PTX"}, ["compute_90", "sm_90"], "TORCH_CUDA_ARCH_LIST"),
-])
+@pytest.mark.parametrize(
+    "settings, env, code, source",
+    [
+        (
+            ["rocm-build-backend.targets=sm_80;sm_90", "rocm-build-backend.guard=true"],
+            {},
+            ["sm_80", "sm_90"],
+            "settings",
+        ),
+        ([], {"TORCH_CUDA_ARCH_LIST": "9.0+PTX"}, ["compute_90", "sm_90"], "TORCH_CUDA_ARCH_LIST"),
+    ],
+)
 def test_skbuild_cuda_through_the_shim(tmp_path, cuda_env, settings, env, code, source):
     project = copy_sample("skbuild_cuda", tmp_path)
     cuda_env.update(env)

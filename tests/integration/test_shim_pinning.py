@@ -49,11 +49,26 @@ def shim_wheels(tmp_path_factory) -> Path:
     """A folder with the shim's wheel, its dependencies and setuptools, for this machine."""
     folder = tmp_path_factory.mktemp("build-wheels")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", folder, ROOT],
-               env={**os.environ})
+    proc = run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", folder, ROOT],
+        env={**os.environ},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = run([sys.executable, "-m", "pip", "download", "-d", folder, "--find-links", folder,
-                f"rocm-build-backend=={__version__}", "setuptools>=64"], env=env)
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-d",
+            folder,
+            "--find-links",
+            folder,
+            f"rocm-build-backend=={__version__}",
+            "setuptools>=64",
+        ],
+        env=env,
+    )
     if proc.returncode != 0 and UNREACHABLE in proc.stdout + proc.stderr:
         pytest.skip("no package index reachable for the shim's dependencies and setuptools")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -68,13 +83,21 @@ def _project(tmp_path: Path, requirement: str) -> Path:
 
 
 def _impostor(folder: Path, version: str) -> Path:
-    return make_wheel(folder, "rocm-build-backend", version, stamp=False,
-                      members={"rocm_build_backend/__init__.py": IMPOSTOR.encode()})
+    return make_wheel(
+        folder,
+        "rocm-build-backend",
+        version,
+        stamp=False,
+        members={"rocm_build_backend/__init__.py": IMPOSTOR.encode()},
+    )
 
 
 def _env(build_env: dict, **extra: str) -> dict:
-    env = {k: v for k, v in build_env.items() if k not in ("PYTHONPATH", "PIP_FIND_LINKS", "PIP_CONSTRAINT",
-                                                           "PIP_BUILD_CONSTRAINT", "PIP_INDEX_URL")}
+    env = {
+        k: v
+        for k, v in build_env.items()
+        if k not in ("PYTHONPATH", "PIP_FIND_LINKS", "PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT", "PIP_INDEX_URL")
+    }
     return {**env, "ROCM_BUILD_BACKEND_TARGETS": "gfx90a", **extra}
 
 
@@ -100,8 +123,22 @@ def test_hash_pinned_build_constraints_take_only_the_shims_own_wheel(tmp_path, b
     if uv is None:
         pytest.skip("uv is not installed")
     (tmp_path / "build-requirements.in").write_text(f"rocm-build-backend=={__version__}\nsetuptools>=64\n")
-    proc = run([uv, "pip", "compile", "-q", "--generate-hashes", "--find-links", shim_wheels,
-                "build-requirements.in", "-o", "build-constraints.txt"], cwd=tmp_path, env=_env(build_env))
+    proc = run(
+        [
+            uv,
+            "pip",
+            "compile",
+            "-q",
+            "--generate-hashes",
+            "--find-links",
+            shim_wheels,
+            "build-requirements.in",
+            "-o",
+            "build-constraints.txt",
+        ],
+        cwd=tmp_path,
+        env=_env(build_env),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     constraints = str(tmp_path / "build-constraints.txt")
     # python -m build installs its environment with a plain pip install; pip applies build constraints
@@ -109,8 +146,9 @@ def test_hash_pinned_build_constraints_take_only_the_shims_own_wheel(tmp_path, b
     links = "UV_FIND_LINKS" if frontend == "uv" else "PIP_FIND_LINKS"
     project = _project(tmp_path, f"rocm-build-backend=={__version__}")
 
-    proc = _build(project, tmp_path / "dist", _env(build_env, **{links: str(shim_wheels), variable: constraints}),
-                  frontend)
+    proc = _build(
+        project, tmp_path / "dist", _env(build_env, **{links: str(shim_wheels), variable: constraints}), frontend
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert read_stamp(only_wheel(tmp_path / "dist"))["requested"]["targets"] == ["gfx90a"]
 
@@ -118,8 +156,7 @@ def test_hash_pinned_build_constraints_take_only_the_shims_own_wheel(tmp_path, b
     others = tmp_path / "others"
     shutil.copytree(shim_wheels, others, ignore=shutil.ignore_patterns("rocm_build_backend-*"))
     _impostor(others, __version__)
-    proc = _build(project, tmp_path / "dist2", _env(build_env, **{links: str(others), variable: constraints}),
-                  frontend)
+    proc = _build(project, tmp_path / "dist2", _env(build_env, **{links: str(others), variable: constraints}), frontend)
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "IMPOSTOR" not in text
     refusal = "Hash mismatch for `rocm-build-backend" if frontend == "uv" else "DO NOT MATCH THE HASHES"
@@ -129,8 +166,10 @@ def test_hash_pinned_build_constraints_take_only_the_shims_own_wheel(tmp_path, b
 @pytest.mark.parametrize("frontend", ["build", "pip"])
 def test_a_private_index_of_the_shim_is_all_an_isolated_build_needs(tmp_path, build_env, shim_wheels, frontend):
     out = tmp_path / "build-index"
-    proc = run([sys.executable, "-m", "rocm_build_backend", "index", shim_wheels, "-o", out, "--targets", "gfx90a", "--json"],
-               env={**build_env, "PYTHONPATH": str(ROOT)})
+    proc = run(
+        [sys.executable, "-m", "rocm_build_backend", "index", shim_wheels, "-o", out, "--targets", "gfx90a", "--json"],
+        env={**build_env, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     page = json.loads((out / "gfx90a" / "simple" / "rocm-build-backend" / "index.json").read_text())
     assert [f["filename"] for f in page["files"]] == [f"rocm_build_backend-{__version__}-py3-none-any.whl"]

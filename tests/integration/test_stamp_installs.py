@@ -91,8 +91,19 @@ def built_wheel(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("tiny")
     project = write_project(base / "project")
     out = base / "dist"
-    run(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-cache-dir",
-        "-q", "-w", out, project)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "--no-cache-dir",
+        "-q",
+        "-w",
+        out,
+        project,
+    )
     (wheel,) = out.glob("*.whl")
     return wheel
 
@@ -106,16 +117,37 @@ def wheel(built_wheel, tmp_path) -> Path:
 
 def validate_with_tools(wheel: Path, tmp: Path) -> None:
     """installer (hashes), wheel unpack (hashes), check-wheel-contents (names)."""
-    run(sys.executable, "-m", "installer", "--validate-record", "all", "--no-compile-bytecode",
-        "--destdir", tmp / "installer-root", wheel)
+    run(
+        sys.executable,
+        "-m",
+        "installer",
+        "--validate-record",
+        "all",
+        "--no-compile-bytecode",
+        "--destdir",
+        tmp / "installer-root",
+        wheel,
+    )
     run(sys.executable, "-m", "wheel", "unpack", "--dest", tmp / "unpacked", wheel)
     proc = run("check-wheel-contents", wheel, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def pip_install(wheel: Path, target: Path) -> Path:
-    run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-cache-dir",
-        "--disable-pip-version-check", "-q", "--target", target, wheel)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "-q",
+        "--target",
+        target,
+        wheel,
+    )
     return target
 
 
@@ -148,11 +180,15 @@ def test_stamped_wheel_passes_strict_tools_and_installs(wheel, tmp_path):
         # Same members in the same order, the stamp just before RECORD, RECORD last.
         old = [i.filename for i in before if not i.filename.endswith("RECORD")]
         assert names[: len(old)] == old
-        assert names[len(old):] == ["tiny_gpu_pkg-1.0.dist-info/" + STAMP_NAME, "tiny_gpu_pkg-1.0.dist-info/RECORD"]
+        assert names[len(old) :] == ["tiny_gpu_pkg-1.0.dist-info/" + STAMP_NAME, "tiny_gpu_pkg-1.0.dist-info/RECORD"]
         # Compression and file modes are kept.
         for a, b in zip([i for i in before if not i.filename.endswith("RECORD")], after):
-            assert (a.filename, a.compress_type, a.external_attr, a.date_time) == \
-                   (b.filename, b.compress_type, b.external_attr, b.date_time)
+            assert (a.filename, a.compress_type, a.external_attr, a.date_time) == (
+                b.filename,
+                b.compress_type,
+                b.external_attr,
+                b.date_time,
+            )
         assert (zf.getinfo("tiny_gpu_pkg/run.sh").external_attr >> 16) & 0o777 == 0o755
         # RECORD: every file, sha256 urlsafe b64 without padding, sizes; RECORD itself empty.
         rows = record_rows(zf)
@@ -164,7 +200,7 @@ def test_stamped_wheel_passes_strict_tools_and_installs(wheel, tmp_path):
             data = zf.read(name)
             want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             assert digest == "sha256=" + want and int(size) == len(data)
-            assert "=" not in digest[len("sha256="):]
+            assert "=" not in digest[len("sha256=") :]
 
     target = pip_install(out, tmp_path / "pip-target")
     assert json.loads((target / "tiny_gpu_pkg-1.0.dist-info" / STAMP_NAME).read_text()) == stamp
@@ -210,7 +246,8 @@ def test_extra_and_patched_files(wheel, tmp_path):
         return old.replace(b"VALUE = 42", b"VALUE = 43")
 
     out = rewrite_wheel(
-        wheel, stamp=None,
+        wheel,
+        stamp=None,
         extra_files={"tiny_gpu_pkg/_extra.py": b"EXTRA = 1\n", "tiny_gpu_pkg/kernels.bin": b"new\n"},
         patch_files={"tiny_gpu_pkg/__init__.py": patch},
     )
@@ -225,19 +262,29 @@ def test_extra_and_patched_files(wheel, tmp_path):
     assert read_stamp(out) is None
     validate_with_tools(out, tmp_path)
     target = pip_install(out, tmp_path / "t")
-    assert run(sys.executable, "-c", "import tiny_gpu_pkg._extra, tiny_gpu_pkg as t; print(t.VALUE)",
-               env={**os.environ, "PYTHONPATH": str(target)}).stdout.strip() == "43"
+    assert (
+        run(
+            sys.executable,
+            "-c",
+            "import tiny_gpu_pkg._extra, tiny_gpu_pkg as t; print(t.VALUE)",
+            env={**os.environ, "PYTHONPATH": str(target)},
+        ).stdout.strip()
+        == "43"
+    )
 
 
-@pytest.mark.parametrize("kwargs,words", [
-    ({"extra_files": {"../evil.py": b""}}, "not a valid path"),
-    ({"extra_files": {"/abs.py": b""}}, "not a valid path"),
-    ({"extra_files": {"other-1.0.dist-info/x": b""}}, "not in the wheel's"),
-    ({"extra_files": {"tiny_gpu_pkg-1.0.dist-info/RECORD": b""}}, "would replace"),
-    ({"patch_files": {"tiny_gpu_pkg/missing.py": lambda b: b}}, "not in"),
-    ({"patch_files": {"tiny_gpu_pkg/__init__.py": lambda b: "text"}}, "not bytes"),
-    ({"new_version": "not-a-version!"}, "not a valid PEP 440"),
-])
+@pytest.mark.parametrize(
+    "kwargs,words",
+    [
+        ({"extra_files": {"../evil.py": b""}}, "not a valid path"),
+        ({"extra_files": {"/abs.py": b""}}, "not a valid path"),
+        ({"extra_files": {"other-1.0.dist-info/x": b""}}, "not in the wheel's"),
+        ({"extra_files": {"tiny_gpu_pkg-1.0.dist-info/RECORD": b""}}, "would replace"),
+        ({"patch_files": {"tiny_gpu_pkg/missing.py": lambda b: b}}, "not in"),
+        ({"patch_files": {"tiny_gpu_pkg/__init__.py": lambda b: "text"}}, "not bytes"),
+        ({"new_version": "not-a-version!"}, "not a valid PEP 440"),
+    ],
+)
 def test_bad_arguments_leave_the_wheel_alone(wheel, kwargs, words):
     original = wheel.read_bytes()
     with pytest.raises(WheelError) as exc:
@@ -254,8 +301,9 @@ def test_a_failure_mid_write_leaves_the_original_and_no_temp_file(wheel):
         raise OSError(28, "No space left on device")
 
     with pytest.raises(WheelError) as exc:
-        rewrite_wheel(wheel, stamp=sample_stamp(), new_version="1.0+gfx942",
-                      patch_files={"tiny_gpu_pkg/__init__.py": boom})
+        rewrite_wheel(
+            wheel, stamp=sample_stamp(), new_version="1.0+gfx942", patch_files={"tiny_gpu_pkg/__init__.py": boom}
+        )
     assert "No space left" in exc.value.message and "unchanged" in exc.value.hint
     assert wheel.read_bytes() == original
     assert sorted(p.name for p in wheel.parent.iterdir()) == [wheel.name]
@@ -290,8 +338,9 @@ def test_sigkill_mid_write_leaves_the_original_intact(wheel, tmp_path):
     script = tmp_path / "kill_me.py"
     script.write_text(KILL_SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, str(script), str(wheel), str(marker)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(wheel), str(marker)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 60
         while not marker.exists():
@@ -328,8 +377,7 @@ def test_prepared_metadata_agrees_with_the_renamed_wheel(wheel, tmp_path):
     project = write_project(tmp_path / "project")
     meta = tmp_path / "meta"
     meta.mkdir()
-    code = ("import sys, setuptools.build_meta as b; "
-            "print(b.prepare_metadata_for_build_wheel(sys.argv[1]))")
+    code = "import sys, setuptools.build_meta as b; print(b.prepare_metadata_for_build_wheel(sys.argv[1]))"
     name = run(sys.executable, "-c", code, meta, cwd=project).stdout.strip().splitlines()[-1]
     assert name == "tiny_gpu_pkg-1.0.dist-info"
     new_version = local_version("1.0", ["gfx942"])
@@ -351,14 +399,17 @@ def test_unstamped_foreign_wheel_reads_as_none(wheel):
     assert read_stamp(wheel) is None
 
 
-@pytest.mark.parametrize("payload,words", [
-    (b"{not json", "is not valid JSON"),
-    (b"\xff\xfe", "is not valid JSON"),
-    (b"[1, 2]", "not an object"),
-    (b'{"schema_version": "1"}', "no integer 'schema_version'"),
-    (b'{"schema_version": 2}', "schema version 2"),
-    (b'{"schema_version": 1, "generator": {}}', "'requested' is missing"),
-])
+@pytest.mark.parametrize(
+    "payload,words",
+    [
+        (b"{not json", "is not valid JSON"),
+        (b"\xff\xfe", "is not valid JSON"),
+        (b"[1, 2]", "not an object"),
+        (b'{"schema_version": "1"}', "no integer 'schema_version'"),
+        (b'{"schema_version": 2}', "schema version 2"),
+        (b'{"schema_version": 1, "generator": {}}', "'requested' is missing"),
+    ],
+)
 def test_corrupt_stamps_give_clear_errors(wheel, payload, words):
     set_member(wheel, "tiny_gpu_pkg-1.0.dist-info/" + STAMP_NAME, payload)
     with pytest.raises(WheelError) as exc:
@@ -424,6 +475,9 @@ def test_rewriting_is_reproducible(built_wheel, tmp_path):
     for folder in ("one", "two"):
         (tmp_path / folder).mkdir()
         copy = Path(shutil.copy2(built_wheel, tmp_path / folder / built_wheel.name))
-        outs.append(rewrite_wheel(copy, stamp=sample_stamp(), new_version="1.0+gfx942",
-                                  extra_files={"tiny_gpu_pkg/_new.py": b"X = 1\n"}))
+        outs.append(
+            rewrite_wheel(
+                copy, stamp=sample_stamp(), new_version="1.0+gfx942", extra_files={"tiny_gpu_pkg/_new.py": b"X = 1\n"}
+            )
+        )
     assert outs[0].read_bytes() == outs[1].read_bytes()

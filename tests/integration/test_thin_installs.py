@@ -17,8 +17,22 @@ def test_pip_installs_a_split_wheel_and_checks_its_record(tmp_path, capsys):
     assert run_main(capsys, "split", src, "--outdir", tmp_path / "out")[0] == 0
     wheel = tmp_path / "out" / "pkg-1.0+gfx942-py3-none-any.whl"
     assert "pkg-1.0+gfx942.data/data/share/pkg/notes.txt" in zip_members(wheel)
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--no-compile",
-                        "--target", str(tmp_path / "site"), str(wheel)], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--no-compile",
+            "--target",
+            str(tmp_path / "site"),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     site = tmp_path / "site"
     assert (site / "pkg-1.0+gfx942.dist-info" / "rocm_build.json").is_file()

@@ -43,11 +43,14 @@ def _memory_layout(readelf_out: str) -> list[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("keep_layout", [True, False])
-@pytest.mark.parametrize("target, cutlass, mxfp8", [
-    ("sm_90", ["sm_90a"], []),
-    ("sm_100", [], ["sm_100"]),
-    ("sm_120", [], ["compute_120"]),
-])
+@pytest.mark.parametrize(
+    "target, cutlass, mxfp8",
+    [
+        ("sm_90", ["sm_90a"], []),
+        ("sm_100", [], ["sm_100"]),
+        ("sm_120", [], ["compute_120"]),
+    ],
+)
 def test_thin_a_real_cuda_wheel(tmp_path, torchao, target, cutlass, mxfp8, keep_layout):
     """In place: the same layout; compacted (the default): the same symbols and sections at
     the same addresses, a file no larger, and LLVM's reader finds nothing wrong."""
@@ -70,17 +73,26 @@ def test_thin_a_real_cuda_wheel(tmp_path, torchao, target, cutlass, mxfp8, keep_
                 (tmp_path / "old.so").write_bytes(old)
                 (tmp_path / "new.so").write_bytes(new)
                 what = ["-h", "-l", "-S", "-s", "--dyn-syms"] if keep_layout else ["-s", "--dyn-syms"]
-                layouts = [subprocess.run([READELF, *what, f], capture_output=True,
-                                          text=True, cwd=tmp_path).stdout.replace(f, "") for f in ("old.so", "new.so")]
+                layouts = [
+                    subprocess.run([READELF, *what, f], capture_output=True, text=True, cwd=tmp_path).stdout.replace(
+                        f, ""
+                    )
+                    for f in ("old.so", "new.so")
+                ]
                 assert layouts[0] == layouts[1]
-                sections = [_memory_layout(subprocess.run([READELF, "-S", "-W", f], capture_output=True, text=True,
-                                                          cwd=tmp_path).stdout) for f in ("old.so", "new.so")]
+                sections = [
+                    _memory_layout(
+                        subprocess.run([READELF, "-S", "-W", f], capture_output=True, text=True, cwd=tmp_path).stdout
+                    )
+                    for f in ("old.so", "new.so")
+                ]
                 assert sections[0] == sections[1]
                 clean = subprocess.run([READELF, "-a", "new.so"], capture_output=True, text=True, cwd=tmp_path)
                 assert clean.returncode == 0 and not clean.stderr
             if CUOBJDUMP:
-                listed = subprocess.run([CUOBJDUMP, "--list-elf", "--list-ptx", "new.so"], capture_output=True,
-                                        text=True, cwd=tmp_path).stdout
+                listed = subprocess.run(
+                    [CUOBJDUMP, "--list-elf", "--list-ptx", "new.so"], capture_output=True, text=True, cwd=tmp_path
+                ).stdout
                 archs = {line.rsplit(".", 2)[-2] for line in listed.splitlines() if line.startswith(("ELF", "PTX"))}
                 assert archs == {t.replace("compute_", "sm_").rstrip("f") for t in m.kept}
             assert not [p for p in audit_bytes(new, m.name).problems if "holds no entries" not in p]

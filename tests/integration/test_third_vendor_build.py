@@ -31,8 +31,9 @@ def test_a_build_for_it_is_refused_after_the_audit(acme, tmp_path, monkeypatch, 
     monkeypatch.chdir(project)
     monkeypatch.setattr(sys, "argv", ["hook"])
     with pytest.raises(SystemExit) as stop:
-        rocm_build_backend.build_wheel(str(out), {"rocm-build-backend.targets": "acme1",
-                                                  "rocm-build-backend.verify": "error"})
+        rocm_build_backend.build_wheel(
+            str(out), {"rocm-build-backend.targets": "acme1", "rocm-build-backend.verify": "error"}
+        )
     assert stop.value.code == 1
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("rocm-build-backend: ")]
     assert "rocm-build-backend: targets acme1 (from -C rocm-build-backend.targets)" in lines

@@ -36,7 +36,9 @@ def test_rejected_target_is_one_clear_error(env):
     with pytest.raises(ToolchainError) as exc:
         require_supported(c, parse_targets("gfx90a;gfx942"), env=env)
     msg = exc.value.message
-    assert msg.startswith("hipcc (HIP 5.2") and "cannot emit code for gfx942" in msg and "gfx90a" not in msg.split(":")[0]
+    assert (
+        msg.startswith("hipcc (HIP 5.2") and "cannot emit code for gfx942" in msg and "gfx90a" not in msg.split(":")[0]
+    )
     assert "LLVM 17" in exc.value.hint
 
 
@@ -62,12 +64,22 @@ def test_plan_shows_the_plan_and_names_the_compiler_that_can(env, tmp_path):
 
     from helpers import ROOT, validate_json
 
-    argv = [sys.executable, "-m", "rocm_build_backend", "plan", ROOT / "sample_projects" / "setuptools_hip",
-            "--targets", "gfx942"]
+    argv = [
+        sys.executable,
+        "-m",
+        "rocm_build_backend",
+        "plan",
+        ROOT / "sample_projects" / "setuptools_hip",
+        "--targets",
+        "gfx942",
+    ]
     text = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, timeout=300)
     assert text.returncode == 1, text.stderr
     assert "PYTORCH_ROCM_ARCH=gfx942" in text.stdout  # the plan is there
-    assert text.stderr.splitlines()[-2].startswith("error: hipcc (HIP 5.2") and "clang++-19" in text.stderr.splitlines()[-1]
+    assert (
+        text.stderr.splitlines()[-2].startswith("error: hipcc (HIP 5.2")
+        and "clang++-19" in text.stderr.splitlines()[-1]
+    )
     js = subprocess.run([str(a) for a in [*argv, "--json"]], capture_output=True, text=True, env=env, timeout=300)
     assert js.returncode == 1
     doc = validate_json("plan", js.stdout)

@@ -21,9 +21,27 @@ def test_four_ninja_extensions_at_once_each_in_its_own_build_temp(tmp_path, buil
     src = tmp_path / "torch_ninja_four"
     shutil.copytree(PROJECTS / "torch_ninja_four", src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     out = tmp_path / "out"
-    proc = run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", out, src,
-                "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.max-jobs=4",
-                "-C", "rocm-build-backend.compiler-cache=off"], env=dict(build_env, PYTHONPATH=str(ROOT)))
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            out,
+            src,
+            "-C",
+            "rocm-build-backend.targets=gfx90a",
+            "-C",
+            "rocm-build-backend.max-jobs=4",
+            "-C",
+            "rocm-build-backend.compiler-cache=off",
+        ],
+        env=dict(build_env, PYTHONPATH=str(ROOT)),
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     assert "build_ext parallel = 4 (torch's ninja builds, each extension in a build_temp" in log

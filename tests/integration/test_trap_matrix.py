@@ -35,9 +35,23 @@ from helpers import ROOT, SAMPLES, TESTS, gpu_wheel, kfd_root
 
 BIN = TESTS / "data" / "binaries"
 
-_DROP = ("PYTORCH_ROCM_ARCH", "GPU_TARGETS", "AMDGPU_TARGETS", "HCC_AMDGPU_TARGET", "HIPCC_COMPILE_FLAGS_APPEND",
-         "CMAKE_ARGS", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST", "PIP_FIND_LINKS", "PIP_NO_CACHE_DIR", "PIP_CONFIG_FILE",
-         "UV_NO_CACHE", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+_DROP = (
+    "PYTORCH_ROCM_ARCH",
+    "GPU_TARGETS",
+    "AMDGPU_TARGETS",
+    "HCC_AMDGPU_TARGET",
+    "HIPCC_COMPILE_FLAGS_APPEND",
+    "CMAKE_ARGS",
+    "MAX_JOBS",
+    "TORCH_CUDA_ARCH_LIST",
+    "PIP_FIND_LINKS",
+    "PIP_NO_CACHE_DIR",
+    "PIP_CONFIG_FILE",
+    "UV_NO_CACHE",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+)
 NAME = "rocm-sample-hip"
 
 
@@ -75,8 +89,13 @@ def world(tmp_path_factory) -> World:
     base = tmp_path_factory.mktemp("trap")
     (base / "tmp").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in _DROP and not k.startswith("ROCM_BUILD_BACKEND_")}
-    env.update(PYTHONPATH=str(ROOT), TMPDIR=str(base / "tmp"), XDG_CACHE_HOME=str(base / "xdg"),
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    env.update(
+        PYTHONPATH=str(ROOT),
+        TMPDIR=str(base / "tmp"),
+        XDG_CACHE_HOME=str(base / "xdg"),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+    )
     proj = base / "project"
     shutil.copytree(SAMPLES / "setuptools_hip", proj, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info"))
     files = base / "index" / "files"
@@ -85,25 +104,46 @@ def world(tmp_path_factory) -> World:
     (sdist,) = files.glob("*.tar.gz")
     page = base / "index" / "simple" / NAME
     page.mkdir(parents=True)
-    page.joinpath("index.html").write_text(f'<!DOCTYPE html><html><body><a href="../../files/{sdist.name}">'
-                                           f"{sdist.name}</a></body></html>\n")
-    roots = {gpu: kfd_root(base / gpu, version) for gpu, version in
-             (("gfx90a", 90010), ("gfx940", 90400), ("gfx942", 90402))}
+    page.joinpath("index.html").write_text(
+        f'<!DOCTYPE html><html><body><a href="../../files/{sdist.name}">{sdist.name}</a></body></html>\n'
+    )
+    roots = {
+        gpu: kfd_root(base / gpu, version) for gpu, version in (("gfx90a", 90010), ("gfx940", 90400), ("gfx942", 90402))
+    }
     w = World(base, env, (base / "index" / "simple").as_uri(), base / "pip-cache", base / "uv-cache", roots, uv)
     # the gfx90a machine: each frontend builds the sdist through the shim (with the import
     # guard) and keeps the wheel in its cache
     primed = w.on("gfx90a", ROCM_BUILD_BACKEND_GUARD="1")
-    proc = run([sys.executable, "-m", "pip", "install", "-v", *pip_args(w, w.pip_cache), "--target",
-                base / "site-pip", NAME], primed)
+    proc = run(
+        [sys.executable, "-m", "pip", "install", "-v", *pip_args(w, w.pip_cache), "--target", base / "site-pip", NAME],
+        primed,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # the build log says the wheel goes into a cache whose key does not hold the targets
-    assert "warning: pip keeps a wheel built from an index or --find-links sdist in its cache keyed by the " \
-           "sdist's URL and the Python version, not by this machine's GPUs" in proc.stdout + proc.stderr
-    proc = run([uv, "pip", "install", "-v", "--python", sys.executable, *uv_args(w, w.uv_cache), "--target",
-                base / "site-uv", NAME], primed)
+    assert (
+        "warning: pip keeps a wheel built from an index or --find-links sdist in its cache keyed by the "
+        "sdist's URL and the Python version, not by this machine's GPUs" in proc.stdout + proc.stderr
+    )
+    proc = run(
+        [
+            uv,
+            "pip",
+            "install",
+            "-v",
+            "--python",
+            sys.executable,
+            *uv_args(w, w.uv_cache),
+            "--target",
+            base / "site-uv",
+            NAME,
+        ],
+        primed,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "warning: uv keeps this wheel in its cache keyed by the sdist and the -C settings, not by this " \
-           "machine's GPUs" in proc.stderr
+    assert (
+        "warning: uv keeps this wheel in its cache keyed by the sdist and the -C settings, not by this "
+        "machine's GPUs" in proc.stderr
+    )
     assert so_targets(base / "site-pip") == so_targets(base / "site-uv") == ["gfx90a"]
     return w
 
@@ -193,16 +233,31 @@ def test_pip_same_version_reinstall_is_read_back(world, tmp_path):
 def test_pip_keys_its_cache_by_url_only(world, tmp_path):
     """README: neither -C nor the environment reaches pip's wheel cache key."""
     cache = copy_cache(world.pip_cache, tmp_path)
-    for extra, env in ((["-C", "rocm-build-backend.targets=gfx940"], world.on("gfx940")),
-                       ([], world.on("gfx940", ROCM_BUILD_BACKEND_TARGETS="gfx940"))):
+    for extra, env in (
+        (["-C", "rocm-build-backend.targets=gfx940"], world.on("gfx940")),
+        ([], world.on("gfx940", ROCM_BUILD_BACKEND_TARGETS="gfx940")),
+    ):
         site = tmp_path / f"site-{len(extra)}"
-        proc = run([sys.executable, "-m", "pip", "install", *pip_args(world, cache), *extra, "--target", site, NAME],
-                   env)
+        proc = run(
+            [sys.executable, "-m", "pip", "install", *pip_args(world, cache), *extra, "--target", site, NAME], env
+        )
         assert proc.returncode == 0, proc.stderr
         assert so_targets(site) == ["gfx90a"]
     # --no-cache-dir: pip builds the sdist on this machine
-    proc = run([sys.executable, "-m", "pip", "install", *pip_args(world, cache), "--no-cache-dir", "--target",
-                tmp_path / "fresh", NAME], world.on("gfx940"))
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            *pip_args(world, cache),
+            "--no-cache-dir",
+            "--target",
+            tmp_path / "fresh",
+            NAME,
+        ],
+        world.on("gfx940"),
+    )
     assert proc.returncode == 0, proc.stderr
     assert so_targets(tmp_path / "fresh") == ["gfx940"]
 
@@ -239,11 +294,38 @@ def test_uv_keys_config_settings_not_the_environment(world, tmp_path):
     """README: uv keys -C (a new build, in its cached copy of the sdist: the gfx90a tree there
     is cleaned) but not the environment (its gfx90a build is handed back)."""
     cache = copy_cache(world.uv_cache, tmp_path)
-    by_env = run([world.uv, "pip", "install", "--python", sys.executable, *uv_args(world, cache),
-                  "--target", tmp_path / "env", NAME], world.on("gfx940", ROCM_BUILD_BACKEND_TARGETS="gfx940"))
+    by_env = run(
+        [
+            world.uv,
+            "pip",
+            "install",
+            "--python",
+            sys.executable,
+            *uv_args(world, cache),
+            "--target",
+            tmp_path / "env",
+            NAME,
+        ],
+        world.on("gfx940", ROCM_BUILD_BACKEND_TARGETS="gfx940"),
+    )
     assert by_env.returncode == 0 and so_targets(tmp_path / "env") == ["gfx90a"], by_env.stderr
-    by_c = run([world.uv, "pip", "install", "-v", "--python", sys.executable, *uv_args(world, cache),
-                "-C", "rocm-build-backend.targets=gfx940", "--target", tmp_path / "c", NAME], world.on("gfx940"))
+    by_c = run(
+        [
+            world.uv,
+            "pip",
+            "install",
+            "-v",
+            "--python",
+            sys.executable,
+            *uv_args(world, cache),
+            "-C",
+            "rocm-build-backend.targets=gfx940",
+            "--target",
+            tmp_path / "c",
+            NAME,
+        ],
+        world.on("gfx940"),
+    )
     assert by_c.returncode == 0, by_c.stdout + by_c.stderr
     assert so_targets(tmp_path / "c") == ["gfx940"]
     removed = [line for line in by_c.stderr.splitlines() if "rocm-build-backend: removed stale build tree" in line]
@@ -257,9 +339,13 @@ class Served:
     """``python -m http.server`` on 127.0.0.1 and a free port, in a subprocess, for one test."""
 
     def __init__(self, folder: Path, env):
-        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
-                                      "--directory", str(folder)], env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(folder)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         ready, _, _ = select.select([self.proc.stdout], [], [], 20)
         line = self.proc.stdout.readline() if ready else ""
         m = re.search(r"port (\d+)", line)
@@ -297,8 +383,24 @@ def test_variant_installs_with_uv_from_the_variants_index(world, tmp_path):
         url = f"{server.url}/variants/simple/"
 
         def uv_install(what: str, site: str, *extra: str, **env: str):
-            return run([world.uv, "pip", "install", "--python", sys.executable, "--index-url", url, "--no-cache",
-                        "--target", tmp_path / site, *extra, what], {**world.env, **env}, timeout=300)
+            return run(
+                [
+                    world.uv,
+                    "pip",
+                    "install",
+                    "--python",
+                    sys.executable,
+                    "--index-url",
+                    url,
+                    "--no-cache",
+                    "--target",
+                    tmp_path / site,
+                    *extra,
+                    what,
+                ],
+                {**world.env, **env},
+                timeout=300,
+            )
 
         def label(site: str) -> str:
             (info,) = (tmp_path / site).glob("*.dist-info")

@@ -38,8 +38,17 @@ def test_build_frontends_keep_the_variant_wheel(tmp_path, frontend):
         argv = [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out), str(proj)]
     else:
         uv = shutil.which("uv") or pytest.skip("uv is not installed")
-        argv = [uv, "build", "--no-build-isolation", "--wheel", "--python", sys.executable,
-                "--out-dir", str(out), str(proj)]
+        argv = [
+            uv,
+            "build",
+            "--no-build-isolation",
+            "--wheel",
+            "--python",
+            sys.executable,
+            "--out-dir",
+            str(out),
+            str(proj),
+        ]
     proc = subprocess.run(argv, env=env(tmp_path), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert_variant(only(out))
@@ -48,8 +57,13 @@ def test_build_frontends_keep_the_variant_wheel(tmp_path, frontend):
 
 def test_pip_keeps_the_plain_wheel_and_says_why(tmp_path):
     proj, out = project(tmp_path), tmp_path / "dist"
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
-                           "-w", str(out), str(proj)], env=env(tmp_path), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(out), str(proj)],
+        env=env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "pip rejects variant wheels: keeping the plain wheel" in proc.stdout + proc.stderr
     wheel = only(out)

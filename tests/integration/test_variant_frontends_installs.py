@@ -19,8 +19,9 @@ from helpers import variant_build_env, variant_project
 
 
 def _run(argv, tmp_path):
-    return subprocess.run([str(a) for a in argv], env=variant_build_env(tmp_path), capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [str(a) for a in argv], env=variant_build_env(tmp_path), capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.parametrize("source", ["folder", "sdist"])
@@ -29,13 +30,29 @@ def test_uv_pip_install_of_a_variant_project_installs_the_plain_wheel(tmp_path, 
     proj = variant_project(tmp_path)
     what: Path = proj
     if source == "sdist":
-        proc = _run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", tmp_path / "sd", proj],
-                    tmp_path)
+        proc = _run(
+            [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", tmp_path / "sd", proj], tmp_path
+        )
         assert proc.returncode == 0, proc.stderr
         (what,) = (tmp_path / "sd").glob("*.tar.gz")
     site = tmp_path / "site"
-    proc = _run([uv, "pip", "install", "-v", "--python", sys.executable, "--no-build-isolation",
-                 "--cache-dir", tmp_path / "uv-cache", "--target", site, what], tmp_path)
+    proc = _run(
+        [
+            uv,
+            "pip",
+            "install",
+            "-v",
+            "--python",
+            sys.executable,
+            "--no-build-isolation",
+            "--cache-dir",
+            tmp_path / "uv-cache",
+            "--target",
+            site,
+            what,
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "uv installs what it builds only as a plain wheel" in proc.stderr
     (info,) = site.glob("demo_v-1.0.dist-info")

@@ -23,14 +23,20 @@ def test_an_unreadable_library_is_stamped_as_unreadable_not_as_no_targets(tmp_pa
         '[project]\nname = "demo-warn"\nversion = "1.0"\n\n'
         '[tool.setuptools]\npackages = ["demo_warn"]\npackage-data = {demo_warn = ["*.so"]}\n\n'
         '[tool.rocm-build-backend]\ntargets = "sm_90"\nverify = "warn"\ncompiler-check = false\n'
-        'pinned-tools = false\nlocal-version = false\nguard = false\n')
+        "pinned-tools = false\nlocal-version = false\nguard = false\n"
+    )
     (proj / "demo_warn" / "__init__.py").write_text("")
     # the shape of the issue: the first entry header of .nv_fatbin cannot be read, so the audit
     # finds no target at all in the file (the fixture's header size is 0; nvlink's was 5,296)
     shutil.copyfile(DATA / "binaries" / "bad_cuda_zero_entry.so", proj / "demo_warn" / "_k.so")
     out = tmp_path / "dist"
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", out, proj],
-                          env=variant_build_env(tmp_path), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", out, proj],
+        env=variant_build_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     wheel = only_wheel(out)
     stamp = assert_valid_stamp(wheel)
@@ -43,8 +49,13 @@ def test_an_unreadable_library_is_stamped_as_unreadable_not_as_no_targets(tmp_pa
     facts = wheel_targets(wheel, audit=False)
     status, reason = facts.verdict("sm_90")
     assert status == UNKNOWN and "demo_warn/_k.so could not be read completely" in (reason or ""), reason
-    check = subprocess.run([sys.executable, "-m", "rocm_build_backend", "check", "--json", "--targets", "sm_90", wheel],
-                           env=variant_build_env(tmp_path), capture_output=True, text=True, timeout=120)
+    check = subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "check", "--json", "--targets", "sm_90", wheel],
+        env=variant_build_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     doc = json.loads(check.stdout)
     assert check.returncode != 0 and "could not be read completely" in json.dumps(doc), check.stdout
     with zipfile.ZipFile(wheel) as zf:

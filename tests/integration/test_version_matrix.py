@@ -61,8 +61,11 @@ def venv_for(name: str, shim: Path, base: Path) -> Path:
     python = home / "bin" / "python"
     # the set's pip sees neither this process's pip settings nor its PYTHONPATH (a checkout there,
     # with its egg-info, would read as the shim already installed)
-    env = {k: v for k, v in os.environ.items()
-           if k != "PYTHONPATH" and (not k.startswith("PIP_") or k in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "PYTHONPATH" and (not k.startswith("PIP_") or k in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"))
+    }
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     first = run([*pip, "--upgrade", f"pip=={pins['pip']}" if pins["pip"] else "pip"], env=env)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -74,8 +77,7 @@ def venv_for(name: str, shim: Path, base: Path) -> Path:
 
 
 def versions(python: Path) -> dict[str, str]:
-    code = ("import importlib.metadata as m, json, sys; "
-            "print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))")
+    code = "import importlib.metadata as m, json, sys; print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))"
     names = list(MATRIX["sets"]["oldest"])
     return json.loads(subprocess.run([python, "-c", code, *names], capture_output=True, text=True, check=True).stdout)
 
@@ -94,7 +96,11 @@ def test_a_frontend_of_the_set_builds_through_the_shim(tmp_path, tmp_path_factor
     pins = {k: v for k, v in MATRIX["sets"][name].items() if v}
     got = versions(python)
     assert {k: got[k] for k in pins} == pins  # the set is what runs, not what was there before
-    env = {**clean_build_env(tmp_path), "HIP_PLATFORM": "amd", "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **clean_build_env(tmp_path),
+        "HIP_PLATFORM": "amd",
+        "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}",
+    }
     env.pop("PYTHONPATH", None)  # the shim from the set's environment, not from this tree
     out = tmp_path / "out"
     sample = "skbuild_hip" if frontend == "skbuild" else "hatch_pure" if frontend == "hatchling" else "setuptools_hip"
@@ -108,7 +114,17 @@ def test_a_frontend_of_the_set_builds_through_the_shim(tmp_path, tmp_path_factor
     elif frontend == "python-build":
         argv = [python, "-m", "build", "--wheel", "--no-isolation", "-o", out, project]
     else:
-        argv = [python.parent / "uv", "build", "--wheel", "--no-build-isolation", "-o", out, "--python", python, project]
+        argv = [
+            python.parent / "uv",
+            "build",
+            "--wheel",
+            "--no-build-isolation",
+            "-o",
+            out,
+            "--python",
+            python,
+            project,
+        ]
     proc = run(argv, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     wheel = only_wheel(out)
@@ -118,8 +134,10 @@ def test_a_frontend_of_the_set_builds_through_the_shim(tmp_path, tmp_path_factor
         return
     assert stamped_targets(wheel) == ([target], [[target]])
     if frontend == "install":
-        done = run([python.parent / "rocm-build-backend", "install", "--targets", target, "--python", python, "--", wheel],
-                   env=env)
+        done = run(
+            [python.parent / "rocm-build-backend", "install", "--targets", target, "--python", python, "--", wheel],
+            env=env,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert "rocm-sample-hip 0.1.0" in done.stdout and "loads here" in done.stdout
         shown = run([python, "-m", "pip", "show", "rocm-sample-hip"], env=env)
@@ -178,19 +196,32 @@ def pool_project(root: Path, name: str, torch_shape: bool) -> Path:
         return project
     for part in ("a", "b"):
         (project / "csrc" / f"{part}.c").write_text(f"int part_{part}(void) {{ return 10; }}\n")
-    (project / "csrc" / "_multi.c").write_text(MODULE.format(name="_multi", decls="int part_a(void); int part_b(void);",
-                                                             expr="part_a() + part_b()"))
+    (project / "csrc" / "_multi.c").write_text(
+        MODULE.format(name="_multi", decls="int part_a(void); int part_b(void);", expr="part_a() + part_b()")
+    )
     (project / "setup.py").write_text(
         "from setuptools import Extension, setup\n"
         f"setup(ext_modules=[Extension('{name}._multi', ['csrc/_multi.c', 'csrc/a.c', 'csrc/b.c']),\n"
-        f"                   Extension('{name}._one', ['csrc/_one.c']), Extension('{name}._two', ['csrc/_two.c'])])\n")
+        f"                   Extension('{name}._one', ['csrc/_one.c']), Extension('{name}._two', ['csrc/_two.c'])])\n"
+    )
     return project
 
 
 def pool_build(python: Path, project: Path, out: Path, env: dict[str, str], cache: str) -> str:
     settings = ("max-jobs=2", "compiler-check=false", f"compiler-cache={cache}")  # pip 23.0 has no -C
-    argv = [python, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", out, project,
-            *(f"--config-settings=rocm-build-backend.{s}" for s in settings)]
+    argv = [
+        python,
+        "-m",
+        "pip",
+        "wheel",
+        "-v",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        out,
+        project,
+        *(f"--config-settings=rocm-build-backend.{s}" for s in settings),
+    ]
     proc = run(argv, env=env)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
@@ -273,8 +304,11 @@ def test_zipfiles_private_fields_copy_a_member_raw_in_every_python(version):
     is installed here, the copy must be raw (the same compressed bytes, not recompressed) and the
     zip valid, with a member written through the public API after it."""
     exe = shutil.which(f"python{version}")
-    probe = subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2], sep='.')"], capture_output=True,
-                           text=True) if exe else None
+    probe = (
+        subprocess.run([exe, "-c", "import sys; print(*sys.version_info[:2], sep='.')"], capture_output=True, text=True)
+        if exe
+        else None
+    )
     if probe is None or probe.returncode != 0 or probe.stdout.strip() != version:
         pytest.skip(f"python{version} is not installed here")
     proc = subprocess.run([exe, "-I", "-S", "-c", ZIPCOPY, str(ROOT)], capture_output=True, text=True, timeout=120)

@@ -36,8 +36,11 @@ class _AcmeBuild:
         return None
 
     def knobs(self, targets: Sequence[GpuTarget], inputs: BuildInputs) -> Knobs:
-        return Knobs(env={"ACME_ARCH": join_targets(targets, ",")}, config_settings=dict(inputs.config_settings),
-                     code=list(targets))
+        return Knobs(
+            env={"ACME_ARCH": join_targets(targets, ",")},
+            config_settings=dict(inputs.config_settings),
+            code=list(targets),
+        )
 
     def profile_values(self, target: GpuTarget, options: Mapping[str, str]) -> Mapping[str, str] | None:
         return {"target": str(target)}

@@ -23,8 +23,10 @@ def test_the_reference_lists_the_public_api():
 
 
 def test_importing_the_api_loads_nothing_else():
-    code = ("import sys, rocm_build_backend.api; "
-            "print(sorted(m for m in sys.modules if m.startswith('rocm_build_backend')))")
+    code = (
+        "import sys, rocm_build_backend.api; "
+        "print(sorted(m for m in sys.modules if m.startswith('rocm_build_backend')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['rocm_build_backend', 'rocm_build_backend._version', 'rocm_build_backend.api']"
 

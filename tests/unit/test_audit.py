@@ -37,7 +37,9 @@ MANIFEST = json.loads((DATA / "manifest.json").read_text())
 ALL = sorted(f["file"] for f in MANIFEST["fixtures"] + MANIFEST["damaged"])
 
 
-def _wheel(tmp_path, members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED, name="demo-1.0-py3-none-linux_x86_64.whl"):
+def _wheel(
+    tmp_path, members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED, name="demo-1.0-py3-none-linux_x86_64.whl"
+):
     path = tmp_path / name
     with zipfile.ZipFile(path, "w", compression) as zf:
         for arc, data in members.items():
@@ -46,6 +48,7 @@ def _wheel(tmp_path, members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED
 
 
 # ------------------------------------------------------------------ wheels in place
+
 
 @pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2])
 def test_wheel_members_read_like_files(tmp_path, compression):
@@ -148,8 +151,13 @@ def test_inflate_source_reads_the_end_once_then_sections_cheaply():
     assert src.inflated - first <= InflateSource.SPACING + InflateSource.OUT_STEP + 4096
 
 
-@pytest.mark.parametrize("fixture, zstd", [("hip_gfx90a_gfx942_cov5.so", False),  # an uncompressed bundle
-                                           ("ccob_v2_zstd_gfx90a_gfx942.bin", True)])
+@pytest.mark.parametrize(
+    "fixture, zstd",
+    [
+        ("hip_gfx90a_gfx942_cov5.so", False),  # an uncompressed bundle
+        ("ccob_v2_zstd_gfx90a_gfx942.bin", True),
+    ],
+)
 def test_a_zstd_decoder_is_imported_only_for_zstd_data(fixture, zstd):
     """Measured in a fresh isolated interpreter against the modules it had at its start (a
     ``.pth`` file of an editable install may have loaded some already)."""
@@ -165,14 +173,16 @@ def test_a_zstd_decoder_is_imported_only_for_zstd_data(fixture, zstd):
         "print([m for m in ('backports.zstd', 'compression.zstd')\n"
         "       if m in sys.modules and m not in before])\n"
     )
-    out = subprocess.run([sys.executable, "-I", "-c", code, str(DATA / fixture)], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(DATA / fixture)], capture_output=True, text=True, check=True
+    )
     targets, loaded = out.stdout.strip().splitlines()
     assert "gfx90a" in targets
     assert (loaded != "[]") is zstd, loaded
 
 
 # ------------------------------------------------------------------ paths, json, text
+
 
 def test_audit_paths_walks_directories(tmp_path):
     (tmp_path / "lib").mkdir()
@@ -201,17 +211,21 @@ def test_json_shape():
 
 
 def test_text_table():
-    text = render.audit(audit_paths([DATA / "hip_two_tu_cov4.so", DATA / "cuda_two_tu_dlink_stub.so",
-                                    DATA / "trunc_hip_two_tu_cov4.so"]))
+    text = render.audit(
+        audit_paths(
+            [DATA / "hip_two_tu_cov4.so", DATA / "cuda_two_tu_dlink_stub.so", DATA / "trunc_hip_two_tu_cov4.so"]
+        )
+    )
     lines = text.splitlines()
     assert lines[1].split()[:4] == ["FILE", "KIND", "TARGETS", "EVERY"]
     assert any("hip_two_tu_cov4.so" in ln and "gfx908, gfx90a" in ln and ln.split()[-3] == "gfx90a" for ln in lines)
     assert any("device-link stub" in ln for ln in lines)
     assert "problems:" in lines
-    assert any("truncated" in ln for ln in lines[lines.index("problems:"):])
+    assert any("truncated" in ln for ln in lines[lines.index("problems:") :])
 
 
 # ------------------------------------------------------------------ verify
+
 
 def _report(*names, source="demo-1.0-cp311-cp311-linux_x86_64.whl"):
     files = [audit.audit_bytes((DATA / n).read_bytes(), f"demo/{n}") for n in names]
@@ -265,10 +279,14 @@ def test_verify_hard_coded_arch_message():
     report = _report("hip_two_tu_cov4.so")
     report.files[0].path = "demo/_k.so"
     (p1, p2) = verify(report, ["gfx942", "gfx908"])
-    assert p1 == ("wheel demo-1.0-cp311-cp311-linux_x86_64.whl: demo/_k.so holds device code "
-                  "for gfx908 and gfx90a only; gfx942 was requested")
-    assert p2.startswith("wheel demo-1.0-cp311-cp311-linux_x86_64.whl: demo/_k.so has gfx908 code "
-                         "for only some of its kernels (1 of 2 translation units lack it)")
+    assert p1 == (
+        "wheel demo-1.0-cp311-cp311-linux_x86_64.whl: demo/_k.so holds device code "
+        "for gfx908 and gfx90a only; gfx942 was requested"
+    )
+    assert p2.startswith(
+        "wheel demo-1.0-cp311-cp311-linux_x86_64.whl: demo/_k.so has gfx908 code "
+        "for only some of its kernels (1 of 2 translation units lack it)"
+    )
     err = mismatch_error([p1, p2])
     assert isinstance(err, TargetMismatchError)
     assert err.message.startswith("2 problems") and p1 in err.message
@@ -277,8 +295,9 @@ def test_verify_hard_coded_arch_message():
 
 
 def test_verify_on_a_real_wheel(tmp_path):
-    path = _wheel(tmp_path, {"demo/_k.so": (DATA / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes(),
-                             "demo/__init__.py": b""})
+    path = _wheel(
+        tmp_path, {"demo/_k.so": (DATA / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes(), "demo/__init__.py": b""}
+    )
     (p,) = verify(audit_wheel(path), [parse_target("gfx908")])
     assert p.startswith(f"wheel {path.name}: demo/_k.so holds device code for gfx90a:xnack+ only; gfx908 was requested")
     (p,) = verify(audit_wheel(path), ["gfx90a"])
@@ -311,8 +330,9 @@ def test_verify_reports_damage_and_unread(monkeypatch):
 
 
 def test_file_report_complete_ignores_unread():
-    f = FileReport("x", containers=[Container("ccob", "file", 0, read=False, note="n"),
-                                    Container("bundle", "file", 9, ["gfx90a"])]).finish()
+    f = FileReport(
+        "x", containers=[Container("ccob", "file", 0, read=False, note="n"), Container("bundle", "file", 9, ["gfx90a"])]
+    ).finish()
     assert f.complete == ["gfx90a"] and f.readable and not f.fully_read
 
 
@@ -342,8 +362,12 @@ def test_relocatable_fatbin_of_a_linked_library_is_not_counted():
 
 def _cli_audit_json(*paths):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-m", "rocm_build_backend", "audit", "--json", *map(str, paths)],
-                         capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "audit", "--json", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert out.returncode in (0, 3), out.stderr  # an audit has no "no" (1)
     assert "Traceback" not in out.stderr
     return out.returncode, json.loads(out.stdout)
@@ -378,8 +402,9 @@ def test_audit_json_validates_against_its_schema(tmp_path):
 
 
 def test_mismatch_error_escapes_names_from_the_wheel():
-    report = AuditReport(files=[audit.audit_bytes((DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes(),
-                                                  "pkg/evil\n\x1b[2Kok.so")]).finish()
+    report = AuditReport(
+        files=[audit.audit_bytes((DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes(), "pkg/evil\n\x1b[2Kok.so")]
+    ).finish()
     problems = verify(report, ["gfx1100"])
     err = mismatch_error(problems + ["second"])
     assert "\x1b" not in str(err) and "evil\\n\\x1b[2Kok.so" in str(err)
@@ -398,8 +423,10 @@ def _fatbin_library(cubin: bytes, containers: int, host: int) -> bytes:
     payload = cubin + bytes(-len(cubin) % 8)
     fat = b""
     for i in range(containers):
-        entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x101, 64, len(payload), 0, 0, 8, 1, 80 + 10 * (i % 2),
-                            0, 0, 0x11, 0, 0) + payload
+        entry = (
+            struct.pack("<HHIQIIHHIIIQQQ", 2, 0x101, 64, len(payload), 0, 0, 8, 1, 80 + 10 * (i % 2), 0, 0, 0x11, 0, 0)
+            + payload
+        )
         fat += hostile.FATBIN_MAGIC + struct.pack("<HHQ", 1, 16, len(entry)) + entry
     return hostile.elf64([(1, 1, 64 + len(code), len(fat))], code + fat + code[:4096], b"\0.nv_fatbin\0")
 

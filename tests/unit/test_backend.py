@@ -22,13 +22,14 @@ def test_missing_backend_names_module_and_requirement(tmp_path):
     assert "scikit_build_core_nope.build" in exc.value.message
     with pytest.raises(BackendUnavailableError) as exc:
         load_backend("mesonpy_missing", source_dir=tmp_path)
-    assert 'requires' in exc.value.hint
+    assert "requires" in exc.value.hint
 
 
 def test_in_tree_backend_path(tmp_path):
     (tmp_path / "_build").mkdir()
     (tmp_path / "_build" / "mybackend_intree.py").write_text(
-        "def build_wheel(d, c=None, m=None): return 'x.whl'\ndef build_sdist(d, c=None): return 'x.tar.gz'\n")
+        "def build_wheel(d, c=None, m=None): return 'x.whl'\ndef build_sdist(d, c=None): return 'x.tar.gz'\n"
+    )
     backend = load_backend("mybackend_intree", ["_build"], source_dir=tmp_path)
     assert backend.build_wheel("d") == "x.whl"
     with pytest.raises(BackendUnavailableError) as exc:
@@ -42,23 +43,35 @@ def test_not_a_backend(tmp_path):
     assert "not a build backend" in exc.value.message
 
 
-HOOKS = ["build_editable", "prepare_metadata_for_build_wheel", "prepare_metadata_for_build_editable",
-         "get_requires_for_build_wheel", "get_requires_for_build_sdist", "get_requires_for_build_editable"]
+HOOKS = [
+    "build_editable",
+    "prepare_metadata_for_build_wheel",
+    "prepare_metadata_for_build_editable",
+    "get_requires_for_build_wheel",
+    "get_requires_for_build_sdist",
+    "get_requires_for_build_editable",
+]
 
 
-@pytest.mark.parametrize("wrapped, env", [
-    ("setuptools.build_meta", {}),
-    ("hatchling.build", {}),
-    ("hatchling.build", {"PIP_BUILD_TRACKER": "/tmp/x"}),  # hatchling hides prepare_metadata under pip
-    ("minimal_backend", {}),
-])
+@pytest.mark.parametrize(
+    "wrapped, env",
+    [
+        ("setuptools.build_meta", {}),
+        ("hatchling.build", {}),
+        ("hatchling.build", {"PIP_BUILD_TRACKER": "/tmp/x"}),  # hatchling hides prepare_metadata under pip
+        ("minimal_backend", {}),
+    ],
+)
 def test_optional_hooks_mirror_the_wrapped_backend(tmp_path, wrapped, env):
     """In a fresh process, as frontends call it: hasattr(shim, hook) == hasattr(wrapped, hook)."""
     (tmp_path / "minimal_backend.py").write_text(
-        "def build_wheel(d, c=None, m=None): pass\ndef build_sdist(d, c=None): pass\n")
+        "def build_wheel(d, c=None, m=None): pass\ndef build_sdist(d, c=None): pass\n"
+    )
     (tmp_path / "pyproject.toml").write_text(
         f'[tool.rocm-build-backend]\nbackend = "{wrapped}"\nbackend-path = ["."]\n'
-        if wrapped == "minimal_backend" else f'[tool.rocm-build-backend]\nbackend = "{wrapped}"\n')
+        if wrapped == "minimal_backend"
+        else f'[tool.rocm-build-backend]\nbackend = "{wrapped}"\n'
+    )
     code = textwrap.dedent(f"""
         import importlib, json, sys
         sys.path.insert(0, '.')
@@ -69,8 +82,14 @@ def test_optional_hooks_mirror_the_wrapped_backend(tmp_path, wrapped, env):
     import json
     import os
 
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                         env={**os.environ, **env}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=True,
+    )
     rows = json.loads(out.stdout)
     for hook, shim_has, inner_has in rows:
         assert shim_has == inner_has, hook
@@ -87,11 +106,14 @@ def test_get_requires_asks_for_a_wrapped_backend_not_installed_yet(tmp_path):
     import os
 
     (tmp_path / "pyproject.toml").write_text('[tool.rocm-build-backend]\nbackend = "mesonpy_not_here.build"\n')
-    code = ("import json, rocm_build_backend as s; "
-            "print(json.dumps([hasattr(s, 'get_requires_for_build_wheel'), s.get_requires_for_build_wheel(None), "
-            "hasattr(s, 'build_editable')]))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                         env=dict(os.environ), check=True)
+    code = (
+        "import json, rocm_build_backend as s; "
+        "print(json.dumps([hasattr(s, 'get_requires_for_build_wheel'), s.get_requires_for_build_wheel(None), "
+        "hasattr(s, 'build_editable')]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ), check=True
+    )
     assert json.loads(out.stdout) == [True, ["mesonpy-not-here"], False]
 
 
@@ -101,5 +123,7 @@ def test_preparing_metadata_with_local_version_needs_the_targets(tmp_path):
     (proj / "pyproject.toml").write_text(text)  # a project that may have GPU code
     code = "import rocm_build_backend as b; print(b.prepare_metadata_for_build_wheel('md'))"
     (proj / "md").mkdir()
-    proc = subprocess.run([sys.executable, "-c", code], cwd=proj, capture_output=True, text=True, env=gpu_less_env(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=proj, capture_output=True, text=True, env=gpu_less_env(tmp_path)
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "rocm-build-backend: error: " in proc.stderr

@@ -32,7 +32,9 @@ def test_a_failed_build_leaves_nothing_new_in_the_output_folder(tmp_path):
 
 
 def test_a_signal_goes_on_to_the_childs_process_group_and_a_second_one_kills_it(tmp_path):
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
     received: list[int] = []
     try:

@@ -17,19 +17,24 @@ from helpers import kfd_root
 
 
 def settings(**values):
-    return load_settings({"tool": {"rocm-build-backend": {k.replace("_", "-"): v for k, v in values.items()}}}, None, {})
+    return load_settings(
+        {"tool": {"rocm-build-backend": {k.replace("_", "-"): v for k, v in values.items()}}}, None, {}
+    )
 
 
 # ---------------------------------------------------------------------------- settings
 
 
 @pytest.mark.parametrize("channel", ["pyproject", "-C", "env"])
-@pytest.mark.parametrize("key, value, attr, expect", [
-    ("vendor", "nvidia", "vendor", "nvidia"),
-    ("vendor", "AMD", "vendor", "amd"),
-    ("ptx", "highest", "ptx", "highest"),
-    ("ptx", "all", "ptx", "all"),
-])
+@pytest.mark.parametrize(
+    "key, value, attr, expect",
+    [
+        ("vendor", "nvidia", "vendor", "nvidia"),
+        ("vendor", "AMD", "vendor", "amd"),
+        ("ptx", "highest", "ptx", "highest"),
+        ("ptx", "all", "ptx", "all"),
+    ],
+)
 def test_vendor_and_ptx_are_read_from_every_channel(channel, key, value, attr, expect):
     if channel == "pyproject":
         s = load_settings({"tool": {"rocm-build-backend": {key: value}}}, None, {})
@@ -40,10 +45,13 @@ def test_vendor_and_ptx_are_read_from_every_channel(channel, key, value, attr, e
     assert getattr(s, attr) == expect and s.source_of(key) == channel
 
 
-@pytest.mark.parametrize("key, value, words", [
-    ("vendor", "intel", "'auto' or 'amd' or 'nvidia'"),
-    ("ptx", "some", "'none' or 'highest' or 'all'"),
-])
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("vendor", "intel", "'auto' or 'amd' or 'nvidia'"),
+        ("ptx", "some", "'none' or 'highest' or 'all'"),
+    ],
+)
 def test_bad_vendor_or_ptx_names_the_choices(key, value, words):
     with pytest.raises(ConfigError) as err:
         load_settings(None, {f"rocm-build-backend.{key}": value}, {})
@@ -60,36 +68,61 @@ def test_ptx_choices_are_the_knobs_own():
 # ------------------------------------------------------------------- where the targets come from
 
 
-@pytest.mark.parametrize("values, env, targets, source, vendor", [
-    ({"targets": "sm_80;sm_90"}, {}, ["sm_80", "sm_90"], "settings", "nvidia"),
-    ({"targets": "sm_90", "vendor": "nvidia"}, {"TORCH_CUDA_ARCH_LIST": "9.0"}, ["sm_90"], "settings", "nvidia"),
-    ({"targets": "sm_90", "ptx": "highest"}, {"TORCH_CUDA_ARCH_LIST": "9.0+PTX"}, ["sm_90"], "settings", "nvidia"),
-    # another vendor's variable is no request for this build
-    ({"targets": "sm_90"}, {"PYTORCH_ROCM_ARCH": "gfx942"}, ["sm_90"], "settings", "nvidia"),
-    ({"targets": "gfx942"}, {"TORCH_CUDA_ARCH_LIST": "8.0"}, ["gfx942"], "settings", "amd"),
-    ({}, {"TORCH_CUDA_ARCH_LIST": "8.0;9.0+PTX"}, ["sm_80", "sm_90", "compute_90"], "TORCH_CUDA_ARCH_LIST", "nvidia"),
-    ({}, {"TORCH_CUDA_ARCH_LIST": "8.0 9.0a"}, ["sm_80", "sm_90a"], "TORCH_CUDA_ARCH_LIST", "nvidia"),
-    ({}, {"PYTORCH_ROCM_ARCH": "gfx942"}, ["gfx942"], "PYTORCH_ROCM_ARCH", "amd"),
-    ({"vendor": "nvidia"}, {"PYTORCH_ROCM_ARCH": "gfx942", "TORCH_CUDA_ARCH_LIST": "9.0"}, ["sm_90"],
-     "TORCH_CUDA_ARCH_LIST", "nvidia"),
-    ({"vendor": "amd"}, {"PYTORCH_ROCM_ARCH": "gfx942", "TORCH_CUDA_ARCH_LIST": "9.0"}, ["gfx942"],
-     "PYTORCH_ROCM_ARCH", "amd"),
-])
+@pytest.mark.parametrize(
+    "values, env, targets, source, vendor",
+    [
+        ({"targets": "sm_80;sm_90"}, {}, ["sm_80", "sm_90"], "settings", "nvidia"),
+        ({"targets": "sm_90", "vendor": "nvidia"}, {"TORCH_CUDA_ARCH_LIST": "9.0"}, ["sm_90"], "settings", "nvidia"),
+        ({"targets": "sm_90", "ptx": "highest"}, {"TORCH_CUDA_ARCH_LIST": "9.0+PTX"}, ["sm_90"], "settings", "nvidia"),
+        # another vendor's variable is no request for this build
+        ({"targets": "sm_90"}, {"PYTORCH_ROCM_ARCH": "gfx942"}, ["sm_90"], "settings", "nvidia"),
+        ({"targets": "gfx942"}, {"TORCH_CUDA_ARCH_LIST": "8.0"}, ["gfx942"], "settings", "amd"),
+        (
+            {},
+            {"TORCH_CUDA_ARCH_LIST": "8.0;9.0+PTX"},
+            ["sm_80", "sm_90", "compute_90"],
+            "TORCH_CUDA_ARCH_LIST",
+            "nvidia",
+        ),
+        ({}, {"TORCH_CUDA_ARCH_LIST": "8.0 9.0a"}, ["sm_80", "sm_90a"], "TORCH_CUDA_ARCH_LIST", "nvidia"),
+        ({}, {"PYTORCH_ROCM_ARCH": "gfx942"}, ["gfx942"], "PYTORCH_ROCM_ARCH", "amd"),
+        (
+            {"vendor": "nvidia"},
+            {"PYTORCH_ROCM_ARCH": "gfx942", "TORCH_CUDA_ARCH_LIST": "9.0"},
+            ["sm_90"],
+            "TORCH_CUDA_ARCH_LIST",
+            "nvidia",
+        ),
+        (
+            {"vendor": "amd"},
+            {"PYTORCH_ROCM_ARCH": "gfx942", "TORCH_CUDA_ARCH_LIST": "9.0"},
+            ["gfx942"],
+            "PYTORCH_ROCM_ARCH",
+            "amd",
+        ),
+    ],
+)
 def test_resolved_targets_and_vendor(values, env, targets, source, vendor):
     got = resolve_targets(settings(**values), env)
     assert [str(t) for t in got.targets] == targets
     assert (got.source, got.vendor) == (source, vendor)
 
 
-@pytest.mark.parametrize("values, env, words", [
-    ({"targets": "sm_80;sm_90"}, {"TORCH_CUDA_ARCH_LIST": "9.0"},
-     "[tool.rocm-build-backend] targets asks for sm_80;sm_90 but TORCH_CUDA_ARCH_LIST=9.0 is set"),
-    ({"targets": "sm_90"}, {"TORCH_CUDA_ARCH_LIST": "9.0+PTX"}, "TORCH_CUDA_ARCH_LIST=9.0+PTX"),
-    ({"targets": "gfx942"}, {"PYTORCH_ROCM_ARCH": "gfx90a"}, "PYTORCH_ROCM_ARCH=gfx90a"),
-    ({}, {"PYTORCH_ROCM_ARCH": "gfx942", "TORCH_CUDA_ARCH_LIST": "9.0"}, "a build targets one vendor"),
-    ({"targets": "gfx942;sm_90"}, {}, "a build targets one vendor"),
-    ({"targets": "sm_90", "vendor": "amd"}, {}, "vendor = 'amd' but the targets are nvidia targets"),
-])
+@pytest.mark.parametrize(
+    "values, env, words",
+    [
+        (
+            {"targets": "sm_80;sm_90"},
+            {"TORCH_CUDA_ARCH_LIST": "9.0"},
+            "[tool.rocm-build-backend] targets asks for sm_80;sm_90 but TORCH_CUDA_ARCH_LIST=9.0 is set",
+        ),
+        ({"targets": "sm_90"}, {"TORCH_CUDA_ARCH_LIST": "9.0+PTX"}, "TORCH_CUDA_ARCH_LIST=9.0+PTX"),
+        ({"targets": "gfx942"}, {"PYTORCH_ROCM_ARCH": "gfx90a"}, "PYTORCH_ROCM_ARCH=gfx90a"),
+        ({}, {"PYTORCH_ROCM_ARCH": "gfx942", "TORCH_CUDA_ARCH_LIST": "9.0"}, "a build targets one vendor"),
+        ({"targets": "gfx942;sm_90"}, {}, "a build targets one vendor"),
+        ({"targets": "sm_90", "vendor": "amd"}, {}, "vendor = 'amd' but the targets are nvidia targets"),
+    ],
+)
 def test_conflicting_requests_stop_the_build(values, env, words):
     with pytest.raises(ConfigError) as err:
         resolve_targets(settings(**values), env)
@@ -116,15 +149,26 @@ def test_detected_amd_gpus_pick_amd(tmp_path):
 
 
 def plan(targets, env=None, kind="setuptools", cs=None, dist=None, **values):
-    return make_plan(parse_targets(targets), "settings", settings(**values), env or {}, backend_kind=kind,
-                     config_settings=cs, host=Host(cpus=8, mem_available=64 << 30), dist_name=dist)
+    return make_plan(
+        parse_targets(targets),
+        "settings",
+        settings(**values),
+        env or {},
+        backend_kind=kind,
+        config_settings=cs,
+        host=Host(cpus=8, mem_available=64 << 30),
+        dist_name=dist,
+    )
 
 
-@pytest.mark.parametrize("targets, ptx, code, torch, cmake", [
-    ("sm_80;sm_90", "none", ["sm_80", "sm_90"], "8.0;9.0", "80-real;90-real"),
-    ("sm_90", "highest", ["sm_90", "compute_90"], "9.0+PTX", "90"),
-    ("sm_80;sm_90a", "all", ["sm_80", "compute_80", "sm_90a", "compute_90"], None, None),
-])
+@pytest.mark.parametrize(
+    "targets, ptx, code, torch, cmake",
+    [
+        ("sm_80;sm_90", "none", ["sm_80", "sm_90"], "8.0;9.0", "80-real;90-real"),
+        ("sm_90", "highest", ["sm_90", "compute_90"], "9.0+PTX", "90"),
+        ("sm_80;sm_90a", "all", ["sm_80", "compute_80", "sm_90a", "compute_90"], None, None),
+    ],
+)
 def test_nvidia_plan_knobs(targets, ptx, code, torch, cmake):
     p = plan(targets, ptx=ptx)
     assert p.vendor == "nvidia" and [str(t) for t in p.targets] == code
@@ -151,8 +195,14 @@ def test_nvidia_plan_for_scikit_build_core_and_conflicts():
 
 
 def test_nvidia_plan_keeps_and_replaces_the_users_values():
-    p = plan("sm_80;sm_90", env={"TORCH_CUDA_ARCH_LIST": "8.0 9.0", "CUDAARCHS": "70",
-                                 "CMAKE_ARGS": "-DFOO=1 -DCMAKE_CUDA_ARCHITECTURES=70"})
+    p = plan(
+        "sm_80;sm_90",
+        env={
+            "TORCH_CUDA_ARCH_LIST": "8.0 9.0",
+            "CUDAARCHS": "70",
+            "CMAKE_ARGS": "-DFOO=1 -DCMAKE_CUDA_ARCHITECTURES=70",
+        },
+    )
     assert p.kept == {"TORCH_CUDA_ARCH_LIST": "8.0 9.0"}
     assert set(p.replaced) == {"CUDAARCHS", "CMAKE_ARGS"}
     assert shlex.split(p.env["CMAKE_ARGS"]) == ["-DFOO=1", "-DCMAKE_CUDA_ARCHITECTURES=80-real;90-real"]
@@ -171,12 +221,14 @@ def _fake_nvcc(tmp_path, codes):
     nvcc = tmp_path / "nvcc"
     gpu_code = " ".join(f"sm_{c}" for c in codes)
     arch = " ".join(f"compute_{c}" for c in codes)
-    nvcc.write_text("#!/bin/sh\n"
-                    'case "$1" in\n'
-                    "  --version) echo 'Cuda compilation tools, release 12.4, V12.4.131';;\n"
-                    f"  --list-gpu-code) for c in {gpu_code}; do echo $c; done;;\n"
-                    f"  --list-gpu-arch) for c in {arch}; do echo $c; done;;\n"
-                    "esac\n")
+    nvcc.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        "  --version) echo 'Cuda compilation tools, release 12.4, V12.4.131';;\n"
+        f"  --list-gpu-code) for c in {gpu_code}; do echo $c; done;;\n"
+        f"  --list-gpu-arch) for c in {arch}; do echo $c; done;;\n"
+        "esac\n"
+    )
     nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
     return nvcc
 
@@ -216,6 +268,10 @@ def test_pinned_tools_for_nvidia_add_nvidia_smi(tmp_path):
     assert "nvidia-smi" not in os.listdir(write_pinned_tools(tmp_path / "amd", parse_targets("gfx942"))[0].parent)
     import subprocess
 
-    out = subprocess.run([str(written[0]), "--query-gpu=compute_cap", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(written[0]), "--query-gpu=compute_cap", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.split() == ["8.0", "9.0"]

@@ -19,14 +19,20 @@ from helpers import gpu_demo_project, pure_wheel, TESTS
 
 BIN = TESTS / "data" / "index"
 
+
 def test_default_cache_dirs():
     home = Path("/home/u")
     assert K.default_cache_dirs({}, home=home, platform="linux") == {
-        "pip": home / ".cache/pip", "uv": home / ".cache/uv"}
+        "pip": home / ".cache/pip",
+        "uv": home / ".cache/uv",
+    }
     assert K.default_cache_dirs({"XDG_CACHE_HOME": "/x"}, home=home, platform="linux") == {
-        "pip": Path("/x/pip"), "uv": Path("/x/uv")}
-    got = K.default_cache_dirs({"PIP_CACHE_DIR": "/p", "UV_CACHE_DIR": "/u", "XDG_CACHE_HOME": "/x"},
-                               home=home, platform="linux")
+        "pip": Path("/x/pip"),
+        "uv": Path("/x/uv"),
+    }
+    got = K.default_cache_dirs(
+        {"PIP_CACHE_DIR": "/p", "UV_CACHE_DIR": "/u", "XDG_CACHE_HOME": "/x"}, home=home, platform="linux"
+    )
     assert got == {"pip": Path("/p"), "uv": Path("/u")}
     assert K.default_cache_dirs({}, home=home, platform="darwin")["pip"] == home / "Library/Caches/pip"
     assert K.default_cache_dirs({}, home=home, platform="darwin")["uv"] == home / ".cache/uv"
@@ -36,8 +42,9 @@ def test_default_cache_dirs():
 
 def test_variables_pick_the_caches(tmp_path):
     (tmp_path / "p/wheels").mkdir(parents=True)
-    report = K.list_cache(["gfx90a"], env={"PIP_CACHE_DIR": str(tmp_path / "p"),
-                                           "UV_CACHE_DIR": str(tmp_path / "nothing")})
+    report = K.list_cache(
+        ["gfx90a"], env={"PIP_CACHE_DIR": str(tmp_path / "p"), "UV_CACHE_DIR": str(tmp_path / "nothing")}
+    )
     assert [(t, s) for t, _p, s in report.caches] == [("pip", "0 built wheels"), ("uv", "not found")]
     assert report.exit_code == 0 and "no cached wheel misfits" in render.cache(report)
     only_uv = K.list_cache("gfx90a", env={"UV_CACHE_DIR": str(tmp_path / "nothing")}, tools=("uv",))

@@ -48,8 +48,14 @@ def test_cache_list_reads_the_configured_caches_and_says_from_where(world):
     conf = write_file(tmp / "cfg/pip.conf", f"[global]\ncache-dir = {tmp}/pipc\n")
     write_file(tmp / "home/.config/uv/uv.toml", f'cache-dir = "{tmp}/uvc"\n')
     env.update(PIP_CONFIG_FILE=str(conf), PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", "cache", "list", "--targets", "gfx90a",
-                           "--json"], env=env, cwd=tmp, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "cache", "list", "--targets", "gfx90a", "--json"],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     caches = json.loads(proc.stdout)["caches"]
     assert [(c["tool"], c["path"]) for c in caches] == [("pip", f"{tmp}/pipc"), ("uv", f"{tmp}/uvc")]
@@ -60,7 +66,13 @@ def test_cache_list_reads_the_configured_caches_and_says_from_where(world):
 def test_cache_without_a_gpu_suggests_its_own_option(world):
     tmp, home, env = world
     env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", "cache", "list", "--root", str(tmp)],
-                          env=env, cwd=tmp, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "cache", "list", "--root", str(tmp)],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "--targets" in proc.stderr and "ROCM_BUILD_BACKEND_TARGETS" not in proc.stderr, proc.stderr

@@ -21,9 +21,11 @@ BIN = TESTS / "data" / "binaries"
 
 def test_finder_mapping_is_read_as_setuptools_writes_it(tmp_path):
     finder = tmp_path / "__editable___demo_1_0_finder.py"
-    finder.write_text("import sys\nfrom importlib.machinery import ModuleSpec\n"
-                      "MAPPING: dict[str, str] = {'demo': '/src/demo', 'other': '/src/other.py'}\n"
-                      "NAMESPACES: dict[str, list[str]] = {}\nPATH_PLACEHOLDER = '__editable__.demo-1.0.finder'\n")
+    finder.write_text(
+        "import sys\nfrom importlib.machinery import ModuleSpec\n"
+        "MAPPING: dict[str, str] = {'demo': '/src/demo', 'other': '/src/other.py'}\n"
+        "NAMESPACES: dict[str, list[str]] = {}\nPATH_PLACEHOLDER = '__editable__.demo-1.0.finder'\n"
+    )
     assert E.finder_mapping(finder) == {"demo": "/src/demo", "other": "/src/other.py"}
     finder.write_text("MAPPING = {'demo': '/src/demo'}\n")
     assert E.finder_mapping(finder) == {"demo": "/src/demo"}

@@ -23,8 +23,13 @@ def test_each_distribution_is_judged(site):
     report = E.check_environment("python", ["gfx942"], locations=[site])
     assert [(d.dist.name, d.status) for d in report.dists] == [("demo-gpu", "fails"), ("demo-ok", "ok")]
     bad = report.dists[0]
-    assert bad.files == {"demo_gpu/_k.so": {"targets": ["gfx90a:xnack+"], "complete": ["gfx90a:xnack+"],
-                                            "modules": [{"targets": ["gfx90a:xnack+"], "count": 1}]}}
+    assert bad.files == {
+        "demo_gpu/_k.so": {
+            "targets": ["gfx90a:xnack+"],
+            "complete": ["gfx90a:xnack+"],
+            "modules": [{"targets": ["gfx90a:xnack+"], "count": 1}],
+        }
+    }
     assert "gfx90a" in bad.reason and "gfx942" in bad.reason
     assert report.exit_code == 1
     # opened: _k.so, k.hsaco, data.bin (tiny.so is under 64 bytes, the others skipped by name);
@@ -57,12 +62,21 @@ def test_a_damaged_library_is_cannot_tell(tmp_path):
     assert report.exit_code == 3
 
 
-@pytest.mark.parametrize("path, may", [
-    ("torch/lib/libtorch_cuda.so", True), ("cupy/_core/core.cpython-312-x86_64-linux-gnu.so", True),
-    ("torch/lib/libc10.so.2", True), ("pkg/kernels/gfx942.hsaco", True), ("pkg/bin/tool", True),
-    ("pkg/__init__.py", False), ("pkg/include/x.cuh", False), ("pkg-1.0.dist-info/RECORD", False),
-    ("pkg/__pycache__/m.cpython-312.pyc", False), ("pkg/README.md", False),
-])
+@pytest.mark.parametrize(
+    "path, may",
+    [
+        ("torch/lib/libtorch_cuda.so", True),
+        ("cupy/_core/core.cpython-312-x86_64-linux-gnu.so", True),
+        ("torch/lib/libc10.so.2", True),
+        ("pkg/kernels/gfx942.hsaco", True),
+        ("pkg/bin/tool", True),
+        ("pkg/__init__.py", False),
+        ("pkg/include/x.cuh", False),
+        ("pkg-1.0.dist-info/RECORD", False),
+        ("pkg/__pycache__/m.cpython-312.pyc", False),
+        ("pkg/README.md", False),
+    ],
+)
 def test_names_that_cannot_hold_device_code(path, may):
     assert E.may_hold_device_code(path) is may
 
@@ -106,7 +120,9 @@ def test_results_are_kept_between_runs(site, tmp_path, monkeypatch):
     monkeypatch.setattr(audit, "audit_file", lambda p: pytest.fail(f"{p} was audited again"))
     again = E.check_environment("python", ["gfx942"], locations=[site], cache_path=cache)
     assert again.scanned["cached"] == 2
-    assert [(d.dist.name, d.status, d.files) for d in again.dists] == [(d.dist.name, d.status, d.files) for d in first.dists]
+    assert [(d.dist.name, d.status, d.files) for d in again.dists] == [
+        (d.dist.name, d.status, d.files) for d in first.dists
+    ]
 
     # a file replaced by another is audited again
     monkeypatch.setattr(audit, "audit_file", real)

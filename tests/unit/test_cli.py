@@ -16,8 +16,9 @@ DATA = TESTS / "data"
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def test_detect_json_from_recorded_rocminfo():
@@ -44,7 +45,9 @@ def test_detect_on_an_empty_root_exits_3_cannot_tell_with_a_hint(tmp_path):
 
 
 def test_audit_exit_codes_and_json(tmp_path):
-    good = cli("audit", "--json", DATA / "binaries" / "hip_two_tu_cov4.so", DATA / "binaries" / "cuda_sm75_80_90_ptx90.so")
+    good = cli(
+        "audit", "--json", DATA / "binaries" / "hip_two_tu_cov4.so", DATA / "binaries" / "cuda_sm75_80_90_ptx90.so"
+    )
     assert good.returncode == 0, good.stderr
     data = json.loads(good.stdout)
     by_name = {Path(f["path"]).name: f for f in data["files"]}
@@ -60,14 +63,17 @@ def test_audit_exit_codes_and_json(tmp_path):
     assert json.loads(found.stdout)["targets"] == ["gfx942"]
 
 
-@pytest.mark.parametrize("args, words", [
-    (["audit", "/no/such/file"], "no such file or folder"),
-    (["check", "/no/such.whl"], "no such wheel"),
-    (["detect", "--rocminfo-output", "/no/such/file"], "cannot read"),
-    (["plan", ".", "-C", "rocm-build-backend.targets"], "expected KEY=VALUE"),
-    (["check", "--targets", "gfx924", "x.whl"], "no such wheel"),
-    (["index", "/no/such/dir", "-o", "/tmp/out-never"], "error:"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["audit", "/no/such/file"], "no such file or folder"),
+        (["check", "/no/such.whl"], "no such wheel"),
+        (["detect", "--rocminfo-output", "/no/such/file"], "cannot read"),
+        (["plan", ".", "-C", "rocm-build-backend.targets"], "expected KEY=VALUE"),
+        (["check", "--targets", "gfx924", "x.whl"], "no such wheel"),
+        (["index", "/no/such/dir", "-o", "/tmp/out-never"], "error:"),
+    ],
+)
 def test_bad_input_one_line_no_traceback(args, words):
     proc = cli(*args)
     assert proc.returncode == 2  # a usage or input error, for every verb

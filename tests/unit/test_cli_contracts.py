@@ -39,8 +39,10 @@ def project(tmp: Path, pyproject: str | None = None, setup_py: bool = False) -> 
     return proj
 
 
-PYPROJECT = ('[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
-             '[project]\nname = "demo-pkg"\nversion = "1.0"\n')
+PYPROJECT = (
+    '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
+    '[project]\nname = "demo-pkg"\nversion = "1.0"\n'
+)
 
 
 def pip_cache_with(tmp: Path, wheel: Path) -> Path:
@@ -73,8 +75,9 @@ def cases(tmp: Path) -> dict[str, tuple[list, int]]:
     empty_root.mkdir()
     (tmp / "no-project").mkdir()
     editable = project(tmp / "c0", setup_py=True)
-    foreign = project(tmp / "c2", "[build-system]\nrequires = []\nbuild-backend = 'x'\n"
-                                  "[tool.rocm-build-backend]\nbackend = 'y'\n")
+    foreign = project(
+        tmp / "c2", "[build-system]\nrequires = []\nbuild-backend = 'x'\n[tool.rocm-build-backend]\nbackend = 'y'\n"
+    )
     plan_ok = project(tmp / "p0", PYPROJECT)
     no_check = ["-C", "rocm-build-backend.compiler-check=false"]
     return {
@@ -96,8 +99,14 @@ def cases(tmp: Path) -> dict[str, tuple[list, int]]:
         "check, does not load": (["check", "--targets", "gfx1100", fat], 1),
         "check, cannot read": (["check", "--targets", "gfx942", not_zip], 3),
         "check, missing": (["check", "--targets", "gfx942", tmp / "missing-1.0-py3-none-any.whl"], 2),
-        "cache, no misfit": (["cache", "list", "--targets", "gfx942", "--cache-dir", pip_cache_with(tmp / "k0", fat)], 0),
-        "cache, a misfit": (["cache", "list", "--targets", "gfx1100", "--cache-dir", pip_cache_with(tmp / "k1", fat)], 1),
+        "cache, no misfit": (
+            ["cache", "list", "--targets", "gfx942", "--cache-dir", pip_cache_with(tmp / "k0", fat)],
+            0,
+        ),
+        "cache, a misfit": (
+            ["cache", "list", "--targets", "gfx1100", "--cache-dir", pip_cache_with(tmp / "k1", fat)],
+            1,
+        ),
         "cache, unknown target": (["cache", "list", "--targets", "gfx9422", "--cache-dir", tmp / "k1"], 2),
         "install, nothing to install": (["install", "--targets", "gfx942", "--", "--no-index"], 2),
         "index": (["index", wheels, "-o", tmp / "i0"], 0),
@@ -119,13 +128,42 @@ def cases(tmp: Path) -> dict[str, tuple[list, int]]:
 
 
 CAUSES = [  # the keys of cases(), in order (test_the_cause_table_is_the_list_of_causes)
-    "targets", "targets, bad option", "detect, a GPU", "detect, no GPU", "detect, missing file", "plan",
-    "plan, unknown target", "plan, not a project", "configure", "configure, refused", "configure, not a project",
-    "audit", "audit, damaged", "audit, missing", "check, loads", "check, does not load", "check, cannot read",
-    "check, missing", "cache, no misfit", "cache, a misfit", "cache, unknown target", "install, nothing to install",
-    "index", "index, a wheel skipped", "index, no output folder", "index, missing folder", "thin",
-    "thin, a file kept whole", "thin, a target without code", "thin, no code for the targets", "thin, no device code",
-    "thin, unknown target", "thin, damaged", "split", "split, a file kept whole", "split, no device code",
+    "targets",
+    "targets, bad option",
+    "detect, a GPU",
+    "detect, no GPU",
+    "detect, missing file",
+    "plan",
+    "plan, unknown target",
+    "plan, not a project",
+    "configure",
+    "configure, refused",
+    "configure, not a project",
+    "audit",
+    "audit, damaged",
+    "audit, missing",
+    "check, loads",
+    "check, does not load",
+    "check, cannot read",
+    "check, missing",
+    "cache, no misfit",
+    "cache, a misfit",
+    "cache, unknown target",
+    "install, nothing to install",
+    "index",
+    "index, a wheel skipped",
+    "index, no output folder",
+    "index, missing folder",
+    "thin",
+    "thin, a file kept whole",
+    "thin, a target without code",
+    "thin, no code for the targets",
+    "thin, no device code",
+    "thin, unknown target",
+    "thin, damaged",
+    "split",
+    "split, a file kept whole",
+    "split, no device code",
     "split, damaged",
 ]
 
@@ -161,8 +199,7 @@ def test_thin_says_which_target_has_no_code(tmp_path, capsys):
     code, out, _ = run_main(capsys, "thin", fat, "--targets", "gfx942,gfx1100", "-o", tmp_path / "out")
     assert code == 1
     assert "no code for gfx1100: the new wheel does not load there" in out.splitlines()
-    code, out, _ = run_main(capsys, "thin", fat, "--targets", "gfx942,gfx1100", "--outdir", tmp_path / "out2",
-                            "--json")
+    code, out, _ = run_main(capsys, "thin", fat, "--targets", "gfx942,gfx1100", "--outdir", tmp_path / "out2", "--json")
     doc = validate_json("thin", out)
     assert (code, doc["exit_code"], doc["missing_targets"]) == (1, 1, ["gfx1100"])
     assert (tmp_path / "out2" / fat.name).is_file()  # written all the same
@@ -211,8 +248,10 @@ def test_every_verb_that_writes_files_spells_its_folder_o_and_outdir(verb):
     assert option.option_strings == ["-o", "--outdir"]
 
 
-@pytest.mark.parametrize("verb", ["targets", "detect", "plan", "build", "configure", "audit", "check", "cache",
-                                  "install", "index", "thin", "split"])
+@pytest.mark.parametrize(
+    "verb",
+    ["targets", "detect", "plan", "build", "configure", "audit", "check", "cache", "install", "index", "thin", "split"],
+)
 def test_every_verb_that_reports_takes_json(verb):
     from rocm_build_backend.cli import parser
 
@@ -248,8 +287,10 @@ def test_configure_text_is_unchanged_by_json_support(tmp_path, capsys):
     proj = project(tmp_path, PYPROJECT)
     code, out, _ = run_main(capsys, "configure", proj, "--dry-run")
     assert code == 0
-    assert out == f"would update {proj / 'pyproject.toml'}: builds through rocm-build-backend, wrapping " \
-                  "setuptools.build_meta\n"
+    assert (
+        out == f"would update {proj / 'pyproject.toml'}: builds through rocm-build-backend, wrapping "
+        "setuptools.build_meta\n"
+    )
 
 
 def test_results_to_json_return_plain_data(tmp_path):
@@ -258,10 +299,13 @@ def test_results_to_json_return_plain_data(tmp_path):
     from rocm_build_backend.gpu.targets import parse_targets
 
     fat = wheel_with(tmp_path / "w", "fat", {"fat/_k.so": SO_90A_942})
-    results = [audit_paths([fat]), check_wheels([fat], ["gfx942"]),
-               list_cache(["gfx942"], cache_dirs=[pip_cache_with(tmp_path, fat)]),
-               build_index(tmp_path / "w", tmp_path / "idx"),
-               thin_wheel(fat, parse_targets("gfx942"), tmp_path / "thin")]
+    results = [
+        audit_paths([fat]),
+        check_wheels([fat], ["gfx942"]),
+        list_cache(["gfx942"], cache_dirs=[pip_cache_with(tmp_path, fat)]),
+        build_index(tmp_path / "w", tmp_path / "idx"),
+        thin_wheel(fat, parse_targets("gfx942"), tmp_path / "thin"),
+    ]
     for result in results:
         data = result.to_json()
         assert isinstance(data, dict) and data["schema_version"] == 1

@@ -42,8 +42,10 @@ def test_every_argument_has_help():
 def test_a_mistyped_command_gets_the_near_one(capsys, typed, near):
     code, out, err = run_main(capsys, typed, ".")
     assert code == 2 and out == ""
-    assert err.splitlines() == [f"error: unknown command '{typed}'",
-                                f"hint: did you mean '{near}'? rocm-build-backend --help says what each does"]
+    assert err.splitlines() == [
+        f"error: unknown command '{typed}'",
+        f"hint: did you mean '{near}'? rocm-build-backend --help says what each does",
+    ]
 
 
 def test_an_unknown_word_lists_the_commands(capsys):
@@ -51,10 +53,19 @@ def test_an_unknown_word_lists_the_commands(capsys):
     assert code == 2 and "hint: the commands: targets, detect, plan, build" in err
 
 
-@pytest.mark.parametrize("typed, target", [
-    ("9.0", "sm_90"), ("H100", "sm_90"), ("MI300X", "gfx942"), ("Radeon RX 7900 XTX", "gfx1100"),
-    ("12.0", "sm_120"), ("sm90", "sm_90"), ("AMD Instinct MI250X", "gfx90a"), ("RTX 4090", "sm_89"),
-])
+@pytest.mark.parametrize(
+    "typed, target",
+    [
+        ("9.0", "sm_90"),
+        ("H100", "sm_90"),
+        ("MI300X", "gfx942"),
+        ("Radeon RX 7900 XTX", "gfx1100"),
+        ("12.0", "sm_120"),
+        ("sm90", "sm_90"),
+        ("AMD Instinct MI250X", "gfx90a"),
+        ("RTX 4090", "sm_89"),
+    ],
+)
 def test_a_product_or_capability_is_answered_with_the_target(tmp_path, capsys, typed, target):
     """Suggested, never accepted: the user types the target."""
     with pytest.raises(UnknownTargetError):
@@ -71,13 +82,20 @@ def test_a_product_or_capability_is_answered_with_the_target(tmp_path, capsys, t
 def test_a_plain_typo_keeps_its_near_names(capsys, tmp_path):
     code, _, err = run_main(capsys, "plan", tmp_path, "--targets", "gfx924")
     assert code == 2
-    assert err.splitlines() == ["error: unknown GPU target 'gfx924' in --targets (did you mean 'gfx942' or "
-                                "'gfx904' or 'gfx704'?)", "hint: see the known targets: rocm-build-backend targets"]
+    assert err.splitlines() == [
+        "error: unknown GPU target 'gfx924' in --targets (did you mean 'gfx942' or 'gfx904' or 'gfx704'?)",
+        "hint: see the known targets: rocm-build-backend targets",
+    ]
 
 
 def test_product_names_of_the_table():
     assert names("RX 7900 XTX/XT/GRE, Radeon PRO W7900/W7800") == [
-        "RX 7900 XTX", "RX 7900 XT", "RX 7900 GRE", "Radeon PRO W7900", "Radeon PRO W7800"]
+        "RX 7900 XTX",
+        "RX 7900 XT",
+        "RX 7900 GRE",
+        "Radeon PRO W7900",
+        "Radeon PRO W7800",
+    ]
     assert names("RX 6800/6800 XT/6900 XT") == ["RX 6800", "RX 6800 XT", "RX 6900 XT"]
     assert product_targets("7900 XTX") == ["gfx1100"] and product_targets("TBA") == []
     assert meant("gfx942") == [] and meant("9.0a") == ["sm_90a"] and meant("99.0") == []
@@ -87,8 +105,10 @@ def test_a_bad_setting_in_plan_is_not_told_to_run_plan(capsys, tmp_path):
     project = copy_sample("setuptools_hip", tmp_path)
     code, _, err = run_main(capsys, "plan", project, "-C", "rocm-build-backend.targts=gfx942")
     assert code == 2
-    assert err.splitlines() == ["error: unknown setting -C rocm-build-backend.targts (did you mean 'targets'?)",
-                                "hint: the settings are listed in docs/reference/settings.md"]
+    assert err.splitlines() == [
+        "error: unknown setting -C rocm-build-backend.targts (did you mean 'targets'?)",
+        "hint: the settings are listed in docs/reference/settings.md",
+    ]
 
 
 class _Tty(io.StringIO):
@@ -96,11 +116,19 @@ class _Tty(io.StringIO):
         return True
 
 
-@pytest.mark.parametrize("env, tty, on", [
-    ({}, True, True), ({}, False, False), ({"NO_COLOR": "1"}, True, False), ({"FORCE_COLOR": "1"}, False, True),
-    ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, False, False), ({"NO_COLOR": ""}, True, True),
-    ({"TERM": "dumb"}, True, False), ({"TERM": "dumb", "FORCE_COLOR": "1"}, False, True),
-])
+@pytest.mark.parametrize(
+    "env, tty, on",
+    [
+        ({}, True, True),
+        ({}, False, False),
+        ({"NO_COLOR": "1"}, True, False),
+        ({"FORCE_COLOR": "1"}, False, True),
+        ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, False, False),
+        ({"NO_COLOR": ""}, True, True),
+        ({"TERM": "dumb"}, True, False),
+        ({"TERM": "dumb", "FORCE_COLOR": "1"}, False, True),
+    ],
+)
 def test_colour_follows_no_color_and_force_color(env, tty, on):
     assert color(_Tty() if tty else io.StringIO(), env) is on
 
@@ -151,7 +179,7 @@ def test_the_progress_line_is_rewritten_in_place_and_wiped_when_done():
     now[0] = 0.5
     line("reading wheels", 2, 3)
     line("reading wheels", 3, 3)  # done: wiped before the command's own output
-    assert tty.getvalue() == ("\r\033[Kreading wheels: 1/3 " "\r\033[Kreading wheels: 2/3 " "\r\033[K")
+    assert tty.getvalue() == ("\r\033[Kreading wheels: 1/3 \r\033[Kreading wheels: 2/3 \r\033[K")
     line.close()
     assert tty.getvalue().endswith("\r\033[K") and tty.getvalue().count("\r\033[K") == 3
 
@@ -174,8 +202,11 @@ def test_index_and_check_env_report_their_progress(tmp_path, steps):
     for name in ("one", "two"):
         install_dist(tmp_path / "site", name, {f"{name}/__init__.py": b""})
     check_environment("python", ["gfx942"], locations=[tmp_path / "site"])
-    assert steps == [("checking distributions", 1, 0), ("checking distributions", 2, 0),
-                     ("checking distributions", 2, 2)]
+    assert steps == [
+        ("checking distributions", 1, 0),
+        ("checking distributions", 2, 0),
+        ("checking distributions", 2, 2),
+    ]
 
 
 @pytest.mark.parametrize("tty, quiet, shown", [(True, False, True), (False, False, False), (True, True, False)])

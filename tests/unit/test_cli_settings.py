@@ -18,13 +18,23 @@ BIN = TESTS / "data" / "binaries"
 def cli(*argv, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")}
     base["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, argv)], env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, argv)],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def gfx90a_wheel(folder: Path) -> Path:
-    return make_wheel(folder, "demo-gpu", "1.0", stamp=False,
-                      members={"demo_gpu/k.co": (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes()})
+    return make_wheel(
+        folder,
+        "demo-gpu",
+        "1.0",
+        stamp=False,
+        members={"demo_gpu/k.co": (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes()},
+    )
 
 
 def test_check_reads_the_sysfs_root_a_build_reads(tmp_path):
@@ -48,8 +58,17 @@ def test_check_reads_the_targets_a_build_reads(tmp_path):
     assert cli("check", wheel, env={"ROCM_BUILD_BACKEND_TARGETS": "gfx90a"}).returncode == 0
     assert cli("check", wheel, "--targets", "gfx90a", env={"ROCM_BUILD_BACKEND_TARGETS": "gfx942"}).returncode == 0
     # auto is the build's default: this machine's GPUs (none here)
-    assert cli("check", wheel, env={"ROCM_BUILD_BACKEND_TARGETS": "auto",
-                                    "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(kfd_root(tmp_path / "a", 90010))}).returncode == 0
+    assert (
+        cli(
+            "check",
+            wheel,
+            env={
+                "ROCM_BUILD_BACKEND_TARGETS": "auto",
+                "ROCM_BUILD_BACKEND_SYSFS_ROOT": str(kfd_root(tmp_path / "a", 90010)),
+            },
+        ).returncode
+        == 0
+    )
 
 
 def test_cache_list_hint_keeps_the_targets(tmp_path):
@@ -74,7 +93,8 @@ def test_plan_stops_on_a_backend_it_cannot_import(tmp_path):
     (proj / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["rocm-build-backend", "no-such-backend"]\nbuild-backend = "rocm_build_backend"\n'
         '[project]\nname = "demo"\nversion = "1.0"\n'
-        '[tool.rocm-build-backend]\nbackend = "no_such_backend.build"\ntargets = "gfx90a"\ncompiler-check = false\n')
+        '[tool.rocm-build-backend]\nbackend = "no_such_backend.build"\ntargets = "gfx90a"\ncompiler-check = false\n'
+    )
     proc = cli("plan", proj)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     assert proc.stderr.startswith("error: cannot import the wrapped build backend 'no_such_backend.build'")

@@ -72,8 +72,7 @@ def test_the_setting_in_every_channel():
 
 def test_the_plan_says_which_cache(tmp_path):
     choice = choose_cache("auto", {"PATH": programs(tmp_path / "b", "sccache")})
-    plan = make_plan(parse_targets("gfx90a"), "settings", load_settings(), {}, backend_kind="setuptools",
-                     cache=choice)
+    plan = make_plan(parse_targets("gfx90a"), "settings", load_settings(), {}, backend_kind="setuptools", cache=choice)
     assert plan.to_json()["compiler_cache"]["kind"] == "sccache"
     assert any(line.startswith("compiler cache: sccache ") for line in plan.summary())
     doc = {"schema_version": 1, **plan.to_json(), "compiler": None, "compiler_problem": None, "stale": []}
@@ -109,8 +108,13 @@ def test_the_cache_goes_behind_the_pinned_programs(tmp_path):
     pinned = pinned_under(str(pinned_dir))
     hip = str(pinned_dir / "amd-1" / "hip-launcher")
     nvcc = str(pinned_dir / "nvidia-1" / "cuda" / "bin" / "nvcc")
-    env = {"CMAKE_HIP_COMPILER_LAUNCHER": f"{hip};ccache", "CUDACXX": nvcc, "CMAKE_CUDA_COMPILER_LAUNCHER": "ccache",
-           "CMAKE_CXX_COMPILER_LAUNCHER": "ccache", "PYTORCH_NVCC": f"ccache {nvcc}"}
+    env = {
+        "CMAKE_HIP_COMPILER_LAUNCHER": f"{hip};ccache",
+        "CUDACXX": nvcc,
+        "CMAKE_CUDA_COMPILER_LAUNCHER": "ccache",
+        "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+        "PYTORCH_NVCC": f"ccache {nvcc}",
+    }
     got = cache_variables(CacheChoice("auto", "sccache", "/bin/sccache", "x"), env, pinned, "/src")
     assert got[PROGRAM_VAR] == "/bin/sccache"
     assert got["CMAKE_HIP_COMPILER_LAUNCHER"] == hip  # the launcher runs the cache itself
@@ -148,13 +152,17 @@ def test_setuptools_compiles_go_through_the_cache():
     ccache = CacheChoice("auto", "ccache", "/bin/ccache", "x")
     pinned = pinned_under("/cache/enforce")
     assert cached_command(["gcc", "-fPIC", "-c", "a.c", "-o", "a.o"], ccache, pinned)[:2] == ["/bin/ccache", "gcc"]
-    for cmd in (["gcc", "-shared", "a.o", "-o", "a.so"],  # a link
-                ["ccache", "gcc", "-c", "a.c"],  # CC="ccache gcc"
-                ["/cache/enforce/nvidia-1/cuda/bin/nvcc", "-c", "k.cu"]):  # the pinned nvcc runs it itself
+    for cmd in (
+        ["gcc", "-shared", "a.o", "-o", "a.so"],  # a link
+        ["ccache", "gcc", "-c", "a.c"],  # CC="ccache gcc"
+        ["/cache/enforce/nvidia-1/cuda/bin/nvcc", "-c", "k.cu"],
+    ):  # the pinned nvcc runs it itself
         assert cached_command(cmd, ccache, pinned) == cmd
 
 
-@pytest.mark.skipif(shutil.which("sccache") is None or shutil.which("ccache") is None, reason="needs sccache and ccache")
+@pytest.mark.skipif(
+    shutil.which("sccache") is None or shutil.which("ccache") is None, reason="needs sccache and ccache"
+)
 def test_counters_from_the_real_programs_statistics(tmp_path):
     from rocm_build_backend.gpu.programs import run_capped
 

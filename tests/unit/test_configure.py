@@ -47,7 +47,8 @@ def test_wraps_the_declared_backend_and_keeps_comments(tmp_path):
 
 def test_in_tree_backend_path_moves_to_our_table(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "backend"\nbackend-path = ["_build"]\n')
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "backend"\nbackend-path = ["_build"]\n'
+    )
     configure(tmp_path)
     data = tomllib.loads((tmp_path / "pyproject.toml").read_text())
     assert "backend-path" not in data["build-system"]
@@ -55,7 +56,7 @@ def test_in_tree_backend_path_moves_to_our_table(tmp_path):
 
 
 def test_no_build_system_table_means_legacy_setuptools(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[tool.black]\nline-length = 100\n')
+    (tmp_path / "pyproject.toml").write_text("[tool.black]\nline-length = 100\n")
     configure(tmp_path)
     data = tomllib.loads((tmp_path / "pyproject.toml").read_text())
     assert data["build-system"]["build-backend"] == "rocm_build_backend"
@@ -78,6 +79,7 @@ def test_not_a_project(tmp_path):
 
 # ---------------------------------------------------------------- real files that broke (issue 11)
 
+
 def _configure_and_load(tmp_path, text):
     (tmp_path / "pyproject.toml").write_text(text)
     before = tomllib.loads(text)
@@ -94,26 +96,32 @@ def _configure_and_load(tmp_path, text):
 
 def test_requirement_with_extras_stays_valid(tmp_path):
     """llama-cpp-python: the ']' of an extra closed the array for the old text edit."""
-    text = ('[build-system]\nrequires = ["scikit-build-core[pyproject]>=0.9.2"]\n'
-            'build-backend = "scikit_build_core.build"\n\n[project]\nname = "llama_cpp_python"\n'
-            'dynamic = ["version"]\n')
+    text = (
+        '[build-system]\nrequires = ["scikit-build-core[pyproject]>=0.9.2"]\n'
+        'build-backend = "scikit_build_core.build"\n\n[project]\nname = "llama_cpp_python"\n'
+        'dynamic = ["version"]\n'
+    )
     _, after, _ = _configure_and_load(tmp_path, text)
     assert after["build-system"]["requires"] == ["scikit-build-core[pyproject]>=0.9.2", PIN]
     assert after["tool"]["rocm-build-backend"] == {"backend": "scikit_build_core.build"}
 
 
 def test_torch_extra_in_a_multiline_array(tmp_path):
-    text = ('[build-system]\nrequires = [\n    "setuptools>=64",\n    "torch[cpu]>=2",\n]\n'
-            'build-backend = "setuptools.build_meta"\n\n[project]\nname = "demo"\n')
+    text = (
+        '[build-system]\nrequires = [\n    "setuptools>=64",\n    "torch[cpu]>=2",\n]\n'
+        'build-backend = "setuptools.build_meta"\n\n[project]\nname = "demo"\n'
+    )
     _, after, after_text = _configure_and_load(tmp_path, text)
     assert after["build-system"]["requires"] == ["setuptools>=64", "torch[cpu]>=2", PIN]
     assert '    "torch[cpu]>=2",\n' in after_text
 
 
 def test_bracket_in_a_comment_inside_the_array(tmp_path):
-    text = ('[build-system]\nrequires = [\n    "setuptools",  # needs >= 64 [see below]\n'
-            '    "wheel",  # ] closes nothing\n]\nbuild-backend = "setuptools.build_meta"\n\n'
-            '[project]\nname = "demo"\nversion = "1"\n')
+    text = (
+        '[build-system]\nrequires = [\n    "setuptools",  # needs >= 64 [see below]\n'
+        '    "wheel",  # ] closes nothing\n]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "demo"\nversion = "1"\n'
+    )
     _, after, after_text = _configure_and_load(tmp_path, text)
     assert after["build-system"]["requires"] == ["setuptools", "wheel", PIN]
     assert "# ] closes nothing" in after_text and "# needs >= 64 [see below]" in after_text
@@ -121,9 +129,11 @@ def test_bracket_in_a_comment_inside_the_array(tmp_path):
 
 def test_dotted_keys_keep_the_project_table(tmp_path):
     """A file of dotted keys: a prepended [build-system] header swallowed the project.* keys."""
-    text = ('build-system.requires = ["setuptools>=64"]\n'
-            'build-system.build-backend = "setuptools.build_meta"\n'
-            'project.name = "dotted"\nproject.version = "0.1"\n')
+    text = (
+        'build-system.requires = ["setuptools>=64"]\n'
+        'build-system.build-backend = "setuptools.build_meta"\n'
+        'project.name = "dotted"\nproject.version = "0.1"\n'
+    )
     _, after, _ = _configure_and_load(tmp_path, text)
     assert after["project"] == {"name": "dotted", "version": "0.1"}
     assert after["build-system"]["build-backend"] == "rocm_build_backend"
@@ -137,24 +147,30 @@ def test_dotted_project_keys_without_a_build_system(tmp_path):
 
 
 def test_our_table_named_only_in_a_comment_is_not_configured(tmp_path):
-    text = ('# later: [tool.rocm-build-backend]\n[build-system]\nrequires = ["setuptools"]\n'
-            'build-backend = "setuptools.build_meta"\n')
+    text = (
+        '# later: [tool.rocm-build-backend]\n[build-system]\nrequires = ["setuptools"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
     result, after, _ = _configure_and_load(tmp_path, text)
     assert result.changed
     assert after["tool"]["rocm-build-backend"] == {"backend": "setuptools.build_meta"}
 
 
 def test_existing_table_without_backend_gets_it(tmp_path):
-    text = ('[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
-            '[tool.rocm-build-backend]\ntargets = "gfx942"  # the lab\'s GPUs\n')
+    text = (
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[tool.rocm-build-backend]\ntargets = "gfx942"  # the lab\'s GPUs\n'
+    )
     _, after, after_text = _configure_and_load(tmp_path, text)
     assert after["tool"]["rocm-build-backend"] == {"targets": "gfx942", "backend": "setuptools.build_meta"}
     assert "# the lab's GPUs" in after_text
 
 
 def test_existing_table_with_another_backend_is_refused(tmp_path):
-    text = ('[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
-            '[tool.rocm-build-backend]\nbackend = "hatchling.build"\n')
+    text = (
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[tool.rocm-build-backend]\nbackend = "hatchling.build"\n'
+    )
     (tmp_path / "pyproject.toml").write_text(text)
     with pytest.raises(RocmBuildBackendError) as exc:
         configure(tmp_path)
@@ -173,15 +189,19 @@ def test_invalid_toml_is_refused_and_nothing_written(tmp_path):
 
 
 def test_requirement_already_listed_is_not_added_twice(tmp_path):
-    text = ('[build-system]\nrequires = ["setuptools", "rocm_build_backend>=0.1"]\n'
-            'build-backend = "setuptools.build_meta"\n')
+    text = (
+        '[build-system]\nrequires = ["setuptools", "rocm_build_backend>=0.1"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
     _, after, _ = _configure_and_load(tmp_path, text)
     assert after["build-system"]["requires"] == ["setuptools", "rocm_build_backend>=0.1"]
 
 
 def test_inline_tool_table(tmp_path):
-    text = ('tool = {black = {line-length = 100}}\n[build-system]\nrequires = ["setuptools"]\n'
-            'build-backend = "setuptools.build_meta"\n')
+    text = (
+        'tool = {black = {line-length = 100}}\n[build-system]\nrequires = ["setuptools"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
     _, after, _ = _configure_and_load(tmp_path, text)
     assert after["tool"]["rocm-build-backend"] == {"backend": "setuptools.build_meta"}
 
@@ -224,11 +244,16 @@ def test_too_large_a_file_is_refused(tmp_path):
 
 # ------------------------------------------------------------------------------ the command
 
+
 def _cli(*argv):
     import subprocess
 
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", "configure", *map(str, argv)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "configure", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_diff_shows_the_change_and_writes_nothing(tmp_path):
@@ -236,7 +261,7 @@ def test_cli_diff_shows_the_change_and_writes_nothing(tmp_path):
     proc = _cli(tmp_path, "--diff")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("--- a/pyproject.toml\n+++ b/pyproject.toml\n")
-    assert '+requires = [' not in proc.stdout and f'+    "{PIN}",' in proc.stdout
+    assert "+requires = [" not in proc.stdout and f'+    "{PIN}",' in proc.stdout
     assert (tmp_path / "pyproject.toml").read_text() == ORIGINAL
 
 
@@ -249,7 +274,7 @@ def test_cli_dry_run_says_what_it_would_do(tmp_path):
 
 
 def test_cli_invalid_toml_is_one_error_and_a_hint(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[build-system\n')
+    (tmp_path / "pyproject.toml").write_text("[build-system\n")
     proc = _cli(tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.splitlines()
@@ -264,15 +289,19 @@ def test_cli_not_a_folder(tmp_path):
 
 def test_tool_tables_spread_over_the_file(tmp_path):
     """llama-cpp-python: [tool.scikit-build] before [project], [tool.pytest.ini_options] after it."""
-    text = ('[build-system]\nrequires = ["scikit-build-core[pyproject]>=0.9.2"]\n'
-            'build-backend = "scikit_build_core.build"\n\n[project]\nname = "llama_cpp_python"\n\n'
-            '[tool.scikit-build]\nwheel.packages = ["llama_cpp"]\n\n[project.urls]\nHomepage = "https://x"\n\n'
-            '[tool.pytest.ini_options]\ntestpaths = "tests"\n')
+    text = (
+        '[build-system]\nrequires = ["scikit-build-core[pyproject]>=0.9.2"]\n'
+        'build-backend = "scikit_build_core.build"\n\n[project]\nname = "llama_cpp_python"\n\n'
+        '[tool.scikit-build]\nwheel.packages = ["llama_cpp"]\n\n[project.urls]\nHomepage = "https://x"\n\n'
+        '[tool.pytest.ini_options]\ntestpaths = "tests"\n'
+    )
     _, after, after_text = _configure_and_load(tmp_path, text)
     assert after["tool"]["rocm-build-backend"] == {"backend": "scikit_build_core.build"}
-    assert after_text.startswith(text.split("[tool.pytest")[0].replace(
-        'build-backend = "scikit_build_core.build"', 'build-backend = "rocm_build_backend"').replace(
-        '>=0.9.2"]', f'>=0.9.2", "{PIN}"]'))
+    assert after_text.startswith(
+        text.split("[tool.pytest")[0]
+        .replace('build-backend = "scikit_build_core.build"', 'build-backend = "rocm_build_backend"')
+        .replace('>=0.9.2"]', f'>=0.9.2", "{PIN}"]')
+    )
 
 
 def test_file_without_a_final_newline(tmp_path):
@@ -287,19 +316,39 @@ def test_file_without_a_final_newline(tmp_path):
 
 from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
 
-_REQUIRES = st.lists(st.sampled_from(['"setuptools>=64"', '"scikit-build-core[pyproject]>=0.9.2"',
-                                      '"torch[cpu]>=2"', '"wheel"  # ] not the end', '"rocm-build-backend"']),
-                     max_size=3)
-_ROOT = st.sampled_from([
-    'project.name = "dotted"\n', 'tool.ruff.line-length = 100\n', 'tool = {black = {line-length = 100}}\n',
-    '# [tool.rocm-build-backend] in a comment\n', 'build-system.build-backend = "setuptools.build_meta"\n',
-])
-_TABLES = st.sampled_from([
-    '[project]\nname = "p"  # [tool.x]\nversion = "1"\n', '[tool.black]\nline-length = 88\n',
-    '[tool.scikit-build]\nwheel.packages = ["p"]\n', '[[tool.cibuildwheel.overrides]]\nselect = "*"\n',
-    '[tool.rocm-build-backend]\ntargets = "gfx942"\n', '[project.urls]\nHome = "https://x"\n',
-    '[tool]\nfoo = 1\n', '[tool.pytest.ini_options]\naddopts = "-q"\n',
-])
+_REQUIRES = st.lists(
+    st.sampled_from(
+        [
+            '"setuptools>=64"',
+            '"scikit-build-core[pyproject]>=0.9.2"',
+            '"torch[cpu]>=2"',
+            '"wheel"  # ] not the end',
+            '"rocm-build-backend"',
+        ]
+    ),
+    max_size=3,
+)
+_ROOT = st.sampled_from(
+    [
+        'project.name = "dotted"\n',
+        "tool.ruff.line-length = 100\n",
+        "tool = {black = {line-length = 100}}\n",
+        "# [tool.rocm-build-backend] in a comment\n",
+        'build-system.build-backend = "setuptools.build_meta"\n',
+    ]
+)
+_TABLES = st.sampled_from(
+    [
+        '[project]\nname = "p"  # [tool.x]\nversion = "1"\n',
+        "[tool.black]\nline-length = 88\n",
+        '[tool.scikit-build]\nwheel.packages = ["p"]\n',
+        '[[tool.cibuildwheel.overrides]]\nselect = "*"\n',
+        '[tool.rocm-build-backend]\ntargets = "gfx942"\n',
+        '[project.urls]\nHome = "https://x"\n',
+        "[tool]\nfoo = 1\n",
+        '[tool.pytest.ini_options]\naddopts = "-q"\n',
+    ]
+)
 
 
 @st.composite
@@ -307,11 +356,21 @@ def _pyproject(draw):
     root = draw(st.lists(_ROOT, max_size=3, unique=True))
     items = draw(_REQUIRES)
     multiline = draw(st.booleans())
-    body = ("[\n" + "".join(f"    {i},\n" for i in items) + "]") if multiline else "[" + ", ".join(
-        i.split("  #")[0] for i in items) + "]"
-    system = draw(st.sampled_from([
-        f"[build-system]\nrequires = {body}\nbuild-backend = \"setuptools.build_meta\"\n",
-        f"[build-system]\nrequires = {body}\n", f"build-system.requires = {body}\n", ""]))
+    body = (
+        ("[\n" + "".join(f"    {i},\n" for i in items) + "]")
+        if multiline
+        else "[" + ", ".join(i.split("  #")[0] for i in items) + "]"
+    )
+    system = draw(
+        st.sampled_from(
+            [
+                f'[build-system]\nrequires = {body}\nbuild-backend = "setuptools.build_meta"\n',
+                f"[build-system]\nrequires = {body}\n",
+                f"build-system.requires = {body}\n",
+                "",
+            ]
+        )
+    )
     tables = draw(st.lists(_TABLES, max_size=4, unique=True))
     place = draw(st.integers(0, len(tables)))
     if system.startswith("build-system."):
@@ -340,8 +399,13 @@ def test_any_layout_gives_a_valid_edit_or_a_clean_refusal(tmp_path_factory, text
     if not result.changed:
         assert before["build-system"]["build-backend"] == "rocm_build_backend"
         return
-    strip = lambda d: {**{k: v for k, v in d.items() if k not in ("build-system", "tool")},  # noqa: E731
-                       "tool": {k: v for k, v in (d.get("tool") or {}).items() if k != "rocm-build-backend"}}
+
+    def strip(d):
+        return {
+            **{k: v for k, v in d.items() if k not in ("build-system", "tool")},
+            "tool": {k: v for k, v in (d.get("tool") or {}).items() if k != "rocm-build-backend"},
+        }
+
     assert strip(after) == strip(before)
     assert after["build-system"]["build-backend"] == "rocm_build_backend"
     assert configure(folder).changed is False
@@ -393,11 +457,15 @@ setup(name="ext", cmdclass={"build_ext": BuildExtension})
 def test_it_pins_this_version_and_says_how_to_add_its_hash(tmp_path):
     from rocm_build_backend._version import __version__
 
-    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=64"]\n'
-                                            'build-backend = "setuptools.build_meta"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
     result = configure(tmp_path)
     assert PIN == f"rocm-build-backend=={__version__}" and result.added == (PIN,)
-    assert tomllib.loads((tmp_path / "pyproject.toml").read_text())["build-system"]["requires"] == ["setuptools>=64", PIN]
+    assert tomllib.loads((tmp_path / "pyproject.toml").read_text())["build-system"]["requires"] == [
+        "setuptools>=64",
+        PIN,
+    ]
     (note,) = result.notes
     assert "--require-hashes" in note and f"{PIN} --hash=sha256:" in note
     assert result.to_json()["requires_added"] == [PIN] and result.to_json()["notes"] == [note]
@@ -407,13 +475,16 @@ def test_a_torch_extension_gets_torch_and_hears_what_isolation_lacks(tmp_path):
     (tmp_path / "setup.py").write_text(TORCH_SETUP)
     (tmp_path / "versioneer.py").write_text("")
     (tmp_path / "install" / "cupy_builder").mkdir(parents=True)
-    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=64", "numpy"]\n'
-                                            'build-backend = "setuptools.build_meta"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "numpy"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
     result = configure(tmp_path)
     requires = tomllib.loads((tmp_path / "pyproject.toml").read_text())["build-system"]["requires"]
     assert requires == ["setuptools>=64", "numpy", PIN, "torch"] and result.added == (PIN, "torch")
     torch_note, lacking = result.notes[1:]
-    assert torch_note.startswith("added torch to requires (setup.py imports it)") and "--no-build-isolation" in torch_note
+    assert (
+        torch_note.startswith("added torch to requires (setup.py imports it)") and "--no-build-isolation" in torch_note
+    )
     # not numpy (listed), packaging (setuptools brings it), versioneer, cupy_builder (the project's), os
     assert lacking.startswith("warning: setup.py imports pybind11, which requires does not list")
 
@@ -426,8 +497,10 @@ def test_a_setup_py_only_torch_project_gets_torch_too(tmp_path):
 
 
 def test_an_unpinned_shim_already_listed_is_warned_about(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools", "rocm-build-backend>=0.1"]\n'
-                                            'build-backend = "setuptools.build_meta"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools", "rocm-build-backend>=0.1"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
     result = configure(tmp_path)
     assert result.added == ()
     (note,) = result.notes

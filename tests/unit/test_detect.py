@@ -74,8 +74,7 @@ def props(base: str, **changes) -> str:
 
 def igpu(version: int, cus: int = 2) -> str:
     """An iGPU node made from a real dGPU node: new target, tiny CU count, no unique id."""
-    return props(NAVI23, gfx_target_version=version, simd_count=cus * 2, simd_per_cu=2,
-                 device_id=0x164E, unique_id=0)
+    return props(NAVI23, gfx_target_version=version, simd_count=cus * 2, simd_per_cu=2, device_id=0x164E, unique_id=0)
 
 
 def tree(tmp_path: Path, nodes: dict[int, str | bytes | None], *, virtual: bool = False) -> Path:
@@ -223,7 +222,8 @@ def test_rocminfo_isa_lines_only():
 
 def test_rocminfo_grep_names_and_marketing():
     text = "\n".join(
-        ln for ln in fixture("rx5700xt_gfx1010_plus_apu_gfx1036.rocminfo.txt").splitlines()
+        ln
+        for ln in fixture("rx5700xt_gfx1010_plus_apu_gfx1036.rocminfo.txt").splitlines()
         if "Name:" in ln and "Vendor" not in ln
     )
     result = parse_rocminfo(text)
@@ -238,9 +238,15 @@ def test_rocminfo_real_escape_codes():
 
 
 def agent(n, name, dtype, *, isa=None, marketing=None, cus=None, memory=""):
-    lines = ["*******", f"Agent {n}", "*******", f"  Name:                    {name}",
-             f"  Marketing Name:          {marketing or name}", f"  Node:                    {n - 1}",
-             f"  Device Type:             {dtype}"]
+    lines = [
+        "*******",
+        f"Agent {n}",
+        "*******",
+        f"  Name:                    {name}",
+        f"  Marketing Name:          {marketing or name}",
+        f"  Node:                    {n - 1}",
+        f"  Device Type:             {dtype}",
+    ]
     if cus is not None:
         lines.append(f"  Compute Unit:            {cus}")
     lines.append(f"  Memory Properties:       {memory}")
@@ -251,13 +257,22 @@ def agent(n, name, dtype, *, isa=None, marketing=None, cus=None, memory=""):
 
 
 def test_rocminfo_skips_npu_and_generic():
-    text = "\n".join([
-        "ROCk module version 6.12.12 is loaded",
-        agent(1, "AMD RYZEN AI MAX+ 395 w/ Radeon 8060S", "CPU", cus=32),
-        agent(2, "gfx1151", "GPU", isa=["gfx1151", "gfx11-generic"], marketing="AMD Radeon Graphics",
-              cus=40, memory="APU"),
-        agent(3, "aie2", "DSP", isa=["aie2"], cus=0),
-    ])
+    text = "\n".join(
+        [
+            "ROCk module version 6.12.12 is loaded",
+            agent(1, "AMD RYZEN AI MAX+ 395 w/ Radeon 8060S", "CPU", cus=32),
+            agent(
+                2,
+                "gfx1151",
+                "GPU",
+                isa=["gfx1151", "gfx11-generic"],
+                marketing="AMD Radeon Graphics",
+                cus=40,
+                memory="APU",
+            ),
+            agent(3, "aie2", "DSP", isa=["aie2"], cus=0),
+        ]
+    )
     result = parse_rocminfo(text)
     assert [str(d.target) for d in result.devices] == ["gfx1151"]
     assert "1 other" in result.summary
@@ -268,8 +283,13 @@ def test_rocminfo_skips_npu_and_generic():
 
 def test_rocminfo_gpu_named_like_the_cpu_is_an_igpu():
     cpu = "AMD Ryzen 7 5700G with Radeon Graphics"
-    text = "\n".join([agent(1, cpu, "CPU"), agent(2, "gfx1030", "GPU", isa=["gfx1030"], marketing=cpu, cus=8),
-                      agent(3, "gfx1100", "GPU", isa=["gfx1100"], marketing="Radeon RX 7900 XTX", cus=96)])
+    text = "\n".join(
+        [
+            agent(1, cpu, "CPU"),
+            agent(2, "gfx1030", "GPU", isa=["gfx1030"], marketing=cpu, cus=8),
+            agent(3, "gfx1100", "GPU", isa=["gfx1100"], marketing="Radeon RX 7900 XTX", cus=96),
+        ]
+    )
     got = D.detect(recorded={"rocminfo": text}, env={})
     assert [str(t) for t in got.targets] == ["gfx1100"]
     igpu_dev = got.devices[0]
@@ -337,9 +357,14 @@ def test_rocm_smi_decimal_gfx_version():
 
 
 def test_recorded_probe_order_and_disagreement():
-    got = D.detect(env={}, recorded={"rocm_agent_enumerator": "gfx1030\n",
-                                     "rocminfo": fixture("rx6900xt_gfx1030.rocminfo.txt"),
-                                     "amdgpu-arch": "gfx1031\n"})
+    got = D.detect(
+        env={},
+        recorded={
+            "rocm_agent_enumerator": "gfx1030\n",
+            "rocminfo": fixture("rx6900xt_gfx1030.rocminfo.txt"),
+            "amdgpu-arch": "gfx1031\n",
+        },
+    )
     assert got.source == "rocminfo"
     assert set(got.seen) == {"rocminfo", "rocm_agent_enumerator", "amdgpu-arch"}
     assert any(w.startswith("amdgpu-arch saw gfx1031") for w in got.warnings)
@@ -348,8 +373,12 @@ def test_recorded_probe_order_and_disagreement():
 def test_recorded_without_root_reads_no_sysfs(tmp_path):
     got = D.detect(recorded={"rocminfo": fixture("err_rock_not_loaded_secureboot.rocminfo.txt")}, env={})
     assert "kfd" not in got.seen
-    with_root = D.detect(root=eight_gpus(tmp_path), env={}, run=no_run,
-                         recorded={"rocminfo": fixture("err_rock_not_loaded_secureboot.rocminfo.txt")})
+    with_root = D.detect(
+        root=eight_gpus(tmp_path),
+        env={},
+        run=no_run,
+        recorded={"rocminfo": fixture("err_rock_not_loaded_secureboot.rocminfo.txt")},
+    )
     assert with_root.source == "kfd" and len(with_root.devices) == 8
 
 
@@ -462,13 +491,16 @@ def test_override_decimal_stepping(tmp_path):
     assert [str(t) for t in got.targets] == ["gfx90a"]
 
 
-@pytest.mark.parametrize("value, words", [
-    ("", ["set but empty", "gfx1032"]),
-    ("   ", ["set but empty"]),
-    ("gfx1030", ["not major.minor.stepping"]),
-    ("10.3", ["not major.minor.stepping"]),
-    ("10.3.0.1", ["not major.minor.stepping"]),
-])
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("", ["set but empty", "gfx1032"]),
+        ("   ", ["set but empty"]),
+        ("gfx1030", ["not major.minor.stepping"]),
+        ("10.3", ["not major.minor.stepping"]),
+        ("10.3.0.1", ["not major.minor.stepping"]),
+    ],
+)
 def test_bad_override_builds_the_physical_gpu(tmp_path, value, words):
     got = kfd(tree(tmp_path, {0: CPU, 1: NAVI23}), {"HSA_OVERRIDE_GFX_VERSION": value})
     assert [str(t) for t in got.targets] == ["gfx1032"]
@@ -496,16 +528,19 @@ def test_per_node_override_on_a_cpu_node_warns(tmp_path):
 
 
 def test_unreadable_and_garbage_nodes(tmp_path):
-    root = tree(tmp_path, {
-        0: CPU,
-        1: None,  # no properties file
-        2: b"\xff\xfe\x00garbage\nsimd_count lots\n",
-        3: props(NAVI23, gfx_target_version="abc"),
-        4: props(NAVI23, gfx_target_version=99999),  # minor 99 does not decode
-        5: "",
-        6: W7500,
-        7: "gfx_target_version 100302 extra\nsimd_count 64\n",  # odd line shape
-    })
+    root = tree(
+        tmp_path,
+        {
+            0: CPU,
+            1: None,  # no properties file
+            2: b"\xff\xfe\x00garbage\nsimd_count lots\n",
+            3: props(NAVI23, gfx_target_version="abc"),
+            4: props(NAVI23, gfx_target_version=99999),  # minor 99 does not decode
+            5: "",
+            6: W7500,
+            7: "gfx_target_version 100302 extra\nsimd_count 64\n",  # odd line shape
+        },
+    )
     (root / "sys/class/kfd/kfd/topology/nodes/8/properties").mkdir(parents=True)  # unreadable: a directory
     (root / "sys/class/kfd/kfd/topology/nodes/notanode").mkdir()
     got = kfd(root)
@@ -595,9 +630,12 @@ def test_no_gpu_message_names_each_probe(tmp_path):
     with pytest.raises(NoGpuDetectedError) as info:
         D.require_targets(got)
     err = info.value
-    assert err.message == ("no GPU found (KFD: no GPU nodes (1 CPU node); "
-                           "rocminfo: 'ROCk module is NOT loaded, possibly no GPU devices')")
-    assert "Secure Boot" in err.hint and err.hint.endswith("set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942 or ROCM_BUILD_BACKEND_TARGETS=sm_90 (or TORCH_CUDA_ARCH_LIST=9.0)")
+    assert err.message == (
+        "no GPU found (KFD: no GPU nodes (1 CPU node); rocminfo: 'ROCk module is NOT loaded, possibly no GPU devices')"
+    )
+    assert "Secure Boot" in err.hint and err.hint.endswith(
+        "set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942 or ROCM_BUILD_BACKEND_TARGETS=sm_90 (or TORCH_CUDA_ARCH_LIST=9.0)"
+    )
     assert err.exit_code == 3 and str(err).splitlines()[1].startswith("hint: ")
 
 
@@ -635,7 +673,10 @@ def test_no_specific_hint_without_evidence():
     got = D.detect(recorded={}, env={})
     with pytest.raises(NoGpuDetectedError) as info:
         D.require_targets(got)
-    assert info.value.hint == "set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942 or ROCM_BUILD_BACKEND_TARGETS=sm_90 (or TORCH_CUDA_ARCH_LIST=9.0)"
+    assert (
+        info.value.hint
+        == "set targets, e.g. ROCM_BUILD_BACKEND_TARGETS=gfx942 or ROCM_BUILD_BACKEND_TARGETS=sm_90 (or TORCH_CUDA_ARCH_LIST=9.0)"
+    )
     assert info.value.message == "no GPU found (no probe ran)"
 
 
@@ -658,7 +699,12 @@ def test_to_json_and_text(tmp_path):
     assert data["targets"] == ["gfx1030"] and data["source"] == "kfd"
     first = data["devices"][0]
     assert {k: first[k] for k in ("target", "processor", "physical", "kind", "included")} == {
-        "target": "gfx1030", "processor": "gfx1030", "physical": "gfx1032", "kind": "dgpu", "included": True}
+        "target": "gfx1030",
+        "processor": "gfx1030",
+        "physical": "gfx1032",
+        "kind": "dgpu",
+        "included": True,
+    }
     assert data["devices"][1]["included"] is False and data["devices"][1]["reason"]
     assert data["warnings"] == got.warnings
     text = render.detection(got)
@@ -669,8 +715,9 @@ def test_to_json_and_text(tmp_path):
 
 
 def test_text_when_nothing_found():
-    text = render.detection(D.detect(recorded={"rocminfo": fixture("err_rock_not_loaded_secureboot.rocminfo.txt")},
-                                     env={}))
+    text = render.detection(
+        D.detect(recorded={"rocminfo": fixture("err_rock_not_loaded_secureboot.rocminfo.txt")}, env={})
+    )
     assert text.splitlines()[0] == "no AMD GPU found"
     assert "build targets: (none)" in text and "rocminfo: 'ROCk module is NOT loaded" in text
 
@@ -769,12 +816,15 @@ def test_visible_devices_with_a_non_ascii_digit_is_no_traceback(tmp_path, value)
     assert any("matches no GPU" in w for w in got.warnings)
 
 
-@pytest.mark.parametrize("parse, text", [
-    (parse_enumerator, "gfx90a\n" * 2000),
-    (parse_rocminfo, "  Name: gfx90a\n" * 2000),
-    (parse_rocminfo, "Agent 1\n  Name: gfx90a\n  Device Type: GPU\n" * 2000),
-    (parse_rocm_smi, "{" + ",".join(f'"card{i}": {{"GFX Version": "gfx90a"}}' for i in range(2000)) + "}"),
-])
+@pytest.mark.parametrize(
+    "parse, text",
+    [
+        (parse_enumerator, "gfx90a\n" * 2000),
+        (parse_rocminfo, "  Name: gfx90a\n" * 2000),
+        (parse_rocminfo, "Agent 1\n  Name: gfx90a\n  Device Type: GPU\n" * 2000),
+        (parse_rocm_smi, "{" + ",".join(f'"card{i}": {{"GFX Version": "gfx90a"}}' for i in range(2000)) + "}"),
+    ],
+)
 def test_more_gpus_than_any_machine_has_is_not_believed(parse, text):
     got = parse(text)
     assert got.devices == [] and got.error == "tool_failed"
@@ -832,7 +882,12 @@ def test_pasted_output_gives_the_same_targets(name, paste):
 def test_amd_smi_static_text_gives_name_cus_and_device_id():
     (dev,) = parse_amd_smi(fixture("w7500_gfx1102.amd-smi-static-asic.txt")).devices
     assert (str(dev.target), dev.name, dev.compute_units, dev.device_id, dev.node) == (
-        "gfx1102", "Navi 33 [Radeon Pro W7500]", 28, "0x7489", 2)
+        "gfx1102",
+        "Navi 33 [Radeon Pro W7500]",
+        28,
+        "0x7489",
+        2,
+    )
 
 
 def test_amd_smi_static_json_both_shapes_and_warning_lines():
@@ -841,12 +896,18 @@ def test_amd_smi_static_json_both_shapes_and_warning_lines():
     # amd-smi 24.x printed the list itself; later versions wrap it in {"gpu_data": [...]}
     old_shape = json.dumps(data["gpu_data"], indent=4)
     # Python warnings amd-smi printed before its JSON, as a user pasted them (nathaninline/ajean#39)
-    warned = ("/usr/lib/python3.14/site-packages/amdsmi/amdsmi_interface.py:3569: SyntaxWarning: "
-              "'return' in a 'finally' block\n  return return_dictionary\n" + text)
+    warned = (
+        "/usr/lib/python3.14/site-packages/amdsmi/amdsmi_interface.py:3569: SyntaxWarning: "
+        "'return' in a 'finally' block\n  return return_dictionary\n" + text
+    )
     for variant in (text, old_shape, warned):
         (dev,) = parse_amd_smi(variant).devices
         assert (str(dev.target), dev.name, dev.compute_units, dev.device_id) == (
-            "gfx90a", "AMD Instinct MI210", 104, "0x740f")
+            "gfx90a",
+            "AMD Instinct MI210",
+            104,
+            "0x740f",
+        )
 
 
 def test_amd_smi_list_names_gpus_but_no_targets():

@@ -94,7 +94,9 @@ def test_rocminfo_exit_0_with_driver_not_loaded(tmp_path):
         "amdgpu-arch: not installed (not on PATH))"
     )
     assert "amdgpu kernel driver is not loaded" in info.value.hint
-    assert info.value.hint.endswith("ROCM_BUILD_BACKEND_TARGETS=gfx942 or ROCM_BUILD_BACKEND_TARGETS=sm_90 (or TORCH_CUDA_ARCH_LIST=9.0)")
+    assert info.value.hint.endswith(
+        "ROCM_BUILD_BACKEND_TARGETS=gfx942 or ROCM_BUILD_BACKEND_TARGETS=sm_90 (or TORCH_CUDA_ARCH_LIST=9.0)"
+    )
 
 
 def test_nonzero_exit_with_error_text(tmp_path):
@@ -114,7 +116,7 @@ def test_falls_through_to_the_enumerator(tmp_path):
 
 
 def test_amdgpu_arch_gets_the_override_applied(tmp_path):
-    program(tmp_path / "bin", "offload-arch", 'echo gfx1032')
+    program(tmp_path / "bin", "offload-arch", "echo gfx1032")
     got = run_detect(tmp_path, env={"PATH": str(tmp_path / "bin"), "HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
     assert got.source == "amdgpu-arch"
     (dev,) = got.devices
@@ -195,8 +197,11 @@ def test_program_that_cannot_start(tmp_path):
 
 def test_output_beyond_the_cap_is_not_read(tmp_path):
     # 5 MB of one line, then a GPU: the whole output must not be read, parsed or believed
-    program(tmp_path / "bin", "rocminfo",
-            "head -c 5000000 /dev/zero | tr '\\000' x\nprintf '\\n  Name: gfx90a\\n  Device Type: GPU\\n'")
+    program(
+        tmp_path / "bin",
+        "rocminfo",
+        "head -c 5000000 /dev/zero | tr '\\000' x\nprintf '\\n  Name: gfx90a\\n  Device Type: GPU\\n'",
+    )
     got = run_detect(tmp_path)
     assert got.targets == [] and got.source is None
     assert got.seen["rocminfo"].startswith("printed more than 4 MiB; stopped")
@@ -268,8 +273,14 @@ def cli(*args, timeout=60):
 
     repo = ROOT
     env = {**os.environ, "PYTHONPATH": str(repo)}
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, args)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero", "large"])
@@ -296,7 +307,7 @@ def test_recorded_output_that_is_no_regular_file_or_too_large(tmp_path, kind):
 def test_amd_smi_runs_after_the_enumerator_and_before_amdgpu_arch(tmp_path):
     args = tmp_path / "amd-smi-args"
     marker = tmp_path / "amdgpu-arch-ran"
-    program(tmp_path / "bin", "rocm_agent_enumerator", 'echo gfx000')
+    program(tmp_path / "bin", "rocm_agent_enumerator", "echo gfx000")
     program(tmp_path / "bin", "amd-smi", f'echo "$@" > "{args}"\n' + prints("mi210_gfx90a.amd-smi-static.json"))
     program(tmp_path / "bin", "amdgpu-arch", "echo gfx1030", marker=marker)
     got = run_detect(tmp_path)
@@ -315,10 +326,13 @@ def test_amd_smi_gets_the_global_override_applied(tmp_path):
     assert (str(dev.target), str(dev.physical)) == ("gfx1100", "gfx1102")
 
 
-@pytest.mark.parametrize("fixture, want", [
-    ("mi350x_gfx950.amd-smi-static.txt", ["gfx950"]),
-    ("mi210_gfx90a.amd-smi-static.json", ["gfx90a"]),
-])
+@pytest.mark.parametrize(
+    "fixture, want",
+    [
+        ("mi350x_gfx950.amd-smi-static.txt", ["gfx950"]),
+        ("mi210_gfx90a.amd-smi-static.json", ["gfx90a"]),
+    ],
+)
 def test_detect_cli_reads_recorded_amd_smi_output(fixture, want):
     import json
 
@@ -338,11 +352,17 @@ def test_detect_cli_with_amd_smi_list_says_what_is_missing():
 # --------------------------------------------------------------------------- the --json contract
 
 
-OPTION = {"rocminfo": "--rocminfo-output", "rocm_agent_enumerator": "--enumerator-output",
-          "aomp offload-arch -v": "--amdgpu-arch-output", "amdgpu-arch": "--amdgpu-arch-output",
-          "amd-smi static": "--amd-smi-output", "amd-smi static --json": "--amd-smi-output",
-          "amd-smi list": "--amd-smi-output", "rocm-smi --showproductname --json": "--rocm-smi-output",
-          "rocm-smi --showproductname --csv": "--rocm-smi-output"}
+OPTION = {
+    "rocminfo": "--rocminfo-output",
+    "rocm_agent_enumerator": "--enumerator-output",
+    "aomp offload-arch -v": "--amdgpu-arch-output",
+    "amdgpu-arch": "--amdgpu-arch-output",
+    "amd-smi static": "--amd-smi-output",
+    "amd-smi static --json": "--amd-smi-output",
+    "amd-smi list": "--amd-smi-output",
+    "rocm-smi --showproductname --json": "--rocm-smi-output",
+    "rocm-smi --showproductname --csv": "--rocm-smi-output",
+}
 
 
 def _schema(name):

@@ -53,19 +53,22 @@ def test_the_docs_index_links_every_page():
 
 
 def test_the_architecture_numbers_are_the_import_graphs():
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "import_graph.py"), "--json"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "import_graph.py"), "--json"], capture_output=True, text=True, check=True
+    ).stdout
     graph = json.loads(out)
     text = (ROOT / "docs" / "architecture.md").read_text()
-    said = (f"({graph['modules']} modules, {graph['edges']} import edges, {len(graph['cycles'])} cycles)",
-            f"{graph['edges_inside_functions']} of the {graph['edges']} edges")
+    said = (
+        f"({graph['modules']} modules, {graph['edges']} import edges, {len(graph['cycles'])} cycles)",
+        f"{graph['edges_inside_functions']} of the {graph['edges']} edges",
+    )
     assert [s for s in said if s not in " ".join(text.split())] == [], said
     assert "`build/`" not in text and "  build/ " not in text  # the package is builder/
 
 
 def test_readme_opens_with_the_two_setup_commands():
     lines = (ROOT / "README.md").read_text().splitlines()
-    block = lines[lines.index("```sh") + 1: lines.index("```sh") + 3]
+    block = lines[lines.index("```sh") + 1 : lines.index("```sh") + 3]
     assert block[0].startswith("bash tools/setup.sh && bash tools/demo.sh")
     assert block[1].startswith("bash tools/setup.sh && python3 -m pytest")
     ci = (ROOT / ".ci" / "run").read_text()

@@ -45,9 +45,11 @@ def test_the_usual_folder_when_it_can_be_used(tmp_path):
 def test_an_unusable_usual_folder_falls_back_to_the_same_per_user_folder(tmp_path, monkeypatch, case):
     a_file = tmp_path / "a-file"
     a_file.write_text("")
-    over = {"XDG_CACHE_HOME is a file": {"XDG_CACHE_HOME": str(a_file)},
-            "HOME is a file": {"HOME": str(a_file)},
-            "no HOME, no passwd entry": {"HOME": "-"}}[case]
+    over = {
+        "XDG_CACHE_HOME is a file": {"XDG_CACHE_HOME": str(a_file)},
+        "HOME is a file": {"HOME": str(a_file)},
+        "no HOME, no passwd entry": {"HOME": "-"},
+    }[case]
     monkeypatch.setattr(enforcedir, "_passwd_home", lambda uid: "")
     monkeypatch.chdir(tmp_path)
     env = _env(tmp_path, **over)

@@ -21,21 +21,24 @@ def _plan(*names: str):
     return [parse_target(n) for n in names]
 
 
-@pytest.mark.parametrize("found, plan, ok", [
-    ("gfx90a", ["gfx90a"], True),
-    ("gfx90a:xnack-", ["gfx90a"], True),  # a feature variant of what the plan chose
-    ("gfx90a:sramecc+:xnack+", ["gfx90a"], True),
-    ("gfx90a:xnack+", ["gfx90a:xnack-"], False),  # the plan chose the other mode
-    ("gfx908", ["gfx90a"], False),
-    ("gfx9-4-generic", ["gfx942"], False),
-    ("sm_90", ["sm_90"], True),
-    ("sm_90a", ["sm_90"], False),  # sm_90a only when the plan chose it
-    ("sm_90a", ["sm_90a"], True),
-    ("compute_90", ["sm_90"], False),  # PTX only when the plan has it (the ptx setting)
-    ("compute_90", ["sm_90", "compute_90"], True),
-    ("sm_80", ["sm_90"], False),
-    ("nonsense", ["sm_90"], False),
-])
+@pytest.mark.parametrize(
+    "found, plan, ok",
+    [
+        ("gfx90a", ["gfx90a"], True),
+        ("gfx90a:xnack-", ["gfx90a"], True),  # a feature variant of what the plan chose
+        ("gfx90a:sramecc+:xnack+", ["gfx90a"], True),
+        ("gfx90a:xnack+", ["gfx90a:xnack-"], False),  # the plan chose the other mode
+        ("gfx908", ["gfx90a"], False),
+        ("gfx9-4-generic", ["gfx942"], False),
+        ("sm_90", ["sm_90"], True),
+        ("sm_90a", ["sm_90"], False),  # sm_90a only when the plan chose it
+        ("sm_90a", ["sm_90a"], True),
+        ("compute_90", ["sm_90"], False),  # PTX only when the plan has it (the ptx setting)
+        ("compute_90", ["sm_90", "compute_90"], True),
+        ("sm_80", ["sm_90"], False),
+        ("nonsense", ["sm_90"], False),
+    ],
+)
 def test_which_targets_the_plan_chose(found, plan, ok):
     assert chosen(found, _plan(*plan)) is ok
 
@@ -45,11 +48,15 @@ def _report(**files: list[str]) -> AuditReport:
 
 
 def test_files_beyond_the_plan_and_why():
-    report = _report(pkg__a_so=["sm_90"], pkg__b_so=["sm_80", "sm_90"], pkg__c_so=["sm_86"],
-                     pkg__d_fatbin=["sm_75", "sm_90"])
+    report = _report(
+        pkg__a_so=["sm_90"], pkg__b_so=["sm_80", "sm_90"], pkg__c_so=["sm_86"], pkg__d_fatbin=["sm_75", "sm_90"]
+    )
     found = beyond(report, _plan("sm_90"), whole={"sm_86", "compute_86"}, prebuilt={"pkg/d_fatbin"})
-    assert found == [Beyond("pkg/b_so", ["sm_80"], ""), Beyond("pkg/c_so", ["sm_86"], "left whole"),
-                     Beyond("pkg/d_fatbin", ["sm_75"], "prebuilt")]
+    assert found == [
+        Beyond("pkg/b_so", ["sm_80"], ""),
+        Beyond("pkg/c_so", ["sm_86"], "left whole"),
+        Beyond("pkg/d_fatbin", ["sm_75"], "prebuilt"),
+    ]
     assert found[0].line("sm_90") == "pkg/b_so holds sm_80 beyond the targets sm_90"
     assert "(allowed)" in found[1].line("sm_90") and "prebuilt" in found[2].line("sm_90")
     stamp = to_stamp(found)
@@ -58,11 +65,29 @@ def test_files_beyond_the_plan_and_why():
 
 
 def test_the_stamp_records_the_counts_beside_the_check():
-    enforced = {"how": ["enforce: ..."], "compiles": 3, "rewritten": 1, "kept": 1, "added": 0, "dropped": ["sm_80"],
-                "left_whole": [{"sources": ["a.cu"], "targets": ["sm_86"]}], "left_whole_count": 1, "refused": 0,
-                "exact": to_stamp([Beyond("pkg/c.so", ["sm_86"], "left whole")])}
-    stamp = valid_stamp(make_stamp(requested=["sm_90"], source="settings", audit_files={"pkg/c.so": {"targets": ["sm_86"]}},
-                                   host_gpus=[], toolchain={}, version="1", enforced=enforced))
+    enforced = {
+        "how": ["enforce: ..."],
+        "compiles": 3,
+        "rewritten": 1,
+        "kept": 1,
+        "added": 0,
+        "dropped": ["sm_80"],
+        "left_whole": [{"sources": ["a.cu"], "targets": ["sm_86"]}],
+        "left_whole_count": 1,
+        "refused": 0,
+        "exact": to_stamp([Beyond("pkg/c.so", ["sm_86"], "left whole")]),
+    }
+    stamp = valid_stamp(
+        make_stamp(
+            requested=["sm_90"],
+            source="settings",
+            audit_files={"pkg/c.so": {"targets": ["sm_86"]}},
+            host_gpus=[],
+            toolchain={},
+            version="1",
+            enforced=enforced,
+        )
+    )
     assert stamp["enforced"]["exact"] == {"ok": True, "files": {"pkg/c.so": {"extra": ["sm_86"], "why": "left whole"}}}
     assert (stamp["enforced"]["left_whole_count"], stamp["enforced"]["refused"]) == (1, 0)
 

@@ -61,9 +61,12 @@ def test_find_build_trees(src, tmp_path):
     cmake_tree(foreign, "gfx1100")
     trees = find_build_trees(src, extra=[outside, foreign, ".", src.parent, "does-not-exist"])
     assert trees == [
-        src / "build", cache,
-        src / "_skbuild", sk_cache,
-        outside, outside_cache,
+        src / "build",
+        cache,
+        src / "_skbuild",
+        sk_cache,
+        outside,
+        outside_cache,
         src / "pkg.egg-info",
         src / "src" / "other.egg-info",
     ]
@@ -112,13 +115,16 @@ def test_clean_removes_exactly_the_stale_trees(src, tmp_path):
     assert check_fresh(src, ["gfx942"], extra=[skb]) == []
 
 
-@pytest.mark.parametrize("hip,gpu,stale", [
-    ("gfx90a", "", True),
-    ("gfx942", "", False),
-    ("gfx942;gfx90a", "", True),
-    ("", "gfx90a", True),
-    ("", "", True),  # no arch info, but compiled objects from an unknown build
-])
+@pytest.mark.parametrize(
+    "hip,gpu,stale",
+    [
+        ("gfx90a", "", True),
+        ("gfx942", "", False),
+        ("gfx942;gfx90a", "", True),
+        ("", "gfx90a", True),
+        ("", "", True),  # no arch info, but compiled objects from an unknown build
+    ],
+)
 def test_unstamped_cmake_trees(src, hip, gpu, stale):
     cmake_tree(src / "build" / "cp311", hip, gpu)
     if stale:
@@ -287,8 +293,7 @@ def make_wheel(folder: Path, name: str, version: str) -> Path:
 
 
 def stamp_for(targets):
-    return make_stamp(requested=targets, source="settings", audit_files={}, host_gpus=[],
-                      toolchain={}, version="0.1.0")
+    return make_stamp(requested=targets, source="settings", audit_files={}, host_gpus=[], toolchain={}, version="0.1.0")
 
 
 def test_stale_wheels_in_the_output_folder(tmp_path):

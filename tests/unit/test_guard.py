@@ -18,6 +18,7 @@ from rocm_build_backend.wheel.guard import (
 )
 from helpers import guard_root, nvml
 
+
 def load_guard(targets, dist="tiny-gpu-pkg") -> dict:
     """The generated module's namespace, without running its import-time check."""
     source = guard_source(targets, dist)
@@ -48,24 +49,27 @@ def test_hostile_dist_name_is_a_literal():
     assert ns["DIST"] == "x'); import shutil; ('"
 
 
-@pytest.mark.parametrize("targets,nodes,env,raises", [
-    (["gfx90a"], [90010], {}, False),
-    (["gfx90a"], [90400], {}, True),  # gfx940
-    (["gfx90a:sramecc+:xnack-"], [90010], {}, False),  # features are not compared
-    (["gfx90a"], [90400, 90010], {}, False),  # one GPU of the machine is enough
-    (["gfx90a", "gfx942"], [90402] * 8, {}, False),
-    (["gfx942"], [], {}, False),  # KFD lists only the CPU: cannot tell
-    (["gfx1030"], [100301], {}, True),  # an RX 6700 XT without the override ...
-    (["gfx1030"], [100301], {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}, False),  # ... and with it
-    (["gfx90a"], [90010], {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}, True),  # a stale override
-    (["gfx90a"], [90010], {"HSA_OVERRIDE_GFX_VERSION": "bogus"}, False),  # ignored
-    (["gfx1030"], [110000], {"HSA_OVERRIDE_GFX_VERSION_1": "10.3.0"}, False),  # per-node
-    (["gfx11-generic"], [110001], {}, False),  # generic target covers gfx1101
-    (["gfx11-generic"], [90402], {}, True),
-    (["sm_90"], [90402], {}, False),  # no AMD code: nothing to say
-    (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD_OFF": "1"}, False),
-    (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD_OFF": "yes"}, False),
-])
+@pytest.mark.parametrize(
+    "targets,nodes,env,raises",
+    [
+        (["gfx90a"], [90010], {}, False),
+        (["gfx90a"], [90400], {}, True),  # gfx940
+        (["gfx90a:sramecc+:xnack-"], [90010], {}, False),  # features are not compared
+        (["gfx90a"], [90400, 90010], {}, False),  # one GPU of the machine is enough
+        (["gfx90a", "gfx942"], [90402] * 8, {}, False),
+        (["gfx942"], [], {}, False),  # KFD lists only the CPU: cannot tell
+        (["gfx1030"], [100301], {}, True),  # an RX 6700 XT without the override ...
+        (["gfx1030"], [100301], {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}, False),  # ... and with it
+        (["gfx90a"], [90010], {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}, True),  # a stale override
+        (["gfx90a"], [90010], {"HSA_OVERRIDE_GFX_VERSION": "bogus"}, False),  # ignored
+        (["gfx1030"], [110000], {"HSA_OVERRIDE_GFX_VERSION_1": "10.3.0"}, False),  # per-node
+        (["gfx11-generic"], [110001], {}, False),  # generic target covers gfx1101
+        (["gfx11-generic"], [90402], {}, True),
+        (["sm_90"], [90402], {}, False),  # no AMD code: nothing to say
+        (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD_OFF": "1"}, False),
+        (["gfx90a"], [90400], {"ROCM_BUILD_BACKEND_GUARD_OFF": "yes"}, False),
+    ],
+)
 def test_check(tmp_path, targets, nodes, env, raises):
     ns = load_guard(targets)
     root = guard_root(tmp_path, *nodes)
@@ -76,20 +80,23 @@ def test_check(tmp_path, targets, nodes, env, raises):
         ns["check"](str(root), env)
 
 
-@pytest.mark.parametrize("targets, caps, raises", [
-    (["sm_90"], ["9.0"], False),
-    (["sm_80", "sm_90"], ["8.6"], False),  # sm_80 cubins load on sm_86
-    (["sm_80"], ["9.0"], True),  # ... not on another major version
-    (["sm_80"], ["8.0", "9.0"], False),  # any GPU of the machine counts
-    (["sm_90a"], ["10.0"], True),
-    (["sm_80", "compute_80"], ["12.0"], False),  # PTX is compiled for newer devices
-    (["sm_90", "compute_90"], ["99.9"], False),  # ... even ones the target table does not know yet
-    (["compute_90a"], ["10.0"], True),
-    (["sm_100f"], ["10.3"], False),
-    (["sm_100f"], ["12.0"], True),
-    (["sm_90"], [], False),  # NVML lists no GPU: cannot tell
-    (["gfx90a"], ["8.0"], False),  # AMD code: NVML is not asked
-])
+@pytest.mark.parametrize(
+    "targets, caps, raises",
+    [
+        (["sm_90"], ["9.0"], False),
+        (["sm_80", "sm_90"], ["8.6"], False),  # sm_80 cubins load on sm_86
+        (["sm_80"], ["9.0"], True),  # ... not on another major version
+        (["sm_80"], ["8.0", "9.0"], False),  # any GPU of the machine counts
+        (["sm_90a"], ["10.0"], True),
+        (["sm_80", "compute_80"], ["12.0"], False),  # PTX is compiled for newer devices
+        (["sm_90", "compute_90"], ["99.9"], False),  # ... even ones the target table does not know yet
+        (["compute_90a"], ["10.0"], True),
+        (["sm_100f"], ["10.3"], False),
+        (["sm_100f"], ["12.0"], True),
+        (["sm_90"], [], False),  # NVML lists no GPU: cannot tell
+        (["gfx90a"], ["8.0"], False),  # AMD code: NVML is not asked
+    ],
+)
 def test_check_nvidia(tmp_path, targets, caps, raises):
     ns = load_guard(targets)
     if raises:
@@ -162,19 +169,26 @@ def test_damaged_properties_are_skipped(tmp_path):
 IMPORT = GUARD_LINE
 
 
-@pytest.mark.parametrize("source,expected", [
-    ("", f"{IMPORT}\n"),
-    ("import os\n", f"{IMPORT}\nimport os\n"),
-    ('"""Doc."""\nimport os\n', f'"""Doc."""\n{IMPORT}\nimport os\n'),
-    ('"""Doc\nmore."""\nfrom __future__ import annotations\nfrom __future__ import division\nX = 1\n',
-     f'"""Doc\nmore."""\nfrom __future__ import annotations\nfrom __future__ import division\n{IMPORT}\nX = 1\n'),
-    ("#!/usr/bin/env python\n# -*- coding: utf-8 -*-\nX = 1\n",
-     f"#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n{IMPORT}\nX = 1\n"),
-    ("# Copyright\nX = 1\n", f"{IMPORT}\n# Copyright\nX = 1\n"),
-    ('"""Doc."""', f'"""Doc."""\n{IMPORT}\n'),
-    ("import os\r\nX = 1\r\n", f"{IMPORT}\r\nimport os\r\nX = 1\r\n"),
-    ("def broken(:\n", f"{IMPORT}\ndef broken(:\n"),
-])
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("", f"{IMPORT}\n"),
+        ("import os\n", f"{IMPORT}\nimport os\n"),
+        ('"""Doc."""\nimport os\n', f'"""Doc."""\n{IMPORT}\nimport os\n'),
+        (
+            '"""Doc\nmore."""\nfrom __future__ import annotations\nfrom __future__ import division\nX = 1\n',
+            f'"""Doc\nmore."""\nfrom __future__ import annotations\nfrom __future__ import division\n{IMPORT}\nX = 1\n',
+        ),
+        (
+            "#!/usr/bin/env python\n# -*- coding: utf-8 -*-\nX = 1\n",
+            f"#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n{IMPORT}\nX = 1\n",
+        ),
+        ("# Copyright\nX = 1\n", f"{IMPORT}\n# Copyright\nX = 1\n"),
+        ('"""Doc."""', f'"""Doc."""\n{IMPORT}\n'),
+        ("import os\r\nX = 1\r\n", f"{IMPORT}\r\nimport os\r\nX = 1\r\n"),
+        ("def broken(:\n", f"{IMPORT}\ndef broken(:\n"),
+    ],
+)
 def test_insert_guard_import(source, expected):
     out = insert_guard_import(source.encode()).decode()
     assert out == expected
@@ -191,8 +205,14 @@ def test_insert_keeps_a_declared_encoding():
 
 
 def test_guard_patch_and_files():
-    names = ["pkg/__init__.py", "pkg/sub/__init__.py", "other/__init__.py", "mod.py",
-             "pkg-1.0.dist-info/METADATA", "pkg-1.0.data/purelib/x/__init__.py"]
+    names = [
+        "pkg/__init__.py",
+        "pkg/sub/__init__.py",
+        "other/__init__.py",
+        "mod.py",
+        "pkg-1.0.dist-info/METADATA",
+        "pkg-1.0.data/purelib/x/__init__.py",
+    ]
     assert top_level_packages(names) == ["other", "pkg"]
     member, patch = guard_patch(names, "pkg")
     assert member == f"pkg/{GUARD_MODULE}.py" and patch is insert_guard_import

@@ -25,34 +25,62 @@ CLANG = shutil.which("clang-19")
 K = ["-c", "k.hip", "-o", "k.o"]
 
 
-@pytest.mark.parametrize("argv, action, listed, step", [
-    (["clang++", "-x", "hip", *K, "--offload-arch=gfx906", "--offload-arch=gfx908"], "rewritten", ["gfx906", "gfx908"], "compile"),
-    (["clang++", *K, "--offload-arch=gfx90a"], "kept", ["gfx90a"], "compile"),
-    (["clang++", *K], "added", [], "compile"),
-    (["clang++", *K, "--offload-arch=gfx908", "--no-offload-arch=gfx908"], "added", [], "compile"),
-    (["clang++", *K, "--offload-arch=native"], "rewritten", ["native"], "compile"),
-    (["clang++", *K, "--offload-arch", "native"], "rewritten", ["native"], "compile"),
-    (["clang++", *K, "--cuda-gpu-arch=gfx908,gfx906"], "rewritten", ["gfx908", "gfx906"], "compile"),
-    (["clang++", *K, "--amdgpu-target=gfx908"], "rewritten", ["gfx908"], "compile"),
-    (["clang++", *K, "--offload-arch=gfx908", "--no-cuda-gpu-arch=all", "--offload-arch=gfx90a"], "kept", ["gfx90a"], "compile"),
-    # compiled and linked in one run (no -c): a compile
-    (["clang++", "--offload-arch=native", "-shared", "k.hip", "-o", "k.so"], "rewritten", ["native"], "compile"),
-    # hipcc's compile: the project's list, then HIPCC_COMPILE_FLAGS_APPEND (the build's own copy)
-    (["clang++-15", "--offload-arch=gfx908", *FLAGS, "-O3", "-c", "-x", "hip", "k.cpp", "-o", "k.o"], "rewritten", ["gfx908"], "compile"),
-    (["clang++-15", *FLAGS, "-c", "-x", "hip", "k.cpp"], "added", [], "compile"),
-    # -fgpu-rdc link steps: the device code is made here
-    (["clang++", "-fgpu-rdc", "--hip-link", "--offload-arch=gfx908", "k.o", "-shared", "-o", "k.so"], "rewritten", ["gfx908"], "link"),
-    (["clang++", "-fgpu-rdc", "--offload-arch=native", "a.o", "b.o", "-o", "app"], "rewritten", ["native"], "link"),
-    (["clang++", "-fgpu-rdc", "k.o", "-shared", "-o", "k.so"], "added", [], "link"),
-    # runs as given: a link without -fgpu-rdc, -fno-gpu-rdc last, preprocessing, a C file, a query
-    (["clang++", "k.o", "-o", "lib.so", "-shared", "--offload-arch=gfx908"], "untouched", [], "link"),
-    (["clang++", "-fgpu-rdc", "-fno-gpu-rdc", "--offload-arch=gfx908", "k.o", "-o", "k.so"], "untouched", [], "link"),
-    (["clang++", "-E", "k.hip"], "untouched", [], "compile"),
-    (["clang", "-x", "c", "-c", "a.c"], "untouched", [], "compile"),
-    (["clang++-15", "--version"], "untouched", [], "link"),
-    # a value that looks like a target option is a value
-    (["clang++", *K, "-Xlinker", "--offload-arch=gfx908"], "added", [], "compile"),
-])
+@pytest.mark.parametrize(
+    "argv, action, listed, step",
+    [
+        (
+            ["clang++", "-x", "hip", *K, "--offload-arch=gfx906", "--offload-arch=gfx908"],
+            "rewritten",
+            ["gfx906", "gfx908"],
+            "compile",
+        ),
+        (["clang++", *K, "--offload-arch=gfx90a"], "kept", ["gfx90a"], "compile"),
+        (["clang++", *K], "added", [], "compile"),
+        (["clang++", *K, "--offload-arch=gfx908", "--no-offload-arch=gfx908"], "added", [], "compile"),
+        (["clang++", *K, "--offload-arch=native"], "rewritten", ["native"], "compile"),
+        (["clang++", *K, "--offload-arch", "native"], "rewritten", ["native"], "compile"),
+        (["clang++", *K, "--cuda-gpu-arch=gfx908,gfx906"], "rewritten", ["gfx908", "gfx906"], "compile"),
+        (["clang++", *K, "--amdgpu-target=gfx908"], "rewritten", ["gfx908"], "compile"),
+        (
+            ["clang++", *K, "--offload-arch=gfx908", "--no-cuda-gpu-arch=all", "--offload-arch=gfx90a"],
+            "kept",
+            ["gfx90a"],
+            "compile",
+        ),
+        # compiled and linked in one run (no -c): a compile
+        (["clang++", "--offload-arch=native", "-shared", "k.hip", "-o", "k.so"], "rewritten", ["native"], "compile"),
+        # hipcc's compile: the project's list, then HIPCC_COMPILE_FLAGS_APPEND (the build's own copy)
+        (
+            ["clang++-15", "--offload-arch=gfx908", *FLAGS, "-O3", "-c", "-x", "hip", "k.cpp", "-o", "k.o"],
+            "rewritten",
+            ["gfx908"],
+            "compile",
+        ),
+        (["clang++-15", *FLAGS, "-c", "-x", "hip", "k.cpp"], "added", [], "compile"),
+        # -fgpu-rdc link steps: the device code is made here
+        (
+            ["clang++", "-fgpu-rdc", "--hip-link", "--offload-arch=gfx908", "k.o", "-shared", "-o", "k.so"],
+            "rewritten",
+            ["gfx908"],
+            "link",
+        ),
+        (["clang++", "-fgpu-rdc", "--offload-arch=native", "a.o", "b.o", "-o", "app"], "rewritten", ["native"], "link"),
+        (["clang++", "-fgpu-rdc", "k.o", "-shared", "-o", "k.so"], "added", [], "link"),
+        # runs as given: a link without -fgpu-rdc, -fno-gpu-rdc last, preprocessing, a C file, a query
+        (["clang++", "k.o", "-o", "lib.so", "-shared", "--offload-arch=gfx908"], "untouched", [], "link"),
+        (
+            ["clang++", "-fgpu-rdc", "-fno-gpu-rdc", "--offload-arch=gfx908", "k.o", "-o", "k.so"],
+            "untouched",
+            [],
+            "link",
+        ),
+        (["clang++", "-E", "k.hip"], "untouched", [], "compile"),
+        (["clang", "-x", "c", "-c", "a.c"], "untouched", [], "compile"),
+        (["clang++-15", "--version"], "untouched", [], "link"),
+        # a value that looks like a target option is a value
+        (["clang++", *K, "-Xlinker", "--offload-arch=gfx908"], "added", [], "compile"),
+    ],
+)
 def test_decisions(argv, action, listed, step):
     got, command, got_listed, got_step = decide(argv, FLAGS)
     assert (got, got_listed, got_step) == (action, listed, step)
@@ -71,14 +99,17 @@ def test_preprocessing_that_names_native_is_rewritten_and_not_counted():
     assert action == "untouched" and command == ["clang++", "-E", "k.hip", "--offload-arch=gfx90a"]
 
 
-@pytest.mark.parametrize("argv, named", [
-    (["-Xarch_device", "-mcpu=gfx908"], "-Xarch_device -mcpu=gfx908"),
-    (["-Xarch_amdgcn", "-march=gfx908"], "-Xarch_amdgcn -march=gfx908"),
-    (["-Xclang", "-target-cpu", "-Xclang", "gfx908"], "-Xclang -target-cpu"),
-    (["-mcpu=gfx908"], "-mcpu=gfx908"),
-    (["--offload=amdgcn-amd-amdhsa"], "--offload=amdgcn-amd-amdhsa"),
-    (["-fopenmp-targets=amdgcn-amd-amdhsa"], "-fopenmp-targets=amdgcn-amd-amdhsa"),
-])
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["-Xarch_device", "-mcpu=gfx908"], "-Xarch_device -mcpu=gfx908"),
+        (["-Xarch_amdgcn", "-march=gfx908"], "-Xarch_amdgcn -march=gfx908"),
+        (["-Xclang", "-target-cpu", "-Xclang", "gfx908"], "-Xclang -target-cpu"),
+        (["-mcpu=gfx908"], "-mcpu=gfx908"),
+        (["--offload=amdgcn-amd-amdhsa"], "--offload=amdgcn-amd-amdhsa"),
+        (["-fopenmp-targets=amdgcn-amd-amdhsa"], "-fopenmp-targets=amdgcn-amd-amdhsa"),
+    ],
+)
 def test_an_option_that_may_name_a_target_unread_is_refused(argv, named):
     with pytest.raises(Refused) as got:
         decide(["clang++", *K, *argv], FLAGS)
@@ -89,12 +120,18 @@ def test_host_cpu_options_pass():
     assert decide(["clang++", *K, "-march=native", "-mcpu=znver4"], FLAGS)[0] == "added"
 
 
-@pytest.mark.parametrize("text, words", [
-    ("-DA=\"x y\"  'q\\'z'\ta\\ b \"\" c\\\\d\n--offload-arch=gfx908", ["-DA=x y", "q'z", "a b", "c\\d", "--offload-arch=gfx908"]),
-    ("'unterminated word", ["unterminated word"]),
-    ("trailing\\", ["trailing\\"]),
-    ("\r\n", []),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            '-DA="x y"  \'q\\\'z\'\ta\\ b "" c\\\\d\n--offload-arch=gfx908',
+            ["-DA=x y", "q'z", "a b", "c\\d", "--offload-arch=gfx908"],
+        ),
+        ("'unterminated word", ["unterminated word"]),
+        ("trailing\\", ["trailing\\"]),
+        ("\r\n", []),
+    ],
+)
 def test_tokenize_as_llvm_gnu(text, words):
     assert tokenize(text) == words
 
@@ -102,13 +139,17 @@ def test_tokenize_as_llvm_gnu(text, words):
 @pytest.mark.skipif(CLANG is None, reason="needs clang-19")
 def test_tokenize_agrees_with_clang(tmp_path):
     """clang-19 reads the same response file into the same words (seen as the macros it defines)."""
-    text = "-DA=\"x y\" -DB='q\\'z' -DC=a\\ b -DD=\"a\\\"b\" -DE=c\\\\d\n-DF='a\"b'"
+    text = '-DA="x y" -DB=\'q\\\'z\' -DC=a\\ b -DD="a\\"b" -DE=c\\\\d\n-DF=\'a"b\''
     (tmp_path / "r.rsp").write_text(text)
     (tmp_path / "m.c").write_text("")
-    out = subprocess.run([CLANG, "-E", "-dM", "@r.rsp", "m.c"], cwd=tmp_path, capture_output=True, text=True,
-                         check=True).stdout
-    theirs = {line.split(" ", 2)[1]: line.split(" ", 2)[2] for line in out.splitlines()
-              if line.split(" ")[1:2] and line.split(" ")[1] in "ABCDEF" and len(line.split(" ")[1]) == 1}
+    out = subprocess.run(
+        [CLANG, "-E", "-dM", "@r.rsp", "m.c"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    theirs = {
+        line.split(" ", 2)[1]: line.split(" ", 2)[2]
+        for line in out.splitlines()
+        if line.split(" ")[1:2] and line.split(" ")[1] in "ABCDEF" and len(line.split(" ")[1]) == 1
+    }
     ours = {w[2]: w[4:] for w in tokenize(text)}
     assert theirs == ours
 
@@ -119,7 +160,11 @@ def test_response_files_nest_from_the_working_folder_and_stop_at_a_loop(tmp_path
     (tmp_path / "sub" / "outer.rsp").write_text("-O2 @inner.rsp @sub/outer.rsp")
     (tmp_path / "inner.rsp").write_text("--offload-arch=gfx908")
     assert expand(["@sub/outer.rsp", "@missing.rsp"]) == [
-        ("-O2", 0), ("--offload-arch=gfx908", 0), ("@sub/outer.rsp", 0), ("@missing.rsp", 1)]
+        ("-O2", 0),
+        ("--offload-arch=gfx908", 0),
+        ("@sub/outer.rsp", 0),
+        ("@missing.rsp", 1),
+    ]
 
 
 def test_a_response_file_with_a_target_is_replaced_and_one_without_kept(tmp_path, monkeypatch):
@@ -153,8 +198,20 @@ def test_the_program_as_written_runs_clang(tmp_path):
     (tmp_path / "arch.rsp").write_text("--offload-arch=gfx908\n")
     record = tmp_path / "record"
     env = {**os.environ, "ROCM_BUILD_BACKEND_ENFORCE_RECORD": str(record), "TMPDIR": str(tmp_path)}
-    base = [sys.executable, "-I", "-S", str(_program(tmp_path)), CLANG, "-x", "hip", "-nogpuinc", "-nogpulib",
-            "--cuda-device-only", "-c", "k.hip"]
+    base = [
+        sys.executable,
+        "-I",
+        "-S",
+        str(_program(tmp_path)),
+        CLANG,
+        "-x",
+        "hip",
+        "-nogpuinc",
+        "-nogpulib",
+        "--cuda-device-only",
+        "-c",
+        "k.hip",
+    ]
     long_define = "-DLONG=" + "x" * 120_000
     for extra in (["--offload-arch=native"], ["@arch.rsp", long_define]):
         proc = subprocess.run([*base, *extra, "-o", "k.o"], cwd=tmp_path, env=env, capture_output=True, text=True)
@@ -163,8 +220,12 @@ def test_the_program_as_written_runs_clang(tmp_path):
     assert not list(tmp_path.glob("hip-launcher-*.rsp"))
     lines = [json.loads(line) for line in record.read_text().splitlines()]
     assert [(x["action"], x["listed"], x["sources"]) for x in lines] == [
-        ("rewritten", ["native"], ["k.hip"]), ("rewritten", ["gfx908"], ["k.hip"])]
-    proc = subprocess.run([*base, "-Xarch_device", "-mcpu=gfx908"], cwd=tmp_path, env=env, capture_output=True, text=True)
+        ("rewritten", ["native"], ["k.hip"]),
+        ("rewritten", ["gfx908"], ["k.hip"]),
+    ]
+    proc = subprocess.run(
+        [*base, "-Xarch_device", "-mcpu=gfx908"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "option -Xarch_device -mcpu=gfx908 may name a GPU target" in proc.stderr
 
 
@@ -194,7 +255,7 @@ def test_the_view_of_hipccs_clang_folder(tmp_path):
     work.mkdir()
     write(work, amd_enforce.contents(home, ["gfx90a"], "none", env, sys.executable))
     view = work / "llvm"
-    assert f"{home}/hip_launcher.py {root}/bin/clang++-15 \"$@\"" in (view / "bin" / "clang++-15").read_text()
+    assert f'{home}/hip_launcher.py {root}/bin/clang++-15 "$@"' in (view / "bin" / "clang++-15").read_text()
     assert os.readlink(view / "bin" / "lld") == str(root / "bin" / "lld")
     assert os.readlink(view / "lib") == str(root / "lib")
     got = amd_enforce.variables(work, env)

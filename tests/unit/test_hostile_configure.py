@@ -19,9 +19,13 @@ SETUP_PY = "from setuptools import setup\nsetup(name='legacy', version='1.0')\n"
 
 
 def cli(*args: object, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=timeout)
-
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("kind", ["array", "table"])
@@ -85,7 +89,7 @@ def test_an_edit_made_between_the_read_and_the_write_is_kept(tmp_path, monkeypat
 
     file = tmp_path / "pyproject.toml"
     file.write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
-    theirs = file.read_text() + '\n[tool.theirs]\nx = 1\n'
+    theirs = file.read_text() + "\n[tool.theirs]\nx = 1\n"
     real = C._new_text
 
     def meanwhile(path, before, *rest):  # someone saves the file while configure works on it
@@ -103,7 +107,9 @@ def test_an_edit_made_between_the_read_and_the_write_is_kept(tmp_path, monkeypat
 def test_configure_keeps_the_mode_and_writes_a_new_file_with_the_usual_one(tmp_path):
     old = tmp_path / "old"
     old.mkdir()
-    (old / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
+    (old / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
     (old / "pyproject.toml").chmod(0o640)
     assert cli("configure", old).returncode == 0
     assert stat.S_IMODE((old / "pyproject.toml").stat().st_mode) == 0o640
@@ -121,15 +127,17 @@ FORGED = "\x1b[2J\nFAKE: all good"
 
 def test_the_backend_name_configure_prints_is_escaped(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "evil\\u001b[2J\\nFAKE: all good"\n')
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "evil\\u001b[2J\\nFAKE: all good"\n'
+    )
     proc = cli("configure", "--dry-run", tmp_path)
     assert "\x1b" not in proc.stdout + proc.stderr
     assert not any(ln.startswith("FAKE") for ln in (proc.stdout + proc.stderr).splitlines()), proc.stdout
 
 
 def test_config_setting_names_in_errors_are_escaped(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\n'
-                                            'build-backend = "setuptools.build_meta"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
     proc = cli("plan", tmp_path, "-C", f"rocm-build-backend.bogus{FORGED}=1")
     one_error(proc)
     assert "\x1b" not in proc.stderr and "\\x1b[2J\\nFAKE" in proc.stderr

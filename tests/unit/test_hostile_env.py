@@ -20,16 +20,19 @@ from helpers import capped_cli as cli, one_error
 from helpers import hostile as G
 
 
-
-
-
-
 def check_env(python: Path | str, *more: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return cli("check", "--env", python, "--targets", "gfx90a", "--json", "--no-cache", *more, cwd=cwd)
 
 
-@pytest.mark.parametrize("body, said", [(G.FLOOD, "more than"), (G.answers("{}"), "python"),
-                                        (G.answers("[1]"), "python"), (G.answers('{"python": 1, "dirs": "x"}'), "python")])
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        (G.FLOOD, "more than"),
+        (G.answers("{}"), "python"),
+        (G.answers("[1]"), "python"),
+        (G.answers('{"python": 1, "dirs": "x"}'), "python"),
+    ],
+)
 def test_an_interpreter_that_answers_nonsense_is_one_clear_error(tmp_path, body, said):
     fake = G.program(tmp_path / "bin", "python3", body)
     err = one_error(check_env(fake))
@@ -56,8 +59,11 @@ def test_record_entries_outside_site_packages_are_not_opened(tmp_path):
     lib = (G.DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes()
     (outside / "lib.so").write_bytes(lib)
     site = tmp_path / "site"
-    rows = [G.record_line(str(outside / "lib.so"), lib), G.record_line("../outside/lib.so", lib),
-            G.record_line("pkg/../../outside/lib.so", lib)]
+    rows = [
+        G.record_line(str(outside / "lib.so"), lib),
+        G.record_line("../outside/lib.so", lib),
+        G.record_line("pkg/../../outside/lib.so", lib),
+    ]
     G.site_with_dist(site, "escapes", files={"escapes/__init__.py": b""}, record_rows=rows)
     report = check_environment(None, ["gfx942"], locations=[site])
     assert report.dists == [], [d.to_dict() for d in report.dists]
@@ -76,8 +82,9 @@ def test_one_library_under_many_spellings_is_read_once(tmp_path):
 def test_name_and_version_from_metadata_are_escaped(tmp_path):
     site = tmp_path / "site"
     dist_info = G.site_with_dist(site, "evil")
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil\x1b[2J\x1b[1AFAKE: all good\n"
-                                        "Version: 1\x1b[0m\n\n")
+    (dist_info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: evil\x1b[2J\x1b[1AFAKE: all good\nVersion: 1\x1b[0m\n\n"
+    )
     text = render.environment(check_environment(None, ["gfx90a"], locations=[site]))
     assert "\x1b" not in text
     assert "evil\\x1b[2J\\x1b[1AFAKE" in text and "1\\x1b[0m" in text

@@ -18,11 +18,14 @@ from helpers import ROOT, one_error
 from helpers import hostile as G
 
 
-
 def cli(*args: object, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=timeout)
-
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        timeout=timeout,
+    )
 
 
 def wheels_in(folder: Path) -> list[str]:
@@ -74,16 +77,23 @@ def tiny_tmpfs(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-MAPPED = ("import sys; from rocm_build_backend.wheel.thin import stream; stream.MEMORY_CAP = 1024; "
-          "from rocm_build_backend.cli import main; sys.exit(main(sys.argv[1:]))")
+MAPPED = (
+    "import sys; from rocm_build_backend.wheel.thin import stream; stream.MEMORY_CAP = 1024; "
+    "from rocm_build_backend.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def test_a_full_disk_under_a_mapped_member_is_one_clear_error(tmp_path, tiny_tmpfs):
     whl = G.zeros_after_elf_wheel(tmp_path / "in", 4 * G.MIB)  # within the budget; the disk has 1 MiB
     out = tiny_tmpfs / "out"
     for verb, args in (("thin", ["--targets", "gfx942"]), ("split", [])):
-        proc = subprocess.run([sys.executable, "-c", MAPPED, verb, str(whl), *args, "--outdir", str(out)],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", MAPPED, verb, str(whl), *args, "--outdir", str(out)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=120,
+        )
         err = one_error(proc, 2)
         assert "space" in err, err
         assert wheels_in(out) == []
@@ -91,9 +101,13 @@ def test_a_full_disk_under_a_mapped_member_is_one_clear_error(tmp_path, tiny_tmp
 
 def test_an_elf_member_with_a_bad_header_through_a_mapped_file_is_one_clear_error(tmp_path):
     whl = G.bad_header_elf_wheel(tmp_path / "in", 8 * G.MIB)
-    proc = subprocess.run([sys.executable, "-c", MAPPED, "thin", str(whl), "--targets", "gfx942", "--outdir",
-                           str(tmp_path / "out")], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", MAPPED, "thin", str(whl), "--targets", "gfx942", "--outdir", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     err = one_error(proc, 3)
     assert "badelf/_k.so" in err
     assert wheels_in(tmp_path / "out") == []
@@ -173,8 +187,9 @@ def test_a_thin_result_for_other_targets_is_not_replaced_without_force(tmp_path)
 
 
 def dead_pid() -> int:
-    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True).stdout)
+    return int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    )
 
 
 def aged(path: Path) -> Path:
@@ -228,8 +243,10 @@ def test_index_split_refuses_a_wheel_whose_split_folder_could_never_be_pruned(tm
     assert odd.name in json.loads(proc.stdout)["skipped"]
     odd.unlink()
     cli("index", "--split", wheels, "-o", out)
-    assert [p.name for p in (out / ".split").iterdir()] == [f"good-1.0-py3-none-any-{(wheels / 'good-1.0-py3-none-any.whl').stat().st_size}-"
-                                                            f"{(wheels / 'good-1.0-py3-none-any.whl').stat().st_mtime_ns}"]
+    assert [p.name for p in (out / ".split").iterdir()] == [
+        f"good-1.0-py3-none-any-{(wheels / 'good-1.0-py3-none-any.whl').stat().st_size}-"
+        f"{(wheels / 'good-1.0-py3-none-any.whl').stat().st_mtime_ns}"
+    ]
 
 
 # --------------------------------------------------------------------------- text to the terminal

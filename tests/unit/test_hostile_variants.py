@@ -21,16 +21,21 @@ AMD_942 = {"amd": {"gfx_arch": ["gfx942"]}}
 
 
 def index(wheels: Path, out: Path) -> tuple[subprocess.CompletedProcess, dict]:
-    proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", "index", "--variants", "--json", str(wheels),
-                           "-o", str(out)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "index", "--variants", "--json", str(wheels), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc, json.loads(proc.stdout) if proc.stdout.strip() else {}
 
 
 def good(folder: Path) -> Path:
-    return G.variant_wheel(folder, "good", "1.0", "gfx942", G.variant_json("gfx942", AMD_942),
-                           members={"good/k.hsaco": GFX942})
+    return G.variant_wheel(
+        folder, "good", "1.0", "gfx942", G.variant_json("gfx942", AMD_942), members={"good/k.hsaco": GFX942}
+    )
 
 
 def shape(kind: str) -> object:
@@ -50,8 +55,9 @@ def shape(kind: str) -> object:
     return data
 
 
-@pytest.mark.parametrize("kind", ["priorities-list", "variants-list", "variants-string", "namespace-int",
-                                  "providers-list"])
+@pytest.mark.parametrize(
+    "kind", ["priorities-list", "variants-list", "variants-string", "namespace-int", "providers-list"]
+)
 def test_a_variant_json_of_another_shape_fails_only_its_wheel(tmp_path, kind):
     wheels = tmp_path / "wheels"
     good(wheels)
@@ -67,8 +73,14 @@ def test_a_label_reused_for_other_properties_fails_only_the_later_wheel(tmp_path
     wheels = tmp_path / "wheels"
     good(wheels)
     first = G.variant_wheel(wheels, "demo", "1.0", "x", G.variant_json("x", AMD_942), members={"demo/k.hsaco": GFX942})
-    later = G.variant_wheel(tmp_path / "other", "demo", "1.0", "x", G.variant_json("x", {"amd": {"gfx_arch": ["gfx90a"]}}),
-                            members={"demo/k.co": GFX90A})
+    later = G.variant_wheel(
+        tmp_path / "other",
+        "demo",
+        "1.0",
+        "x",
+        G.variant_json("x", {"amd": {"gfx_arch": ["gfx90a"]}}),
+        members={"demo/k.co": GFX90A},
+    )
     later = later.rename(wheels / "demo-1.0-py3-none-manylinux_2_28_x86_64-x.whl")
     proc, doc = index(wheels, tmp_path / "out")
     assert proc.returncode == 1, proc.stderr
@@ -95,5 +107,7 @@ def test_claims_are_checked_against_the_audit_before_they_are_published(tmp_path
     assert proc.returncode == 1, proc.stderr
     assert liar.name in doc["skipped"], doc
     assert doc["indexes"]["variants"] == ["good-1.0-py3-none-any-gfx942.whl"], doc
-    published = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file() and p.suffix in (".json", ".html"))
+    published = "".join(
+        p.read_text(errors="replace") for p in out.rglob("*") if p.is_file() and p.suffix in (".json", ".html")
+    )
     assert "liar" not in published and "evil" not in published and "</script>" not in published

@@ -34,6 +34,7 @@ def entry_point_may_import(rel: str, name: str) -> bool:
         return name.startswith(f"rocm_build_backend.gpu.{parts[1]}.")
     return False
 
+
 # where a module is imported by a name known only at run time
 DYNAMIC = {
     "api.py": "the public API loads each name from its home on first use",
@@ -43,6 +44,7 @@ DYNAMIC = {
 
 
 # ----------------------------------------------------------------------------- the AST check
+
 
 def _catches_import_error(node: ast.Try) -> bool:
     for handler in node.handlers:
@@ -71,8 +73,11 @@ def late_imports(source: str, rel: str) -> list[str]:
                     ours = name.startswith((".", "rocm_build_backend"))
                     if not (entry_point_may_import(rel, name) or (optional and not ours)):
                         bad.append(f"{rel}:{child.lineno}: {name}")
-            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)),
-                  optional or (isinstance(child, ast.Try) and _catches_import_error(child)))
+            visit(
+                child,
+                in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)),
+                optional or (isinstance(child, ast.Try) and _catches_import_error(child)),
+            )
 
     visit(ast.parse(source), False, False)
     return bad
@@ -101,14 +106,17 @@ def test_imports_are_at_the_top_except_at_entry_points_and_optional_dependencies
 def test_the_check_finds_late_imports():
     assert late_imports("def f():\n    import json\n", "x.py") == ["x.py:2: json"]
     assert late_imports("def f():\n    from rocm_build_backend.gpu import targets\n", HOOKS) == [
-        "__init__.py:2: rocm_build_backend.gpu"]
+        "__init__.py:2: rocm_build_backend.gpu"
+    ]
     optional_ours = "def f():\n    try:\n        from . import x\n    except ImportError:\n        pass\n"
     assert late_imports(optional_ours, "x.py") == ["x.py:3: ."]
     optional = "def f():\n    try:\n        import zstandard\n    except ImportError:\n        return None\n"
     assert late_imports(optional, "x.py") == []
     assert late_imports("def f():\n    from rocm_build_backend.builder.flow import build\n", HOOKS) == []
-    assert late_imports("def f():\n    from rocm_build_backend.wheel.index.run import build_index\n",
-                        "cli/wheels.py") == []
+    assert (
+        late_imports("def f():\n    from rocm_build_backend.wheel.index.run import build_index\n", "cli/wheels.py")
+        == []
+    )
     assert late_imports("def f():\n    from rocm_build_backend.cli.common import Command\n", "cli/wheels.py") != []
     assert late_imports("def f():\n    from rocm_build_backend.gpu.amd.kfd import x\n", "gpu/amd/vendor.py") == []
     assert late_imports("def f():\n    from rocm_build_backend.gpu.nvidia import x\n", "gpu/amd/vendor.py") != []
@@ -123,17 +131,29 @@ def test_modules_imported_by_a_run_time_name_are_the_named_ones():
 
 # ------------------------------------------------------------------------- cycles, contracts
 
+
 def _graph(root: Path) -> dict:
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "import_graph.py"), "--json", "--root", str(root)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "import_graph.py"), "--json", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
 def _lint(root: Path) -> subprocess.CompletedProcess[str]:
-    code = ("import sys\nfrom importlinter.cli import lint_imports\n"
-            "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))\n")
-    return subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n" + code],
-                          cwd=root, capture_output=True, text=True, timeout=300)
+    code = (
+        "import sys\nfrom importlinter.cli import lint_imports\n"
+        "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n" + code],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -175,10 +195,13 @@ def test_a_broken_layer_or_a_cycle_is_found(tmp_path):
 
 # --------------------------------------------------------- what the lazy mechanism is there for
 
+
 def _fresh(code: str, *, cwd: Path, site: bool = True) -> list[str]:
     """The modules ``code`` loads in a fresh, isolated interpreter, beyond those it started with."""
-    wrapped = (f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n_before = set(sys.modules)\n{code}\n"
-               "print(__import__('json').dumps(sorted(set(sys.modules) - _before)))\n")
+    wrapped = (
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n_before = set(sys.modules)\n{code}\n"
+        "print(__import__('json').dumps(sorted(set(sys.modules) - _before)))\n"
+    )
     argv = [sys.executable, "-I", *([] if site else ["-S"]), "-c", wrapped]
     out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=True, timeout=300)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -190,22 +213,39 @@ def _ours(modules: list[str]) -> list[str]:
 
 def test_importing_the_backend_loads_the_hooks_module_and_the_version(tmp_path):
     assert _ours(_fresh("import rocm_build_backend", cwd=tmp_path, site=False)) == [
-        "rocm_build_backend", "rocm_build_backend._version"]
+        "rocm_build_backend",
+        "rocm_build_backend._version",
+    ]
 
 
 @pytest.mark.parametrize("eager", [False, True])
 def test_the_requires_hook_loads_no_build_step(tmp_path, eager):
     project = tmp_path / "pure_python"
-    shutil.copytree(ROOT / "sample_projects" / "pure_python", project,
-                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    code = ("import rocm_build_backend as b\n"
-            + ("import rocm_build_backend.builder.flow\n" if eager else "")
-            + "assert b.get_requires_for_build_wheel() == []\n")
+    shutil.copytree(
+        ROOT / "sample_projects" / "pure_python",
+        project,
+        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+    )
+    code = (
+        "import rocm_build_backend as b\n"
+        + ("import rocm_build_backend.builder.flow\n" if eager else "")
+        + "assert b.get_requires_for_build_wheel() == []\n"
+    )
     loaded = _ours(_fresh(code, cwd=project))
-    steps = [m for m in loaded if m.startswith(("rocm_build_backend.binary", "rocm_build_backend.wheel",
-                                                "rocm_build_backend.builder.flow", "rocm_build_backend.builder.plan"))
-             # the log's escaping of error lines: a leaf importing only re (its package init imports nothing)
-             and m not in ("rocm_build_backend.binary", "rocm_build_backend.binary.printable")]
+    steps = [
+        m
+        for m in loaded
+        if m.startswith(
+            (
+                "rocm_build_backend.binary",
+                "rocm_build_backend.wheel",
+                "rocm_build_backend.builder.flow",
+                "rocm_build_backend.builder.plan",
+            )
+        )
+        # the log's escaping of error lines: a leaf importing only re (its package init imports nothing)
+        and m not in ("rocm_build_backend.binary", "rocm_build_backend.binary.printable")
+    ]
     assert "rocm_build_backend.builder.delegate" in loaded
     if eager:  # what the hooks module would cost if it imported the flow at its top
         assert "rocm_build_backend.binary.audit" in steps and "rocm_build_backend.wheel.stamp" in steps
@@ -219,8 +259,12 @@ def test_the_command_line_parser_loads_no_verb(tmp_path):
     # the renderer's one escaping function (binary/printable.py, standard library only) is the
     # one piece of a lower layer the parser may load
     escaping = {"rocm_build_backend.binary", "rocm_build_backend.binary.printable"}
-    assert [m for m in loaded if m.startswith(("rocm_build_backend.builder", "rocm_build_backend.binary",
-                                               "rocm_build_backend.wheel")) and m not in escaping] == []
+    assert [
+        m
+        for m in loaded
+        if m.startswith(("rocm_build_backend.builder", "rocm_build_backend.binary", "rocm_build_backend.wheel"))
+        and m not in escaping
+    ] == []
 
 
 def test_naming_a_target_loads_no_probe(tmp_path):

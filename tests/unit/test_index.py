@@ -42,15 +42,19 @@ def test_pages(tmp_path):
     href, frag = attrs["href"].split("#")
     assert frag == "sha256=" + hashlib.sha256(wheel_bytes).hexdigest()
     assert attrs["data-requires-python"] == ">=3.8"
-    assert "data-requires-python=\"&gt;=3.8\"" in (out / "gfx90a/simple/pure/index.html").read_text()
-    assert "data-requires-python=\"&gt;=4\"" in (out / "gfx90a/simple/pure/index.html").read_text()
+    assert 'data-requires-python="&gt;=3.8"' in (out / "gfx90a/simple/pure/index.html").read_text()
+    assert 'data-requires-python="&gt;=4"' in (out / "gfx90a/simple/pure/index.html").read_text()
     # the link resolves to the wheel, and its .metadata sidecar is the wheel's METADATA
     target = (out / "gfx90a/simple/pure" / href).resolve()
     assert target.read_bytes() == wheel_bytes
     sidecar = Path(str(target) + ".metadata").read_bytes()
     with zipfile.ZipFile(target) as zf:
         assert sidecar == zf.read("pure-2.0.dist-info/METADATA")
-    assert attrs["data-core-metadata"] == attrs["data-dist-info-metadata"] == "sha256=" + hashlib.sha256(sidecar).hexdigest()
+    assert (
+        attrs["data-core-metadata"]
+        == attrs["data-dist-info-metadata"]
+        == "sha256=" + hashlib.sha256(sidecar).hexdigest()
+    )
     # local versions: + is %2B in the link, as written in the text
     single = anchors(out / "gfx942/simple/single/index.html").anchors
     assert [t for _, t in single] == ["single-1.0+gfx942-py3-none-any.whl"]
@@ -71,17 +75,17 @@ def test_pages(tmp_path):
 
 def test_names_are_normalized_and_everything_escaped(tmp_path):
     wheels = tmp_path / "wheels"
-    make_wheel(wheels, "Odd.Name_Pkg", "1.0", dist="Odd_Name_Pkg", requires_python='>=3.8,!=3.9.*,<4"&\'')
+    make_wheel(wheels, "Odd.Name_Pkg", "1.0", dist="Odd_Name_Pkg", requires_python=">=3.8,!=3.9.*,<4\"&'")
     out = tmp_path / "out"
     I.build_index(wheels, out, targets=["gfx90a"])
     page = out / "gfx90a/simple/odd-name-pkg/index.html"
     assert page.is_file()
     text = page.read_text()
     assert '<4"&' not in text and "&lt;4&quot;&amp;&#x27;" in text
-    (attrs, _), = anchors(page).anchors
-    assert attrs["data-requires-python"] == '>=3.8,!=3.9.*,<4"&\''
+    ((attrs, _),) = anchors(page).anchors
+    assert attrs["data-requires-python"] == ">=3.8,!=3.9.*,<4\"&'"
     doc = json.loads((out / "gfx90a/simple/odd-name-pkg/index.json").read_text())
-    assert doc["files"][0]["requires-python"] == '>=3.8,!=3.9.*,<4"&\''
+    assert doc["files"][0]["requires-python"] == ">=3.8,!=3.9.*,<4\"&'"
     assert json.loads((out / "gfx90a/simple/index.json").read_text())["projects"] == [{"name": "Odd.Name_Pkg"}]
     assert I.normalize("Foo.Bar__baz") == "foo-bar-baz"
 
@@ -106,15 +110,19 @@ def test_incremental(tmp_path):
     make_wheel(wheels, "newcomer", "0.1", device={"newcomer/_k.so": ["gfx1100"]})
     fourth = I.build_index(wheels, out)
     assert sorted(fourth.pages_written) == [
-        "gfx1100/simple/index.html", "gfx1100/simple/index.json",
-        "gfx1100/simple/newcomer/index.html", "gfx1100/simple/newcomer/index.json",
+        "gfx1100/simple/index.html",
+        "gfx1100/simple/index.json",
+        "gfx1100/simple/newcomer/index.html",
+        "gfx1100/simple/newcomer/index.json",
     ]
     # a rebuilt wheel (same name, new bytes) is read again
     make_wheel(wheels, "newcomer", "0.1", device={"newcomer/_k.so": ["gfx1100"], "newcomer/_j.so": ["gfx1100"]})
     os.utime(wheels / "newcomer-0.1-py3-none-any.whl", ns=(1, 1))
     fifth = I.build_index(wheels, out)
-    assert fifth.read == 1 and fifth.pages_written == ["gfx1100/simple/newcomer/index.html",
-                                                        "gfx1100/simple/newcomer/index.json"]
+    assert fifth.read == 1 and fifth.pages_written == [
+        "gfx1100/simple/newcomer/index.html",
+        "gfx1100/simple/newcomer/index.json",
+    ]
     # a removed wheel leaves the pages and its copy; a project left empty loses its pages
     hosted = hosted_path(out, wheels / "newcomer-0.1-py3-none-any.whl")
     assert hosted.is_file()
@@ -192,7 +200,7 @@ def test_targets_family_and_base_url(tmp_path):
     assert I.family_of("gfx1031") == "gfx1031"
 
     cdn = I.build_index(wheels, tmp_path / "cdn", targets=["gfx90a"], base_url="https://cdn.example.com/whl/")
-    (attrs, _), = anchors(tmp_path / "cdn/gfx90a/simple/single/index.html").anchors
+    ((attrs, _),) = anchors(tmp_path / "cdn/gfx90a/simple/single/index.html").anchors
     assert attrs["href"].startswith("https://cdn.example.com/whl/single-1.0%2Bgfx90a-py3-none-any.whl#sha256=")
     assert not (tmp_path / "cdn/files/single-1.0+gfx90a-py3-none-any.whl").exists()
     assert (tmp_path / "cdn/files/single-1.0+gfx90a-py3-none-any.whl.metadata").is_file()
@@ -215,7 +223,7 @@ def test_wheels_inside_the_output_are_linked_in_place(tmp_path):
     wheels = out / "packages"
     make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     I.build_index(wheels, out)
-    (attrs, _), = anchors(out / "gfx90a/simple/pkg/index.html").anchors
+    ((attrs, _),) = anchors(out / "gfx90a/simple/pkg/index.html").anchors
     assert attrs["href"].startswith("../../../packages/pkg-1.0-py3-none-any.whl#")
     assert (wheels / "pkg-1.0-py3-none-any.whl.metadata").is_file()
     assert not (out / "files").exists()
@@ -235,7 +243,9 @@ def test_generic_code_and_pure_only(tmp_path):
         I.build_index(pure, tmp_path / "out2")
     assert "--targets" in err.value.hint
     assert I.build_index(pure, tmp_path / "out2", targets="gfx90a,gfx942").indexes == {
-        "gfx90a": ["pure-1.0-py3-none-any.whl"], "gfx942": ["pure-1.0-py3-none-any.whl"]}
+        "gfx90a": ["pure-1.0-py3-none-any.whl"],
+        "gfx942": ["pure-1.0-py3-none-any.whl"],
+    }
 
 
 def test_bad_wheels_are_skipped_not_fatal(tmp_path):
@@ -246,8 +256,7 @@ def test_bad_wheels_are_skipped_not_fatal(tmp_path):
     liar = make_wheel(tmp_path / "x", "other", "1.0")
     shutil.copy(liar, wheels / "claims-1.0-py3-none-any.whl")
     result = I.build_index(wheels, tmp_path / "out")
-    assert set(result.skipped) == {"broken-1.0-py3-none-any.whl", "not_a_wheel_name.whl",
-                                   "claims-1.0-py3-none-any.whl"}
+    assert set(result.skipped) == {"broken-1.0-py3-none-any.whl", "not_a_wheel_name.whl", "claims-1.0-py3-none-any.whl"}
     assert result.exit_code == 1
     assert result.indexes == {"gfx90a": ["good-1.0-py3-none-any.whl"]}
     assert not (tmp_path / "out/files/broken-1.0-py3-none-any.whl").exists()
@@ -269,7 +278,7 @@ def test_hosted_wheels_are_copies_a_rebuild_in_place_cannot_change(tmp_path):
     I.build_index(wheels, tmp_path / "out")
     hosted = hosted_path(tmp_path / "out", src)
     assert hosted.read_bytes() == original and not os.path.samefile(hosted, src)
-    (attrs, _), = anchors(tmp_path / "out/gfx90a/simple/pkg/index.html").anchors
+    ((attrs, _),) = anchors(tmp_path / "out/gfx90a/simple/pkg/index.html").anchors
     assert attrs["href"].endswith("#sha256=" + hashlib.sha256(original).hexdigest())
     again = I.build_index(wheels, tmp_path / "out")
     assert again.read == 0 and again.files_written == []
@@ -285,8 +294,7 @@ def test_replacing_a_wheel_keeps_every_moment_consistent(tmp_path, monkeypatch):
     I.build_index(wheels, out)
     assert inconsistencies(out) == []
     # the same file name, new bytes (a rebuild), and a new METADATA
-    make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"], "pkg/_j.so": ["gfx90a"]},
-               requires_python=">=3.8")
+    make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"], "pkg/_j.so": ["gfx90a"]}, requires_python=">=3.8")
     seen = []
     real_replace, real_unlink = os.replace, os.unlink
 
@@ -308,8 +316,11 @@ def test_replacing_a_wheel_keeps_every_moment_consistent(tmp_path, monkeypatch):
     assert inconsistencies(out) == []
     # the old copy is gone once no page links to it
     assert [p for p in (out / "files").rglob("*.whl")] == [
-        out / "files" / hashlib.sha256((wheels / "pkg-1.0-py3-none-any.whl").read_bytes()).hexdigest()[:16]
-        / "pkg-1.0-py3-none-any.whl"]
+        out
+        / "files"
+        / hashlib.sha256((wheels / "pkg-1.0-py3-none-any.whl").read_bytes()).hexdigest()[:16]
+        / "pkg-1.0-py3-none-any.whl"
+    ]
 
 
 CONCURRENT = """\
@@ -329,8 +340,12 @@ def test_concurrent_runs_into_one_folder_stay_consistent(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(CONCURRENT)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, str(script), str(wheels), str(out), "3"], env=env,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(wheels), str(out), "3"], env=env, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
     for round_ in range(3):  # wheels replaced and added while the runs go on
         make_wheel(wheels, "p0", "1.0", device={"p0/_k.so": ["gfx90a"], f"p0/_r{round_}.so": ["gfx90a"]})
         make_wheel(wheels, f"new{round_}", "1.0", device={f"new{round_}/_k.so": ["gfx942"]})
@@ -340,5 +355,6 @@ def test_concurrent_runs_into_one_folder_stay_consistent(tmp_path):
     final = I.build_index(wheels, out)
     assert inconsistencies(out) == [] and final.skipped == {}
     assert sorted(final.indexes["gfx942"]) == sorted(
-        ["p1-1.0-py3-none-any.whl", "p4-1.0-py3-none-any.whl"] + [f"new{r}-1.0-py3-none-any.whl" for r in range(3)])
+        ["p1-1.0-py3-none-any.whl", "p4-1.0-py3-none-any.whl"] + [f"new{r}-1.0-py3-none-any.whl" for r in range(3)]
+    )
     assert not [p for p in out.rglob("*") if p.name.endswith((".tmp", ".lnk"))]

@@ -54,8 +54,7 @@ def _plant(path: Path, kind: str, target: Path) -> None:
 
 def _untouched(path: Path, kind: str, theirs: Path, digest: str) -> None:
     mode = os.lstat(path).st_mode
-    assert {"symlink": stat.S_ISLNK, "fifo": stat.S_ISFIFO, "folder": stat.S_ISDIR,
-            "device": stat.S_ISCHR}[kind](mode)
+    assert {"symlink": stat.S_ISLNK, "fifo": stat.S_ISFIFO, "folder": stat.S_ISDIR, "device": stat.S_ISCHR}[kind](mode)
     assert hashlib.sha256(theirs.read_bytes()).hexdigest() == digest
     assert sorted(p.name for p in theirs.parent.glob("theirs.sqlite3*")) == ["theirs.sqlite3"]
 

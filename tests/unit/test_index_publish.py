@@ -23,8 +23,13 @@ TARGETS = ["gfx90a", "gfx942", "gfx1100"]
 
 
 def cli(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
 
 
 def listed(out: Path, index: str, project: str) -> list[str]:
@@ -34,8 +39,11 @@ def listed(out: Path, index: str, project: str) -> list[str]:
 
 def snapshot(out: Path) -> dict[str, tuple[int, int]]:
     """Every file in OUT but the state: (inode, mtime) — what a run rewrote shows as a change."""
-    return {p.relative_to(out).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.rglob("*")
-            if p.is_file() and ".rocm-build-backend-index" not in p.name}
+    return {
+        p.relative_to(out).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in out.rglob("*")
+        if p.is_file() and ".rocm-build-backend-index" not in p.name
+    }
 
 
 def test_add_and_remove_by_name(tmp_path):
@@ -154,11 +162,17 @@ def test_remove_and_replace_keep_every_moment_consistent(tmp_path):
     a2 = make_wheel(dist, "alpha", "2.0", device={"alpha/_k.so": ["gfx90a"]})
     out = tmp_path / "out"
     publish(out, add=[a1, a2])
-    a2b = make_wheel(tmp_path / "rebuilt", "alpha", "2.0", device={"alpha/_k.so": ["gfx90a"], "alpha/_j.so": ["gfx90a"]})
+    a2b = make_wheel(
+        tmp_path / "rebuilt", "alpha", "2.0", device={"alpha/_k.so": ["gfx90a"], "alpha/_j.so": ["gfx90a"]}
+    )
     script = tmp_path / "watch.py"
     script.write_text(REMOVE_WATCH)
-    proc = subprocess.run([sys.executable, str(script), str(ROOT), str(ROOT / "tests"), str(out), "alpha==1.0",
-                           str(a2b)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(ROOT), str(ROOT / "tests"), str(out), "alpha==1.0", str(a2b)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("0 "), proc.stdout  # a client reading at every step saw no broken link
     assert listed(out, "gfx90a", "alpha") == [a2b.name]

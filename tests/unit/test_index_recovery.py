@@ -25,10 +25,14 @@ from rocm_build_backend.wheel.index import run as I
 from helpers import ROOT, anchors, fat_wheel, inconsistencies, make_wheel
 
 
-
 def cli(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
 
 
 def listed_anywhere(out: Path, fn: str) -> bool:
@@ -161,8 +165,13 @@ def test_kill_9_leftovers_are_removed_and_the_work_finished_by_the_next_run(tmp_
     make_wheel(wheels, "p9", "1.0", device={"p9/_k.so": ["gfx942"]})
     script = tmp_path / "killed.py"
     script.write_text(KILLED)
-    proc = subprocess.run([sys.executable, str(script), str(wheels), str(out), where], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(wheels), str(out), where],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     left = leftovers(out)
     assert left or where == gone.name, "the kill left nothing to clean up"
@@ -189,8 +198,9 @@ def test_a_wheel_rewritten_with_the_same_size_and_time_is_read_again(tmp_path, m
     rng = random.Random(7)
     builds: list[Path] = []
     for i in range(200):  # three builds of the same size (the compressed RECORD varies by a byte or two)
-        whl = make_wheel(tmp_path / f"build{i}", "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]},
-                         placeholder=rng.randbytes(2000))
+        whl = make_wheel(
+            tmp_path / f"build{i}", "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]}, placeholder=rng.randbytes(2000)
+        )
         if not builds or whl.stat().st_size == builds[0].stat().st_size:
             builds.append(whl)
         if len(builds) == 3:

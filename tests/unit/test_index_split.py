@@ -27,8 +27,9 @@ def test_split_is_reused_and_cleaned_up(tmp_path):
 def test_a_damaged_fat_wheel_is_skipped_with_the_reason(tmp_path):
     wd = tmp_path / "split_wheels"
     make_wheel(wd, "bad", "1.0", members={"bad/_k.so": (BIN / "bad_hip_bundle_count.so").read_bytes()}, stamp=False)
-    make_wheel(wd, "one-gpu", "1.0", members={"one_gpu/k.co": (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes()},
-               stamp=False)
+    make_wheel(
+        wd, "one-gpu", "1.0", members={"one_gpu/k.co": (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes()}, stamp=False
+    )
     result = build_index(wd, tmp_path / "out", split=True)
     assert result.skipped["bad-1.0-py3-none-any.whl"].startswith("cannot be split: ")
     assert "impossible" in result.skipped["bad-1.0-py3-none-any.whl"]

@@ -14,8 +14,16 @@ BIN = TESTS / "data" / "binaries"
 
 
 def test_variants_index_is_incremental_and_cleans_up(tmp_path):
-    wd, out = variant_dir(tmp_path, {"gfx90a": (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes(),
-                                     "gfx942": (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes()}), tmp_path / "out"
+    wd, out = (
+        variant_dir(
+            tmp_path,
+            {
+                "gfx90a": (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes(),
+                "gfx942": (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes(),
+            },
+        ),
+        tmp_path / "out",
+    )
     build_index(wd, out, variants=True)
     old = served_variants_json(out)
     again = build_index(wd, out, variants=True)
@@ -27,7 +35,10 @@ def test_variants_index_is_incremental_and_cleans_up(tmp_path):
     assert list(json.loads(new.read_text())["variants"]) == ["gfx942"]
     assert os.path.relpath(old, out) in third.removed
     assert [f["filename"] for f in variants_project_page(out)["files"]] == [
-        "demo_gpu-1.0-py3-none-any-gfx942.whl", "demo_gpu-1.0-py3-none-any.whl", "demo_gpu-1.0-variants.json"]
+        "demo_gpu-1.0-py3-none-any-gfx942.whl",
+        "demo_gpu-1.0-py3-none-any.whl",
+        "demo_gpu-1.0-variants.json",
+    ]
 
 
 def test_without_variants_variant_wheels_are_skipped_with_the_reason(tmp_path):

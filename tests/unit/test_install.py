@@ -18,12 +18,36 @@ from helpers import make_wheel, run
 
 
 def test_split_args():
-    s = I.split_args(["--", "-i", "https://x/simple", "--find-links=links", "--target", "site", "-U",
-                      "torch>=2", "-C", "k=v", "--no-build-isolation", "--cache-dir", "c", "numpy"])
+    s = I.split_args(
+        [
+            "--",
+            "-i",
+            "https://x/simple",
+            "--find-links=links",
+            "--target",
+            "site",
+            "-U",
+            "torch>=2",
+            "-C",
+            "k=v",
+            "--no-build-isolation",
+            "--cache-dir",
+            "c",
+            "numpy",
+        ]
+    )
     assert s.requirements == ["torch>=2", "numpy"]
     assert s.install == ["--target", "site", "-U"]
-    assert s.options == ["-i", "https://x/simple", "--find-links=links", "-C", "k=v", "--no-build-isolation",
-                         "--cache-dir", "c"]
+    assert s.options == [
+        "-i",
+        "https://x/simple",
+        "--find-links=links",
+        "-C",
+        "k=v",
+        "--no-build-isolation",
+        "--cache-dir",
+        "c",
+    ]
     assert s.for_rebuild() == ["-i", "https://x/simple", "--find-links=links", "-C", "k=v", "--no-build-isolation"]
     with pytest.raises(RocmBuildBackendError, match="needs a value"):
         I.split_args(["numpy", "--index-url"])

@@ -25,8 +25,19 @@ def test_the_help_is_read_as_pip_lays_it_out():
 
 
 def test_new_value_options_keep_their_values_and_the_install_only_ones_go_to_the_install():
-    s = split_args(["--build-constraint", "bc.txt", "--uploaded-prior-to", "2025-01-01", "--root-user-action",
-                    "ignore", "--group", "dev", "demo"])
+    s = split_args(
+        [
+            "--build-constraint",
+            "bc.txt",
+            "--uploaded-prior-to",
+            "2025-01-01",
+            "--root-user-action",
+            "ignore",
+            "--group",
+            "dev",
+            "demo",
+        ]
+    )
     assert s.requirements == ["demo"]
     assert s.options == ["--build-constraint", "bc.txt", "--uploaded-prior-to", "2025-01-01", "--group", "dev"]
     assert s.install == ["--root-user-action", "ignore"]

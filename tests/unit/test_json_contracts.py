@@ -29,8 +29,14 @@ def validate(verb: str, out: str) -> dict:
 
 def cli(*args, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=120, env={**base, "PYTHONPATH": str(ROOT), **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={**base, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
 
 
 @pytest.fixture
@@ -52,8 +58,14 @@ def test_check_json(wheels):
         doc = validate("check", proc.stdout)
         assert doc["exit_code"] == code
         assert {w["status"] for w in doc["wheels"]} >= {"unknown"}
-    proc = cli("check", "--json", "--targets", "gfx90a", wheels / "real_dev-1.0-py3-none-any.whl",
-               wheels / "pure-1.0-py3-none-any.whl")
+    proc = cli(
+        "check",
+        "--json",
+        "--targets",
+        "gfx90a",
+        wheels / "real_dev-1.0-py3-none-any.whl",
+        wheels / "pure-1.0-py3-none-any.whl",
+    )
     doc = validate("check", proc.stdout)
     assert proc.returncode == 0 and doc["wheels"][0]["files"]["real_dev/_k.so"]["complete"] == ["gfx90a", "gfx942"]
     proc = cli("check", "--json", "--root", wheels, wheels / "pure-1.0-py3-none-any.whl")  # no GPU found
@@ -68,8 +80,9 @@ def test_index_json(wheels, tmp_path):
     assert set(doc["indexes"]) == {"gfx90a", "gfx942", "gfx1100"}
     doc = validate("index", cli("index", "--json", "--family", "--targets", "gfx94X-dcgpu", wheels, "-o", out).stdout)
     assert list(doc["indexes"]) == ["gfx94X-dcgpu", "gfx90a", "gfx942", "gfx1100"]  # the others are kept up to date
-    doc = validate("index", cli("index", "--json", "--base-url", "https://cdn.example/w", wheels,
-                                "-o", tmp_path / "cdn").stdout)
+    doc = validate(
+        "index", cli("index", "--json", "--base-url", "https://cdn.example/w", wheels, "-o", tmp_path / "cdn").stdout
+    )
     assert doc["metadata_upload"] == str(tmp_path / "cdn" / "files")
 
 
@@ -106,8 +119,15 @@ def test_cache_json(wheels, tmp_path):
     assert doc["exit_code"] == 0 and any(e["action"] == "removed" for e in doc["entries"])
     home = tmp_path / "home"
     home.mkdir()
-    proc = cli("cache", "list", "--json", "--targets", "gfx90a", env={"HOME": str(home), "PIP_CACHE_DIR": str(pip)},
-               cwd=tmp_path)
+    proc = cli(
+        "cache",
+        "list",
+        "--json",
+        "--targets",
+        "gfx90a",
+        env={"HOME": str(home), "PIP_CACHE_DIR": str(pip)},
+        cwd=tmp_path,
+    )
     doc = validate("cache", proc.stdout)
     sources = [(c["tool"], c["source"].split(" (")[0]) for c in doc["caches"]]
     assert sources == [("pip", "PIP_CACHE_DIR"), ("uv", "uv's default")]

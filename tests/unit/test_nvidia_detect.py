@@ -22,8 +22,10 @@ MIG_LISTING = """GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaaa1111-0000-0000-0000
   MIG 3g.20gb     Device  1: (UUID: MIG-cccc3333-0000-0000-0000-000000000000)
 GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-dddd4444-0000-0000-0000-000000000000)
 """
-TWO = [NvidiaGpu(0, "NVIDIA A100-SXM4-40GB", 8, 0, "GPU-aaaa1111-0000-0000-0000-000000000000"),
-       NvidiaGpu(1, "NVIDIA H100 80GB HBM3", 9, 0, "GPU-dddd4444-0000-0000-0000-000000000000")]
+TWO = [
+    NvidiaGpu(0, "NVIDIA A100-SXM4-40GB", 8, 0, "GPU-aaaa1111-0000-0000-0000-000000000000"),
+    NvidiaGpu(1, "NVIDIA H100 80GB HBM3", 9, 0, "GPU-dddd4444-0000-0000-0000-000000000000"),
+]
 
 
 def text(name):
@@ -46,7 +48,9 @@ def test_old_driver_without_compute_cap():
     assert "510" in exc.value.hint
 
 
-@pytest.mark.parametrize("bad", ["x, NVIDIA H200, 9.0\n", "0, NVIDIA H200, [N/A]\n", "0, NVIDIA H200, 9.0\n0, H200, 9.0\n"])
+@pytest.mark.parametrize(
+    "bad", ["x, NVIDIA H200, 9.0\n", "0, NVIDIA H200, [N/A]\n", "0, NVIDIA H200, 9.0\n0, H200, 9.0\n"]
+)
 def test_bad_query_lines(bad):
     with pytest.raises(FormatError):
         parse_query_csv(bad)
@@ -71,28 +75,42 @@ def test_detect_from_recorded_output():
     assert found.to_json()["gpus"][0]["uuid"] == H200_UUID
 
 
-@pytest.mark.parametrize("value, indices", [
-    ("1", [1]), ("1,0", [1, 0]), ("GPU-dddd", [1]), ("0,-1,1", [0]), ("1,1", [1]),
-    ("MIG-GPU-aaaa1111-0000-0000-0000-000000000000/1/0", [0]),
-    ("MIG-cccc3333", [0]),
-])
+@pytest.mark.parametrize(
+    "value, indices",
+    [
+        ("1", [1]),
+        ("1,0", [1, 0]),
+        ("GPU-dddd", [1]),
+        ("0,-1,1", [0]),
+        ("1,1", [1]),
+        ("MIG-GPU-aaaa1111-0000-0000-0000-000000000000/1/0", [0]),
+        ("MIG-cccc3333", [0]),
+    ],
+)
 def test_cuda_visible_devices(value, indices):
-    gpus = [TWO[0].__class__(*(getattr(TWO[0], f) for f in ("index", "name", "major", "minor", "uuid")),
-                             mig=("MIG-bbbb2222-0000-0000-0000-000000000000", "MIG-cccc3333-0000-0000-0000-000000000000")),
-            TWO[1]]
+    gpus = [
+        TWO[0].__class__(
+            *(getattr(TWO[0], f) for f in ("index", "name", "major", "minor", "uuid")),
+            mig=("MIG-bbbb2222-0000-0000-0000-000000000000", "MIG-cccc3333-0000-0000-0000-000000000000"),
+        ),
+        TWO[1],
+    ]
     shown, _ = visible(gpus, value, "PCI_BUS_ID")
     assert [g.index for g in shown] == indices
 
 
-@pytest.mark.parametrize("value, error, words", [
-    ("", NoGpuDetectedError, "hides every GPU"),
-    ("-1", NoGpuDetectedError, "hides every GPU"),
-    ("2", ConfigError, "no GPU 2"),
-    ("GPU-ffff", ConfigError, "no GPU has the UUID"),
-    ("GPU-", ConfigError, "start of 2"),
-    ("MIG-bbbb", ConfigError, "no MIG device was found"),
-    ("banana", ConfigError, "neither"),
-])
+@pytest.mark.parametrize(
+    "value, error, words",
+    [
+        ("", NoGpuDetectedError, "hides every GPU"),
+        ("-1", NoGpuDetectedError, "hides every GPU"),
+        ("2", ConfigError, "no GPU 2"),
+        ("GPU-ffff", ConfigError, "no GPU has the UUID"),
+        ("GPU-", ConfigError, "start of 2"),
+        ("MIG-bbbb", ConfigError, "no MIG device was found"),
+        ("banana", ConfigError, "neither"),
+    ],
+)
 def test_cuda_visible_devices_never_falls_back(value, error, words):
     with pytest.raises(error, match=words):
         visible(TWO, value, "PCI_BUS_ID")

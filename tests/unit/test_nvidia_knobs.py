@@ -27,14 +27,17 @@ def test_one_target():
     assert k.cmake == {"CMAKE_CUDA_ARCHITECTURES": "90-real"}
 
 
-@pytest.mark.parametrize("targets, ptx, code", [
-    (["sm_80", "sm_90"], "none", ["sm_80", "sm_90"]),
-    (["sm_80", "sm_90"], "highest", ["sm_80", "sm_90", "compute_90"]),
-    (["sm_80", "sm_90"], "all", ["sm_80", "compute_80", "sm_90", "compute_90"]),
-    (["sm_90a"], "highest", ["sm_90a", "compute_90"]),  # PTX without 'a': forward compatible
-    (["sm_100f"], "highest", ["sm_100f", "compute_100f"]),
-    (["compute_80"], "none", ["compute_80"]),
-])
+@pytest.mark.parametrize(
+    "targets, ptx, code",
+    [
+        (["sm_80", "sm_90"], "none", ["sm_80", "sm_90"]),
+        (["sm_80", "sm_90"], "highest", ["sm_80", "sm_90", "compute_90"]),
+        (["sm_80", "sm_90"], "all", ["sm_80", "compute_80", "sm_90", "compute_90"]),
+        (["sm_90a"], "highest", ["sm_90a", "compute_90"]),  # PTX without 'a': forward compatible
+        (["sm_100f"], "highest", ["sm_100f", "compute_100f"]),
+        (["compute_80"], "none", ["compute_80"]),
+    ],
+)
 def test_ptx_choice(targets, ptx, code):
     assert names(with_ptx(targets, ptx)) == code
 
@@ -46,9 +49,15 @@ def test_bad_ptx_choice_and_no_targets():
         with_ptx([], "none")
 
 
-@pytest.mark.parametrize("targets, ptx", [
-    (["sm_80", "sm_90"], "highest"), (["sm_90a"], "none"), (["sm_75", "sm_120"], "all"), (["sm_86"], "none"),
-])
+@pytest.mark.parametrize(
+    "targets, ptx",
+    [
+        (["sm_80", "sm_90"], "highest"),
+        (["sm_90a"], "none"),
+        (["sm_75", "sm_120"], "all"),
+        (["sm_86"], "none"),
+    ],
+)
 def test_each_spelling_reads_back_as_the_same_code(targets, ptx):
     k = cuda_knobs(targets, ptx)
     assert parse_cmake_architectures(k.env["CMAKE_CUDA_ARCHITECTURES"]) == k.code
@@ -68,5 +77,10 @@ def test_spellings_that_cannot_say_it_exactly_say_so():
 def test_user_nvcc_flags_are_kept_but_not_their_targets():
     user = {"NVCC_APPEND_FLAGS": "-lineinfo -gencode arch=compute_70,code=sm_70 -arch=sm_80 --threads 4"}
     k = cuda_knobs(["sm_90"], user_env=user)
-    assert shlex.split(k.env["NVCC_APPEND_FLAGS"]) == ["-lineinfo", "--threads", "4", "-gencode=arch=compute_90,code=sm_90"]
+    assert shlex.split(k.env["NVCC_APPEND_FLAGS"]) == [
+        "-lineinfo",
+        "--threads",
+        "4",
+        "-gencode=arch=compute_90,code=sm_90",
+    ]
     assert any("replaced" in n for n in k.notes)

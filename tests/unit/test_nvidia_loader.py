@@ -23,22 +23,25 @@ def test_rules_predict_every_h200_launch(code, audit, real, device):
     assert ("runs" if loader.runs(audit, device) else "error 209") == real
 
 
-@pytest.mark.parametrize("code, device, loads", [
-    ("sm_80", "sm_86", True),      # same major, newer minor (Programming Guide, Binary Compatibility)
-    ("sm_86", "sm_80", False),
-    ("sm_80", "sm_90", False),     # never across majors
-    ("sm_90a", "sm_90", True),
-    ("sm_100a", "sm_103", False),  # 'a': the exact compute capability only
-    ("sm_100f", "sm_103", True),   # 'f': the family (10.0, 10.3)
-    ("sm_100f", "sm_120", False),
-    ("compute_80", "sm_120", True),  # PTX: any newer device
-    ("compute_100", "sm_90", False),
-    ("compute_90a", "sm_90", True),
-    ("compute_90a", "sm_100", False),  # PTX with 'a' is not forward compatible
-    ("compute_100f", "sm_103", True),
-    ("compute_100f", "sm_120", False),  # PTX with 'f' stays in its family
-    ("compute_120f", "sm_121", True),
-])
+@pytest.mark.parametrize(
+    "code, device, loads",
+    [
+        ("sm_80", "sm_86", True),  # same major, newer minor (Programming Guide, Binary Compatibility)
+        ("sm_86", "sm_80", False),
+        ("sm_80", "sm_90", False),  # never across majors
+        ("sm_90a", "sm_90", True),
+        ("sm_100a", "sm_103", False),  # 'a': the exact compute capability only
+        ("sm_100f", "sm_103", True),  # 'f': the family (10.0, 10.3)
+        ("sm_100f", "sm_120", False),
+        ("compute_80", "sm_120", True),  # PTX: any newer device
+        ("compute_100", "sm_90", False),
+        ("compute_90a", "sm_90", True),
+        ("compute_90a", "sm_100", False),  # PTX with 'a' is not forward compatible
+        ("compute_100f", "sm_103", True),
+        ("compute_100f", "sm_120", False),  # PTX with 'f' stays in its family
+        ("compute_120f", "sm_121", True),
+    ],
+)
 def test_documented_rules(code, device, loads):
     assert loader.loads_on(code, device) is loads
     if not loads:
@@ -59,4 +62,6 @@ def test_driver_prefers_sass_over_ptx():
 def test_reasons_read_like_the_rest_of_the_package():
     assert loader.why_not("sm_80", "sm_90") == "sm_80 loads on sm_8x devices from sm_80 on"
     assert loader.why_not("sm_90a", "sm_100") == "sm_90a runs only on sm_90 devices"
-    assert loader.why_not("compute_100", "sm_90") == "PTX compute_100 needs a device of compute capability 10.0 or newer"
+    assert (
+        loader.why_not("compute_100", "sm_90") == "PTX compute_100 needs a device of compute capability 10.0 or newer"
+    )

@@ -26,8 +26,9 @@ def tools(tmp_path):
 
 def smi(pinned: Path, real: Path | None, *args: str) -> subprocess.CompletedProcess:
     path = os.pathsep.join([str(pinned), str(pinned)] + ([str(real)] if real else []) + ["/usr/bin", "/bin"])
-    return subprocess.run([str(pinned / "nvidia-smi"), *args], capture_output=True, text=True,
-                          env={"PATH": path}, timeout=30)
+    return subprocess.run(
+        [str(pinned / "nvidia-smi"), *args], capture_output=True, text=True, env={"PATH": path}, timeout=30
+    )
 
 
 def test_answers_like_the_h200(tools):
@@ -41,12 +42,15 @@ def test_answers_like_the_h200(tools):
     assert lines[1].split(", ")[2] == recorded[1].split(", ")[2] == "9.0"
 
 
-@pytest.mark.parametrize("args, out", [
-    (["--query-gpu=compute_cap", "--format=csv,noheader"], "8.0\n9.0\n"),
-    (["--query-gpu", "compute_cap", "--format", "csv,noheader,nounits"], "8.0\n9.0\n"),
-    (["--query-gpu=index,compute_cap", "--format=csv,noheader", "-i", "1"], "1, 9.0\n"),
-    (["--query-gpu=count", "--format=csv,noheader"], "2\n2\n"),
-])
+@pytest.mark.parametrize(
+    "args, out",
+    [
+        (["--query-gpu=compute_cap", "--format=csv,noheader"], "8.0\n9.0\n"),
+        (["--query-gpu", "compute_cap", "--format", "csv,noheader,nounits"], "8.0\n9.0\n"),
+        (["--query-gpu=index,compute_cap", "--format=csv,noheader", "-i", "1"], "1, 9.0\n"),
+        (["--query-gpu=count", "--format=csv,noheader"], "2\n2\n"),
+    ],
+)
 def test_compute_capability_queries(tools, args, out):
     pinned, real = tools
     write_nvidia_smi(pinned, ["sm_80", "sm_90a", "compute_90"])
@@ -54,11 +58,18 @@ def test_compute_capability_queries(tools, args, out):
     assert (got.returncode, got.stdout) == (0, out)
 
 
-@pytest.mark.parametrize("args", [
-    ["-L"], [], ["--query-gpu=memory.total", "--format=csv"], ["--query-gpu=compute_cap,driver_version", "--format=csv"],
-    ["--query-gpu=compute_cap", "--format=json"], ["--query-gpu=compute_cap", "--format=csv", "-i", "GPU-1234"],
-    ["--query-gpu=*", "--format=csv"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-L"],
+        [],
+        ["--query-gpu=memory.total", "--format=csv"],
+        ["--query-gpu=compute_cap,driver_version", "--format=csv"],
+        ["--query-gpu=compute_cap", "--format=json"],
+        ["--query-gpu=compute_cap", "--format=csv", "-i", "GPU-1234"],
+        ["--query-gpu=*", "--format=csv"],
+    ],
+)
 def test_everything_else_goes_to_the_real_one(tools, args):
     pinned, real = tools
     write_nvidia_smi(pinned, ["sm_90"])

@@ -15,44 +15,58 @@ from rocm_build_backend.gpu.targets import parse_target
 SM90, GFX942 = parse_target("sm_90"), parse_target("gfx942")
 
 
-@pytest.mark.parametrize("setting, requested, detected, vendor", [
-    ("auto", [SM90], [GFX942], "nvidia"),   # the targets decide
-    ("auto", [], [SM90, SM90], "nvidia"),   # else the only vendor found
-    ("auto", [], [GFX942], "amd"),
-    ("nvidia", [], [GFX942, SM90], "nvidia"),
-])
+@pytest.mark.parametrize(
+    "setting, requested, detected, vendor",
+    [
+        ("auto", [SM90], [GFX942], "nvidia"),  # the targets decide
+        ("auto", [], [SM90, SM90], "nvidia"),  # else the only vendor found
+        ("auto", [], [GFX942], "amd"),
+        ("nvidia", [], [GFX942, SM90], "nvidia"),
+    ],
+)
 def test_choose_vendor(setting, requested, detected, vendor):
     assert choose_vendor(setting, requested, detected) == vendor
 
 
-@pytest.mark.parametrize("setting, requested, detected, error, words", [
-    ("auto", [SM90, GFX942], [], ConfigError, "one vendor"),
-    ("auto", [], [SM90, GFX942], ConfigError, "nvidia: sm_90"),
-    ("amd", [SM90], [], ConfigError, "are nvidia targets"),
-    ("auto", [], [], NoGpuDetectedError, "no GPU"),
-    ("intel", [], [], ConfigError, "expected"),
-])
+@pytest.mark.parametrize(
+    "setting, requested, detected, error, words",
+    [
+        ("auto", [SM90, GFX942], [], ConfigError, "one vendor"),
+        ("auto", [], [SM90, GFX942], ConfigError, "nvidia: sm_90"),
+        ("amd", [SM90], [], ConfigError, "are nvidia targets"),
+        ("auto", [], [], NoGpuDetectedError, "no GPU"),
+        ("intel", [], [], ConfigError, "expected"),
+    ],
+)
 def test_choose_vendor_refuses(setting, requested, detected, error, words):
     with pytest.raises(error, match=words):
         choose_vendor(setting, requested, detected)
 
 
 def _env(targets, ptx, env, *, backend_kind, config_settings=None):
-    return nvidia_build_env(targets, BuildInputs(env=env, backend_kind=backend_kind,
-                                                 config_settings=config_settings or {}, ptx=ptx))
+    return nvidia_build_env(
+        targets, BuildInputs(env=env, backend_kind=backend_kind, config_settings=config_settings or {}, ptx=ptx)
+    )
 
 
 def test_plain_setuptools_build():
     got = _env(["sm_90"], "none", {}, backend_kind="setuptools")
-    assert got.env == {"TORCH_CUDA_ARCH_LIST": "9.0", "CUDAARCHS": "90-real",
-                       "NVCC_APPEND_FLAGS": "-gencode=arch=compute_90,code=sm_90",
-                       "CMAKE_ARGS": "-DCMAKE_CUDA_ARCHITECTURES=90-real"}
+    assert got.env == {
+        "TORCH_CUDA_ARCH_LIST": "9.0",
+        "CUDAARCHS": "90-real",
+        "NVCC_APPEND_FLAGS": "-gencode=arch=compute_90,code=sm_90",
+        "CMAKE_ARGS": "-DCMAKE_CUDA_ARCHITECTURES=90-real",
+    }
     assert got.replaced == {} and got.config_settings == {}
 
 
 def test_user_values_kept_when_they_name_the_same_code_else_replaced():
-    env = {"TORCH_CUDA_ARCH_LIST": "8.0 9.0", "CUDAARCHS": "75", "CMAKE_ARGS": "-DFOO=1 -DCMAKE_CUDA_ARCHITECTURES=75",
-           "NVCC_APPEND_FLAGS": "-lineinfo"}
+    env = {
+        "TORCH_CUDA_ARCH_LIST": "8.0 9.0",
+        "CUDAARCHS": "75",
+        "CMAKE_ARGS": "-DFOO=1 -DCMAKE_CUDA_ARCHITECTURES=75",
+        "NVCC_APPEND_FLAGS": "-lineinfo",
+    }
     got = _env(["sm_80", "sm_90"], "none", env, backend_kind="setuptools")
     assert got.kept == {"TORCH_CUDA_ARCH_LIST": "8.0 9.0"}
     assert got.replaced["CUDAARCHS"] == ("75", "80-real;90-real")
@@ -66,8 +80,13 @@ def test_scikit_build_core_define_and_conflict():
     assert got.config_settings == {"cmake.define.CMAKE_CUDA_ARCHITECTURES": "90"}
     assert [str(t) for t in got.code] == ["sm_90", "compute_90"]
     with pytest.raises(ConfigError, match="conflicts"):
-        _env(["sm_90"], "none", {}, backend_kind="scikit-build-core",
-             config_settings={"cmake.define.CMAKE_CUDA_ARCHITECTURES": "80-real"})
+        _env(
+            ["sm_90"],
+            "none",
+            {},
+            backend_kind="scikit-build-core",
+            config_settings={"cmake.define.CMAKE_CUDA_ARCHITECTURES": "80-real"},
+        )
 
 
 def _plan(dist, *, backend_kind="setuptools", profile="auto", env=None):
@@ -76,8 +95,15 @@ def _plan(dist, *, backend_kind="setuptools", profile="auto", env=None):
     from rocm_build_backend.gpu.targets import parse_targets
 
     settings = load_settings({"tool": {"rocm-build-backend": {"profile": profile}}}, None, {})
-    return make_plan(parse_targets("sm_90"), "test", settings, env or {}, backend_kind=backend_kind,
-                     host=Host(cpus=4, mem_available=64 << 30), dist_name=dist)
+    return make_plan(
+        parse_targets("sm_90"),
+        "test",
+        settings,
+        env or {},
+        backend_kind=backend_kind,
+        host=Host(cpus=4, mem_available=64 << 30),
+        dist_name=dist,
+    )
 
 
 def test_profiles_apply():

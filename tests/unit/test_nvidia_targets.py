@@ -9,7 +9,11 @@ import pytest
 
 from rocm_build_backend.errors import ConfigError, UnknownTargetError
 from rocm_build_backend.gpu.nvidia.targets import (
-    CudaTarget, parse_cmake_architectures, parse_cuda_target, parse_cuda_targets, parse_torch_arch_list,
+    CudaTarget,
+    parse_cmake_architectures,
+    parse_cuda_target,
+    parse_cuda_targets,
+    parse_torch_arch_list,
 )
 from helpers import TESTS
 
@@ -20,22 +24,32 @@ def names(targets):
     return [str(t) for t in targets]
 
 
-@pytest.mark.parametrize("text, number, suffix, ptx", [
-    ("sm_90", 90, "", False), ("sm_90a", 90, "a", False), ("sm_100f", 100, "f", False),
-    ("compute_80", 80, "", True), ("compute_90a", 90, "a", True), ("SM_120", 120, "", False),
-])
+@pytest.mark.parametrize(
+    "text, number, suffix, ptx",
+    [
+        ("sm_90", 90, "", False),
+        ("sm_90a", 90, "a", False),
+        ("sm_100f", 100, "f", False),
+        ("compute_80", 80, "", True),
+        ("compute_90a", 90, "a", True),
+        ("SM_120", 120, "", False),
+    ],
+)
 def test_our_names(text, number, suffix, ptx):
     t = parse_cuda_target(text)
     assert (t.number, t.suffix, t.ptx) == (number, suffix, ptx)
     assert str(t) == text.lower()
 
 
-@pytest.mark.parametrize("text, words", [
-    ("sm_91", "unknown NVIDIA compute capability"),
-    ("sm_80a", "start at sm_90"),
-    ("sm_90f", "start at sm_100"),
-    ("gfx90a", "not an NVIDIA target"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("sm_91", "unknown NVIDIA compute capability"),
+        ("sm_80a", "start at sm_90"),
+        ("sm_90f", "start at sm_100"),
+        ("gfx90a", "not an NVIDIA target"),
+    ],
+)
 def test_bad_names(text, words):
     with pytest.raises(UnknownTargetError, match=words):
         parse_cuda_target(text)
@@ -72,13 +86,16 @@ def test_torch_names_expand_like_torch():
     assert names(parse_torch_arch_list("Ada")) == ["sm_89", "compute_89"]
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("90", ["sm_90", "compute_90"]),
-    ("90-real", ["sm_90"]),
-    ("90a", ["sm_90a", "compute_90a"]),
-    ("80-real;90-virtual", ["sm_80", "compute_90"]),
-    ("120f-real", ["sm_120f"]),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("90", ["sm_90", "compute_90"]),
+        ("90-real", ["sm_90"]),
+        ("90a", ["sm_90a", "compute_90a"]),
+        ("80-real;90-virtual", ["sm_80", "compute_90"]),
+        ("120f-real", ["sm_120f"]),
+    ],
+)
 def test_cmake_architectures(value, expected):
     assert names(parse_cmake_architectures(value)) == expected
 
@@ -86,7 +103,13 @@ def test_cmake_architectures(value, expected):
 def test_cmake_special_values_need_their_inputs():
     codes = parse_cuda_targets("sm_75 sm_80 sm_86 sm_90 sm_100 sm_103 sm_120")
     assert names(parse_cmake_architectures("native", native=[CudaTarget(90)])) == ["sm_90"]
-    assert names(parse_cmake_architectures("all-major", nvcc_codes=codes)) == ["sm_80", "sm_90", "sm_100", "sm_120", "compute_120"]
+    assert names(parse_cmake_architectures("all-major", nvcc_codes=codes)) == [
+        "sm_80",
+        "sm_90",
+        "sm_100",
+        "sm_120",
+        "compute_120",
+    ]
     assert names(parse_cmake_architectures("all", nvcc_codes=codes))[-1] == "compute_120"
     for value in ("native", "all", "all-major", "OFF"):
         with pytest.raises(ConfigError):

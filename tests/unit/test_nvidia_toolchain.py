@@ -18,7 +18,7 @@ NVCC_124 = {  # CUDA 12.4: Maxwell to Hopper, no Blackwell
     "--version": "Cuda compilation tools, release 12.4, V12.4.131\n",
     "--list-gpu-code": "sm_50\nsm_52\nsm_53\nsm_60\nsm_61\nsm_62\nsm_70\nsm_72\nsm_75\nsm_80\nsm_86\nsm_87\nsm_89\nsm_90\n",
     "--list-gpu-arch": "compute_50\ncompute_52\ncompute_53\ncompute_60\ncompute_61\ncompute_62\ncompute_70\ncompute_72\n"
-                       "compute_75\ncompute_80\ncompute_86\ncompute_87\ncompute_89\ncompute_90\n",
+    "compute_75\ncompute_80\ncompute_86\ncompute_87\ncompute_89\ncompute_90\n",
 }
 
 
@@ -55,26 +55,34 @@ def test_release_line():
         parse_version("clang version 19\n")
 
 
-@pytest.mark.parametrize("targets", [["sm_90"], ["sm_90a", "compute_90a"], ["sm_100f", "sm_120a", "sm_110"], ["compute_75"]])
+@pytest.mark.parametrize(
+    "targets", [["sm_90"], ["sm_90a", "compute_90a"], ["sm_100f", "sm_120a", "sm_110"], ["compute_75"]]
+)
 def test_cuda_13_accepts(fake_nvcc, env, targets):
     assert check_nvcc(targets, env, run=Runner(recorded_13()), nvcc=fake_nvcc).version == "13.0"
 
 
-@pytest.mark.parametrize("targets, line", [
-    (["sm_70"], "sm_70 is not built by CUDA 13.0 or newer; nvcc ({nvcc}) is CUDA 13.0"),
-    (["sm_101"], "sm_101 is not built by CUDA 13.0 or newer; nvcc ({nvcc}) is CUDA 13.0"),
-])
+@pytest.mark.parametrize(
+    "targets, line",
+    [
+        (["sm_70"], "sm_70 is not built by CUDA 13.0 or newer; nvcc ({nvcc}) is CUDA 13.0"),
+        (["sm_101"], "sm_101 is not built by CUDA 13.0 or newer; nvcc ({nvcc}) is CUDA 13.0"),
+    ],
+)
 def test_cuda_13_refuses_dropped_targets(fake_nvcc, env, targets, line):
     with pytest.raises(ToolchainError) as exc:
         check_nvcc(targets, env, run=Runner(recorded_13()), nvcc=fake_nvcc)
     assert exc.value.message == line.format(nvcc=fake_nvcc)
 
 
-@pytest.mark.parametrize("target, line", [
-    ("sm_120", "sm_120 needs CUDA 12.8; nvcc ({nvcc}) is CUDA 12.4"),
-    ("sm_100f", "sm_100f needs CUDA 12.9; nvcc ({nvcc}) is CUDA 12.4"),
-    ("compute_103", "compute_103 needs CUDA 12.9; nvcc ({nvcc}) is CUDA 12.4"),
-])
+@pytest.mark.parametrize(
+    "target, line",
+    [
+        ("sm_120", "sm_120 needs CUDA 12.8; nvcc ({nvcc}) is CUDA 12.4"),
+        ("sm_100f", "sm_100f needs CUDA 12.9; nvcc ({nvcc}) is CUDA 12.4"),
+        ("compute_103", "compute_103 needs CUDA 12.9; nvcc ({nvcc}) is CUDA 12.4"),
+    ],
+)
 def test_older_cuda_names_the_release_needed(fake_nvcc, env, target, line):
     with pytest.raises(ToolchainError) as exc:
         check_nvcc(["sm_90", target], env, run=Runner(NVCC_124), nvcc=fake_nvcc)

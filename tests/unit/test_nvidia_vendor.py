@@ -46,10 +46,16 @@ def test_names_through_the_registry(both):
         parse_targets("sm_91")
 
 
-@pytest.mark.parametrize("code, device, loads", [
-    ("compute_90a", "sm_100", False), ("compute_100f", "sm_120", False), ("sm_90", "sm_90a", True),
-    ("sm_80", "sm_90", False), ("compute_80", "sm_90", True),
-])
+@pytest.mark.parametrize(
+    "code, device, loads",
+    [
+        ("compute_90a", "sm_100", False),
+        ("compute_100f", "sm_120", False),
+        ("sm_90", "sm_90a", True),
+        ("sm_80", "sm_90", False),
+        ("compute_80", "sm_90", True),
+    ],
+)
 def test_compat_asks_nvidia_rules(both, code, device, loads):
     from rocm_build_backend.gpu import compat
 
@@ -59,8 +65,13 @@ def test_compat_asks_nvidia_rules(both, code, device, loads):
 def test_recorded_h200_through_detect(both):
     from rocm_build_backend.gpu.detect import detect, require_targets
 
-    found = detect(recorded={"nvidia-smi": (H200 / "nvidia-smi-query.csv").read_text(),
-                             "nvidia-smi -L": (H200 / "nvidia-smi-L.txt").read_text()}, env={})
+    found = detect(
+        recorded={
+            "nvidia-smi": (H200 / "nvidia-smi-query.csv").read_text(),
+            "nvidia-smi -L": (H200 / "nvidia-smi-L.txt").read_text(),
+        },
+        env={},
+    )
     assert [str(t) for t in require_targets(found)] == ["sm_90"]
     assert found.source == "nvidia-smi"
     assert found.devices[0].name == "NVIDIA H200" and found.devices[0].included
@@ -69,8 +80,9 @@ def test_recorded_h200_through_detect(both):
 def test_hidden_by_cuda_visible_devices_is_no_silent_fallback(both):
     from rocm_build_backend.gpu.detect import detect, require_targets
 
-    found = detect(recorded={"nvidia-smi": (H200 / "nvidia-smi-query.csv").read_text()},
-                   env={"CUDA_VISIBLE_DEVICES": "3"})
+    found = detect(
+        recorded={"nvidia-smi": (H200 / "nvidia-smi-query.csv").read_text()}, env={"CUDA_VISIBLE_DEVICES": "3"}
+    )
     assert found.targets == [] and any("no GPU 3" in w for w in found.warnings)
     with pytest.raises(NoGpuDetectedError) as exc:
         require_targets(found)

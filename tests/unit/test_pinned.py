@@ -16,6 +16,7 @@ from rocm_build_backend.builder.pinned import pinned_env, write_pinned_tools
 from rocm_build_backend.gpu.amd.pinned import TOOL_NAMES, render_tools
 from rocm_build_backend.gpu.targets import GpuTarget, parse_targets
 
+
 def run(tool: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(tool), *args], capture_output=True, text=True)
 
@@ -105,12 +106,16 @@ def test_rocm_agent_enumerator_as_pytorch_and_cmake_read_it(pinned):
     env = {**os.environ, "PATH": f"{directory}{os.pathsep}{os.environ['PATH']}"}
     torch_way = subprocess.run(
         "rocm_agent_enumerator | grep -v gfx000 | sort -u | xargs | tr -d '\\n'",
-        shell=True, env=env, capture_output=True, text=True,
+        shell=True,
+        env=env,
+        capture_output=True,
+        text=True,
     ).stdout
     assert torch_way == "gfx90a gfx942"
     # CMakeDetermineHIPCompiler: `-t GPU`, skip gfx000, cut at ':'
-    cmake_way = [a.split(":")[0] for a in run(directory / "rocm_agent_enumerator", "-t", "GPU").stdout.split()
-                 if a != "gfx000"]
+    cmake_way = [
+        a.split(":")[0] for a in run(directory / "rocm_agent_enumerator", "-t", "GPU").stdout.split() if a != "gfx000"
+    ]
     assert cmake_way == ["gfx90a", "gfx942"]
 
 

@@ -22,8 +22,14 @@ print(json.dumps({"name": name, "flow": "rocm_build_backend.builder.flow" in sys
 
 
 def metadata(project):
-    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=project, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.splitlines()[-1])
 

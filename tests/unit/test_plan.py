@@ -14,9 +14,19 @@ GIB = 1 << 30
 T2 = parse_targets("gfx942;gfx90a")
 
 
-def plan(env=None, kind="setuptools", targets=T2, settings=None, cs=None, host=Host(cpus=16, mem_available=64 * GIB), dist=None):
+def plan(
+    env=None,
+    kind="setuptools",
+    targets=T2,
+    settings=None,
+    cs=None,
+    host=Host(cpus=16, mem_available=64 * GIB),
+    dist=None,
+):
     s = load_settings(settings or {}, None, {})
-    return make_plan(targets, "from test", s, env or {}, backend_kind=kind, config_settings=cs, host=host, dist_name=dist)
+    return make_plan(
+        targets, "from test", s, env or {}, backend_kind=kind, config_settings=cs, host=host, dist_name=dist
+    )
 
 
 def test_generic_knobs_for_every_backend():
@@ -26,17 +36,28 @@ def test_generic_knobs_for_every_backend():
         assert p.env["GPU_TARGETS"] == p.env["AMDGPU_TARGETS"] == "gfx90a;gfx942"
         assert p.env["HCC_AMDGPU_TARGET"] == "gfx90a,gfx942"
         # enforce = true (the default): clang's reset first, so the targets are the last word
-        assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "--no-offload-arch=all --offload-arch=gfx90a --offload-arch=gfx942"
+        assert (
+            p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "--no-offload-arch=all --offload-arch=gfx90a --offload-arch=gfx942"
+        )
         assert p.env["HIP_PLATFORM"] == "amd"
         assert shlex.split(p.env["CMAKE_ARGS"]) == [
-            "-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942", "-DGPU_TARGETS=gfx90a;gfx942", "-DAMDGPU_TARGETS=gfx90a;gfx942"]
+            "-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942",
+            "-DGPU_TARGETS=gfx90a;gfx942",
+            "-DAMDGPU_TARGETS=gfx90a;gfx942",
+        ]
 
 
-@pytest.mark.parametrize("kind, defines", [
-    ("scikit-build-core", {"cmake.define.CMAKE_HIP_ARCHITECTURES", "cmake.define.GPU_TARGETS", "cmake.define.AMDGPU_TARGETS"}),
-    ("setuptools", set()),
-    ("hatchling", set()),
-])
+@pytest.mark.parametrize(
+    "kind, defines",
+    [
+        (
+            "scikit-build-core",
+            {"cmake.define.CMAKE_HIP_ARCHITECTURES", "cmake.define.GPU_TARGETS", "cmake.define.AMDGPU_TARGETS"},
+        ),
+        ("setuptools", set()),
+        ("hatchling", set()),
+    ],
+)
 def test_config_settings_per_backend(kind, defines):
     p = plan(kind=kind, cs={"other.key": "x"})
     assert set(p.config_settings) == defines | {"other.key"}
@@ -52,13 +73,16 @@ def test_skbuild_conflicting_define_is_an_error():
     assert p.config_settings["cmake.define.GPU_TARGETS"] == "gfx942;gfx90a"  # agrees: kept as given
 
 
-@pytest.mark.parametrize("env, kept, replaced", [
-    ({"GPU_TARGETS": "gfx942,gfx90a"}, {"GPU_TARGETS"}, set()),
-    ({"GPU_TARGETS": "gfx1030"}, set(), {"GPU_TARGETS"}),
-    ({"HCC_AMDGPU_TARGET": "gfx90a,gfx942"}, {"HCC_AMDGPU_TARGET"}, set()),
-    ({"HIP_PLATFORM": "nvidia"}, set(), {"HIP_PLATFORM"}),
-    ({"HIP_PLATFORM": "amd"}, {"HIP_PLATFORM"}, set()),
-])
+@pytest.mark.parametrize(
+    "env, kept, replaced",
+    [
+        ({"GPU_TARGETS": "gfx942,gfx90a"}, {"GPU_TARGETS"}, set()),
+        ({"GPU_TARGETS": "gfx1030"}, set(), {"GPU_TARGETS"}),
+        ({"HCC_AMDGPU_TARGET": "gfx90a,gfx942"}, {"HCC_AMDGPU_TARGET"}, set()),
+        ({"HIP_PLATFORM": "nvidia"}, set(), {"HIP_PLATFORM"}),
+        ({"HIP_PLATFORM": "amd"}, {"HIP_PLATFORM"}, set()),
+    ],
+)
 def test_user_values_kept_when_they_agree(env, kept, replaced):
     p = plan(env=env)
     assert set(p.kept) == kept and set(p.replaced) == replaced
@@ -67,30 +91,39 @@ def test_user_values_kept_when_they_agree(env, kept, replaced):
 
 
 def test_user_flags_and_cmake_args_survive():
-    p = plan(env={"HIPCC_COMPILE_FLAGS_APPEND": "-O3 --offload-arch=gfx1030", "CMAKE_ARGS": "-DGGML_HIP=on -DGPU_TARGETS=gfx1030"})
-    assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "-O3 --no-offload-arch=all --offload-arch=gfx90a --offload-arch=gfx942"
+    p = plan(
+        env={
+            "HIPCC_COMPILE_FLAGS_APPEND": "-O3 --offload-arch=gfx1030",
+            "CMAKE_ARGS": "-DGGML_HIP=on -DGPU_TARGETS=gfx1030",
+        }
+    )
+    assert (
+        p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "-O3 --no-offload-arch=all --offload-arch=gfx90a --offload-arch=gfx942"
+    )
     args = shlex.split(p.env["CMAKE_ARGS"])
     assert "-DGGML_HIP=on" in args and "-DGPU_TARGETS=gfx1030" not in args and "-DGPU_TARGETS=gfx90a;gfx942" in args
     assert {"HIPCC_COMPILE_FLAGS_APPEND", "CMAKE_ARGS"} <= set(p.replaced)
 
 
 def test_enforce_off_appends_the_targets_without_the_reset():
-    p = plan(settings={"tool": {"rocm-build-backend": {"enforce": False}}},
-             env={"HIPCC_COMPILE_FLAGS_APPEND": "-O3"})
+    p = plan(settings={"tool": {"rocm-build-backend": {"enforce": False}}}, env={"HIPCC_COMPILE_FLAGS_APPEND": "-O3"})
     assert p.env["HIPCC_COMPILE_FLAGS_APPEND"] == "-O3 --offload-arch=gfx90a --offload-arch=gfx942"
     assert p.enforce is None and p.to_json()["enforce"] == {"enabled": False, "how": []}
     assert "enforce = false" in " ".join(p.summary())
 
 
-@pytest.mark.parametrize("settings, env, host, jobs", [
-    ({}, {}, Host(cpus=64, mem_available=32 * GIB), 8),          # memory-bound: 32 GiB / 4 GiB
-    ({}, {}, Host(cpus=2, mem_available=64 * GIB), 2),           # core-bound
-    ({}, {}, Host(cpus=8, mem_available=1 * GIB), 1),            # never zero
-    ({}, {}, Host(cpus=6, mem_available=None), 6),               # memory unknown
-    ({"memory-per-job": 8}, {}, Host(cpus=64, mem_available=32 * GIB), 4),
-    ({}, {"MAX_JOBS": "3"}, Host(cpus=64, mem_available=256 * GIB), 3),  # the user's value
-    ({"max-jobs": 5}, {"MAX_JOBS": "3"}, Host(cpus=64, mem_available=256 * GIB), 5),  # setting wins
-])
+@pytest.mark.parametrize(
+    "settings, env, host, jobs",
+    [
+        ({}, {}, Host(cpus=64, mem_available=32 * GIB), 8),  # memory-bound: 32 GiB / 4 GiB
+        ({}, {}, Host(cpus=2, mem_available=64 * GIB), 2),  # core-bound
+        ({}, {}, Host(cpus=8, mem_available=1 * GIB), 1),  # never zero
+        ({}, {}, Host(cpus=6, mem_available=None), 6),  # memory unknown
+        ({"memory-per-job": 8}, {}, Host(cpus=64, mem_available=32 * GIB), 4),
+        ({}, {"MAX_JOBS": "3"}, Host(cpus=64, mem_available=256 * GIB), 3),  # the user's value
+        ({"max-jobs": 5}, {"MAX_JOBS": "3"}, Host(cpus=64, mem_available=256 * GIB), 5),  # setting wins
+    ],
+)
 def test_max_jobs(settings, env, host, jobs):
     p = plan(settings={"tool": {"rocm-build-backend": settings}}, env=env, host=host)
     assert p.max_jobs == jobs and p.env["MAX_JOBS"] == str(jobs)
@@ -108,14 +141,17 @@ def test_targets_of_two_vendors_are_refused():
         plan(targets=parse_targets("gfx942;sm_90"))
 
 
-@pytest.mark.parametrize("dist, settings, expect", [
-    ("flash-attn", {}, {"GPU_ARCHS": "gfx90a;gfx942", "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}),
-    ("Flash_Attn", {}, {"GPU_ARCHS": "gfx90a;gfx942"}),
-    ("xformers", {}, {"HIP_ARCHITECTURES": "gfx90a gfx942"}),
-    ("torchvision", {}, {"FORCE_CUDA": "1"}),
-    ("my-fork", {"profile": "xformers"}, {"HIP_ARCHITECTURES": "gfx90a gfx942"}),
-    ("flash-attn", {"profile": "none"}, {}),
-])
+@pytest.mark.parametrize(
+    "dist, settings, expect",
+    [
+        ("flash-attn", {}, {"GPU_ARCHS": "gfx90a;gfx942", "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}),
+        ("Flash_Attn", {}, {"GPU_ARCHS": "gfx90a;gfx942"}),
+        ("xformers", {}, {"HIP_ARCHITECTURES": "gfx90a gfx942"}),
+        ("torchvision", {}, {"FORCE_CUDA": "1"}),
+        ("my-fork", {"profile": "xformers"}, {"HIP_ARCHITECTURES": "gfx90a gfx942"}),
+        ("flash-attn", {"profile": "none"}, {}),
+    ],
+)
 def test_profiles_add_project_knobs(dist, settings, expect):
     p = plan(settings={"tool": {"rocm-build-backend": settings}}, dist=dist)
     for var, value in expect.items():
@@ -138,9 +174,14 @@ def test_unknown_profile_setting():
     assert "unknown profile 'xformer'" in exc.value.message and "did you mean 'xformers'" in exc.value.message
 
 
-@pytest.mark.parametrize("var, value", [
-    ("CMAKE_ARGS", '-DFOO="unbalanced'), ("HIPCC_COMPILE_FLAGS_APPEND", "-O3 'x"), ("CMAKE_ARGS", "-DA=b\\"),
-])
+@pytest.mark.parametrize(
+    "var, value",
+    [
+        ("CMAKE_ARGS", '-DFOO="unbalanced'),
+        ("HIPCC_COMPILE_FLAGS_APPEND", "-O3 'x"),
+        ("CMAKE_ARGS", "-DA=b\\"),
+    ],
+)
 def test_a_variable_that_does_not_split_as_shell_words(var, value):
     """An unbalanced quote gave a ValueError traceback, even for a project without GPU code."""
     with pytest.raises(ConfigError) as exc:
@@ -159,17 +200,27 @@ def _plan_cli(*args, cwd=None):
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_BUILD_BACKEND_")
-           and k not in ("PYTORCH_ROCM_ARCH", "CMAKE_ARGS", "HIPCC_COMPILE_FLAGS_APPEND")}
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", "plan", *map(str, args)],
-                          capture_output=True, text=True, env=env, cwd=cwd)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ROCM_BUILD_BACKEND_")
+        and k not in ("PYTORCH_ROCM_ARCH", "CMAKE_ARGS", "HIPCC_COMPILE_FLAGS_APPEND")
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "plan", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def _unconfigured_skbuild(folder):
     folder.mkdir()
     (folder / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
-        '[project]\nname = "skb-demo"\nversion = "1.0"\n')
+        '[project]\nname = "skb-demo"\nversion = "1.0"\n'
+    )
     (folder / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.21)\nproject(x LANGUAGES CXX)\n")
     return folder
 
@@ -179,8 +230,9 @@ def test_plan_of_an_unconfigured_project_uses_its_declared_backend(tmp_path):
     import json
 
     project = _unconfigured_skbuild(tmp_path / "proj")
-    proc = _plan_cli("--json", project, "-C", "rocm-build-backend.targets=gfx90a",
-                     "-C", "rocm-build-backend.compiler-check=false")
+    proc = _plan_cli(
+        "--json", project, "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.compiler-check=false"
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["backend"] == "scikit_build_core.build"
@@ -188,7 +240,9 @@ def test_plan_of_an_unconfigured_project_uses_its_declared_backend(tmp_path):
     legacy = tmp_path / "legacy"
     legacy.mkdir()
     (legacy / "setup.py").write_text("from setuptools import setup\nsetup()\n")
-    proc = _plan_cli("--json", legacy, "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.compiler-check=false")
+    proc = _plan_cli(
+        "--json", legacy, "-C", "rocm-build-backend.targets=gfx90a", "-C", "rocm-build-backend.compiler-check=false"
+    )
     assert proc.returncode == 0 and json.loads(proc.stdout)["backend"] == "setuptools.build_meta:__legacy__"
 
 
@@ -229,8 +283,11 @@ def test_several_targets_keep_cmake_args_readable(user):
     p = plan(env={"CMAKE_ARGS": user} if user else {})
     value = p.env["CMAKE_ARGS"]
     words = shlex.split(value)
-    assert words[-3:] == ["-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942", "-DGPU_TARGETS=gfx90a;gfx942",
-                          "-DAMDGPU_TARGETS=gfx90a;gfx942"]
+    assert words[-3:] == [
+        "-DCMAKE_HIP_ARCHITECTURES=gfx90a;gfx942",
+        "-DGPU_TARGETS=gfx90a;gfx942",
+        "-DAMDGPU_TARGETS=gfx90a;gfx942",
+    ]
     assert value.endswith(" ".join(words[-3:]))  # no quotes around a word that needs none
     assert value.split()[-3:] == words[-3:]  # a reader that splits on spaces gets the same
     if user:
@@ -265,7 +322,9 @@ def test_plan_and_build_take_targets(tmp_path):
     import subprocess
     import sys
 
-    helps = subprocess.run([sys.executable, "-m", "rocm_build_backend", "build", "--help"], capture_output=True, text=True)
+    helps = subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "build", "--help"], capture_output=True, text=True
+    )
     assert "--targets" in helps.stdout
 
 
@@ -296,11 +355,27 @@ def test_plan_json_outputs_follow_the_shipped_schema(tmp_path):
     (legacy / "pyproject.toml").write_text('[project]\nname = "flash-attn"\nversion = "2.0"\n')
     sysroot = kfd_root(tmp_path, 90010)
     runs = [
-        (skb, "--targets", "gfx90a;gfx942", "-C", "targets=gfx90a", "-C", "build-dir=build/x",
-         "-C", "rocm-build-backend.compiler-check=false"),
+        (
+            skb,
+            "--targets",
+            "gfx90a;gfx942",
+            "-C",
+            "targets=gfx90a",
+            "-C",
+            "build-dir=build/x",
+            "-C",
+            "rocm-build-backend.compiler-check=false",
+        ),
         (skb, "--targets", "gfx90a"),  # the real compiler check: hipcc's facts
-        (legacy, "-C", f"rocm-build-backend.sysfs-root={sysroot}", "-C", "rocm-build-backend.compiler-check=false",
-         "-C", "rocm-build-backend.stale=clean"),
+        (
+            legacy,
+            "-C",
+            f"rocm-build-backend.sysfs-root={sysroot}",
+            "-C",
+            "rocm-build-backend.compiler-check=false",
+            "-C",
+            "rocm-build-backend.stale=clean",
+        ),
     ]
     outputs = []
     for args in runs:

@@ -129,8 +129,9 @@ def _compiler():
     return compiler
 
 
-def _torch_like(compiler, seen: dict[str, str], hold: threading.Event | None = None,
-                read: threading.Event | None = None) -> None:
+def _torch_like(
+    compiler, seen: dict[str, str], hold: threading.Event | None = None, read: threading.Event | None = None
+) -> None:
     """``_compile`` wrapped as torch's build without ninja wraps it: nvcc in ``compiler_so`` for a
     .cu file, the value it saw put back after; the "original" records the executable it would run
     (UnixCCompiler._compile reads the same attribute)."""
@@ -162,8 +163,10 @@ def test_without_the_pool_a_c_file_beside_a_cu_file_gets_nvcc():
     compiler, seen = _compiler(), {}
     hold, read = threading.Event(), threading.Event()
     _torch_like(compiler, seen, hold, read)
-    threads = [threading.Thread(target=compiler._compile, args=(f"x{src}.o", src, "", [], [], []))
-               for src in ("k.cu", "host.c")]
+    threads = [
+        threading.Thread(target=compiler._compile, args=(f"x{src}.o", src, "", [], [], []))
+        for src in ("k.cu", "host.c")
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -359,12 +362,16 @@ def test_a_compile_from_a_thread_of_the_projects_own_makes_the_pool_step_aside(t
     compiler._compile = lambda obj, src, *rest: ran.append((src, threading.current_thread().name))
     with pooled(2, settle=0) as gate:
         assert gate is not None
-        theirs = threading.Thread(target=compiler.compile, args=(["b.c", "a.c"],),
-                                  kwargs={"output_dir": str(tmp_path)}, name="theirs")
+        theirs = threading.Thread(
+            target=compiler.compile, args=(["b.c", "a.c"],), kwargs={"output_dir": str(tmp_path)}, name="theirs"
+        )
         theirs.start()
         theirs.join(WAIT)
     assert ran == [("b.c", "theirs"), ("a.c", "theirs")] and gate.admitted == 0  # as setuptools: in order, there
-    assert "compile pool steps aside: compile called from a thread of the project's own (theirs)" in capsys.readouterr().err
+    assert (
+        "compile pool steps aside: compile called from a thread of the project's own (theirs)"
+        in capsys.readouterr().err
+    )
 
 
 def spawn(self, cmd, **kwargs):  # the shape of CCompiler.spawn before setuptools 80 (no CCompiler.call)

@@ -18,32 +18,54 @@ from rocm_build_backend.gpu.targets import parse_targets
 from helpers import ROOT
 
 DATA = ROOT / "rocm_build_backend" / "data" / "profiles.json"
-GENERIC = {"PYTORCH_ROCM_ARCH", "GPU_TARGETS", "AMDGPU_TARGETS", "HCC_AMDGPU_TARGET",
-           "HIPCC_COMPILE_FLAGS_APPEND", "HIP_PLATFORM", "CMAKE_ARGS", "MAX_JOBS",
-           "CMAKE_HIP_ARCHITECTURES"}
+GENERIC = {
+    "PYTORCH_ROCM_ARCH",
+    "GPU_TARGETS",
+    "AMDGPU_TARGETS",
+    "HCC_AMDGPU_TARGET",
+    "HIPCC_COMPILE_FLAGS_APPEND",
+    "HIP_PLATFORM",
+    "CMAKE_ARGS",
+    "MAX_JOBS",
+    "CMAKE_HIP_ARCHITECTURES",
+}
 
 T = parse_targets
 
 
 def test_every_required_project_has_a_profile():
     names = profiles.profile_names()
-    for name in ("flash-attn", "aiter", "xformers", "bitsandbytes", "llama-cpp-python", "cupy",
-                 "deepspeed", "apex", "torchvision", "vllm", "torch"):
+    for name in (
+        "flash-attn",
+        "aiter",
+        "xformers",
+        "bitsandbytes",
+        "llama-cpp-python",
+        "cupy",
+        "deepspeed",
+        "apex",
+        "torchvision",
+        "vllm",
+        "torch",
+    ):
         assert name in names
 
 
-@pytest.mark.parametrize(("dist", "expected"), [
-    ("flash-attn", "flash-attn"),
-    ("flash_attn", "flash-attn"),
-    ("Flash.Attn", "flash-attn"),
-    ("amd-aiter", "aiter"),
-    ("amd_aiter", "aiter"),
-    ("llama_cpp_python", "llama-cpp-python"),
-    ("BitsAndBytes", "bitsandbytes"),
-    ("torch", "torch"),
-    ("torchvision", "torchvision"),
-    ("DeepSpeed", "deepspeed"),
-])
+@pytest.mark.parametrize(
+    ("dist", "expected"),
+    [
+        ("flash-attn", "flash-attn"),
+        ("flash_attn", "flash-attn"),
+        ("Flash.Attn", "flash-attn"),
+        ("amd-aiter", "aiter"),
+        ("amd_aiter", "aiter"),
+        ("llama_cpp_python", "llama-cpp-python"),
+        ("BitsAndBytes", "bitsandbytes"),
+        ("torch", "torch"),
+        ("torchvision", "torchvision"),
+        ("DeepSpeed", "deepspeed"),
+    ],
+)
 def test_profile_for_matches_normalized_names(dist, expected):
     assert profile_for(dist).name == expected
 
@@ -57,24 +79,34 @@ def test_normalize():
     assert normalize("Llama__CPP.python") == "llama-cpp-python"
 
 
-@pytest.mark.parametrize(("dist", "spec", "env", "defines"), [
-    ("flash-attn", "gfx90a:xnack-;gfx942",
-     {"GPU_ARCHS": "gfx90a;gfx942", "BUILD_TARGET": "rocm", "FLASH_ATTENTION_FORCE_BUILD": "TRUE"}, {}),
-    ("aiter", "gfx942;gfx950", {"GPU_ARCHS": "gfx942;gfx950", "BUILD_TARGET": "rocm"}, {}),
-    ("xformers", "gfx90a:sramecc+:xnack-;gfx942",
-     {"HIP_ARCHITECTURES": "gfx90a:sramecc+:xnack- gfx942"}, {}),
-    ("bitsandbytes", "gfx90a;gfx1100", {}, {"COMPUTE_BACKEND": "hip", "BNB_ROCM_ARCH": "gfx90a;gfx1100"}),
-    ("llama-cpp-python", "gfx1100", {}, {"GGML_HIP": "ON"}),
-    ("cupy", "gfx90a", {"CUPY_INSTALL_USE_HIP": "1"}, {}),
-    ("torchvision", "gfx942", {"FORCE_CUDA": "1"}, {}),
-    ("vllm", "gfx942", {"VLLM_TARGET_DEVICE": "rocm"}, {}),
-    ("deepspeed", "gfx942", {}, {}),
-    ("apex", "gfx942", {}, {}),
-    ("torch", "gfx942", {}, {}),
-    ("causal-conv1d", "gfx90a:xnack-;gfx942",
-     {"HIP_ARCHITECTURES": "gfx90a:xnack-,gfx942", "CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}, {}),
-    ("mamba_ssm", "gfx942", {"HIP_ARCHITECTURES": "gfx942", "MAMBA_FORCE_BUILD": "TRUE"}, {}),
-])
+@pytest.mark.parametrize(
+    ("dist", "spec", "env", "defines"),
+    [
+        (
+            "flash-attn",
+            "gfx90a:xnack-;gfx942",
+            {"GPU_ARCHS": "gfx90a;gfx942", "BUILD_TARGET": "rocm", "FLASH_ATTENTION_FORCE_BUILD": "TRUE"},
+            {},
+        ),
+        ("aiter", "gfx942;gfx950", {"GPU_ARCHS": "gfx942;gfx950", "BUILD_TARGET": "rocm"}, {}),
+        ("xformers", "gfx90a:sramecc+:xnack-;gfx942", {"HIP_ARCHITECTURES": "gfx90a:sramecc+:xnack- gfx942"}, {}),
+        ("bitsandbytes", "gfx90a;gfx1100", {}, {"COMPUTE_BACKEND": "hip", "BNB_ROCM_ARCH": "gfx90a;gfx1100"}),
+        ("llama-cpp-python", "gfx1100", {}, {"GGML_HIP": "ON"}),
+        ("cupy", "gfx90a", {"CUPY_INSTALL_USE_HIP": "1"}, {}),
+        ("torchvision", "gfx942", {"FORCE_CUDA": "1"}, {}),
+        ("vllm", "gfx942", {"VLLM_TARGET_DEVICE": "rocm"}, {}),
+        ("deepspeed", "gfx942", {}, {}),
+        ("apex", "gfx942", {}, {}),
+        ("torch", "gfx942", {}, {}),
+        (
+            "causal-conv1d",
+            "gfx90a:xnack-;gfx942",
+            {"HIP_ARCHITECTURES": "gfx90a:xnack-,gfx942", "CAUSAL_CONV1D_FORCE_BUILD": "TRUE"},
+            {},
+        ),
+        ("mamba_ssm", "gfx942", {"HIP_ARCHITECTURES": "gfx942", "MAMBA_FORCE_BUILD": "TRUE"}, {}),
+    ],
+)
 def test_knobs_in_each_projects_syntax(dist, spec, env, defines):
     profile = profile_for(dist)
     assert profile.env(T(spec)) == env
@@ -83,7 +115,9 @@ def test_knobs_in_each_projects_syntax(dist, spec, env, defines):
 
 def test_cmake_args_in_profile_order():
     assert profile_for("bitsandbytes").cmake_args(T("gfx942;gfx90a")) == [
-        "-DCOMPUTE_BACKEND=hip", "-DBNB_ROCM_ARCH=gfx90a;gfx942"]
+        "-DCOMPUTE_BACKEND=hip",
+        "-DBNB_ROCM_ARCH=gfx90a;gfx942",
+    ]
 
 
 def test_processor_form_drops_features_and_duplicates():
@@ -96,7 +130,10 @@ def test_processor_form_drops_features_and_duplicates():
 def test_nvidia_build_gets_the_neutral_switches_and_no_amd_knobs():
     nv = T("sm_90")
     assert profile_for("flash-attn").env(nv) == {
-        "FLASH_ATTENTION_FORCE_BUILD": "TRUE", "FLASH_ATTN_CUDA_ARCHS": "90", "BUILD_TARGET": "cuda"}
+        "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
+        "FLASH_ATTN_CUDA_ARCHS": "90",
+        "BUILD_TARGET": "cuda",
+    }
     assert profile_for("torchvision").env(nv) == {"FORCE_CUDA": "1"}
     assert profile_for("bitsandbytes").cmake_defines(nv) == {"COMPUTE_BACKEND": "cuda", "COMPUTE_CAPABILITY": "90"}
     assert profile_for("causal-conv1d").env(nv) == {"CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}
@@ -178,20 +215,23 @@ def _fa(d, vendor):
     return d["profiles"][2]["vendors"][vendor]
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d.update(schema_version=1), "schema_version"),
-    (lambda d: d["profiles"][0].update(colour="blue"), "unknown keys"),
-    (lambda d: _fa(d, "amd")["variables"][0].update(kind="meson"), "kind"),
-    (lambda d: d["profiles"][2]["vendors"].update(intel={}), "vendor 'intel'"),
-    (lambda d: _fa(d, "amd").update(colour="blue"), "unknown keys"),
-    (lambda d: _fa(d, "amd")["variables"][0].update(value="{arch}"), "placeholders"),
-    (lambda d: _fa(d, "amd")["variables"][0].update(value="{number}"), "placeholders"),  # NVIDIA's, not AMD's
-    (lambda d: _fa(d, "amd")["variables"][0].update(sep=";"), "unknown keys"),
-    (lambda d: _fa(d, "amd")["variables"][0].update(code="sass"), "unknown keys"),  # an NVIDIA option
-    (lambda d: _fa(d, "nvidia")["variables"][0].update(code="both"), "code 'both'"),
-    (lambda d: d["profiles"][2]["variables"][0].update(value="{target}"), "vendor-neutral variable is a constant"),
-    (lambda d: d["profiles"][1]["distributions"].append("torch"), "claimed by"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(schema_version=1), "schema_version"),
+        (lambda d: d["profiles"][0].update(colour="blue"), "unknown keys"),
+        (lambda d: _fa(d, "amd")["variables"][0].update(kind="meson"), "kind"),
+        (lambda d: d["profiles"][2]["vendors"].update(intel={}), "vendor 'intel'"),
+        (lambda d: _fa(d, "amd").update(colour="blue"), "unknown keys"),
+        (lambda d: _fa(d, "amd")["variables"][0].update(value="{arch}"), "placeholders"),
+        (lambda d: _fa(d, "amd")["variables"][0].update(value="{number}"), "placeholders"),  # NVIDIA's, not AMD's
+        (lambda d: _fa(d, "amd")["variables"][0].update(sep=";"), "unknown keys"),
+        (lambda d: _fa(d, "amd")["variables"][0].update(code="sass"), "unknown keys"),  # an NVIDIA option
+        (lambda d: _fa(d, "nvidia")["variables"][0].update(code="both"), "code 'both'"),
+        (lambda d: d["profiles"][2]["variables"][0].update(value="{target}"), "vendor-neutral variable is a constant"),
+        (lambda d: d["profiles"][1]["distributions"].append("torch"), "claimed by"),
+    ],
+)
 def test_malformed_data_is_refused(edit, message):
     data = copy.deepcopy(_data())
     edit(data)
@@ -203,8 +243,8 @@ def test_shipped_data_loads_and_names_are_unique():
     loaded = load_profiles(_data())
     assert len({p.name for p in loaded}) == len(loaded)
 
-SWITCHES = {"FORCE_CUDA", "BUILD_TARGET", "FLASH_ATTENTION_FORCE_BUILD", "VLLM_TARGET_DEVICE",
-            "CUPY_INSTALL_USE_HIP"}
+
+SWITCHES = {"FORCE_CUDA", "BUILD_TARGET", "FLASH_ATTENTION_FORCE_BUILD", "VLLM_TARGET_DEVICE", "CUPY_INSTALL_USE_HIP"}
 
 
 def test_unknown_project_gets_every_target_list_and_no_switch():
@@ -221,13 +261,16 @@ def test_no_name_at_all_also_gets_the_target_lists():
     assert profiles.select_profile("auto", None).name == profiles.TARGET_LISTS
 
 
-@pytest.mark.parametrize(("setting", "dist", "expected"), [
-    ("auto", "Flash_Attn", "flash-attn"),
-    ("none", "flash-attn", None),
-    ("xformers", "my-fork", "xformers"),
-    ("amd-aiter", None, "aiter"),
-    ("xformer", "xformers", None),  # an unknown explicit name: the caller reports it
-])
+@pytest.mark.parametrize(
+    ("setting", "dist", "expected"),
+    [
+        ("auto", "Flash_Attn", "flash-attn"),
+        ("none", "flash-attn", None),
+        ("xformers", "my-fork", "xformers"),
+        ("amd-aiter", None, "aiter"),
+        ("xformer", "xformers", None),  # an unknown explicit name: the caller reports it
+    ],
+)
 def test_select_profile(setting, dist, expected):
     found = profiles.select_profile(setting, dist)
     assert (found.name if found else None) == expected
@@ -246,24 +289,35 @@ def test_plan_of_an_unknown_project_names_the_target_lists():
     from rocm_build_backend.builder.plan import Host, make_plan
     from rocm_build_backend.builder.settings import load_settings
 
-    p = make_plan(T("gfx942"), "from test", load_settings({}, None, {}), {}, backend_kind="setuptools",
-                  host=Host(cpus=4, mem_available=8 << 30), dist_name="somebodys-kernels")
+    p = make_plan(
+        T("gfx942"),
+        "from test",
+        load_settings({}, None, {}),
+        {},
+        backend_kind="setuptools",
+        host=Host(cpus=4, mem_available=8 << 30),
+        dist_name="somebodys-kernels",
+    )
     assert p.profile == profiles.TARGET_LISTS
     assert p.env["GPU_ARCHS"] == "gfx942" and p.env["HIP_ARCHITECTURES"] == "gfx942"
     assert "FLASH_ATTENTION_FORCE_BUILD" not in p.env and "FORCE_CUDA" not in p.env
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d["profiles"][2]["vendors"]["amd"]["variables"][1].update(target_list=True), "target_list variable"),
-    (lambda d: d["profiles"][2]["vendors"]["amd"]["variables"][0].update(target_list="yes"), "true or false"),
-    (lambda d: d["profiles"][3]["vendors"]["amd"]["variables"][0].update(separator=","), "written differently"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["profiles"][2]["vendors"]["amd"]["variables"][1].update(target_list=True), "target_list variable"),
+        (lambda d: d["profiles"][2]["vendors"]["amd"]["variables"][0].update(target_list="yes"), "true or false"),
+        (lambda d: d["profiles"][3]["vendors"]["amd"]["variables"][0].update(separator=","), "written differently"),
+    ],
+)
 def test_malformed_target_lists_are_refused(edit, message):
     data = copy.deepcopy(_data())
     assert data["profiles"][2]["name"] == "flash-attn" and data["profiles"][3]["name"] == "aiter"
     edit(data)
     with pytest.raises(ValueError, match=message):
         load_profiles(data)
+
 
 def test_load_project_reads_the_name_from_pkg_info(tmp_path):
     from rocm_build_backend.builder.flow import load_project

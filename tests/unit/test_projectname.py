@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from rocm_build_backend.builder.projectname import (
-    MAX_BYTES, find_name, name_from_pkg_info, name_from_setup_cfg, name_from_setup_py)
+    MAX_BYTES,
+    find_name,
+    name_from_pkg_info,
+    name_from_setup_cfg,
+    name_from_setup_py,
+)
 
 
 def test_order_pyproject_then_pkg_info_then_setup_cfg_then_setup_py(tmp_path):
@@ -25,22 +30,28 @@ def test_nothing_names_it(tmp_path):
     assert find_name(tmp_path, {"project": {"dynamic": ["name"]}}) == (None, None)
 
 
-@pytest.mark.parametrize(("source", "name"), [
-    ("from setuptools import setup\nsetup(name='deepspeed', version='1')\n", "deepspeed"),
-    ("import setuptools\nif True:\n    setuptools.setup(\n        name=\"xformers\",\n    )\n", "xformers"),
-    ('PACKAGE_NAME = "flash_attn"\nsetup(name=PACKAGE_NAME)\n', "flash_attn"),
-    ('setup(name=f"bitsandbytes")\n', "bitsandbytes"),
-    ("setup_info = dict(\n    name='torchvision',\n)\nsetup(**setup_info)\n", "torchvision"),
-    ("setup(**{'name': 'from-a-dict'})\n", "from-a-dict"),
-    ('import os\npackage_name = os.getenv("TORCHVISION_PACKAGE_NAME", "torchvision")\n'
-     'if __name__ == "__main__":\n    setup(name=package_name)\n', "torchvision"),
-    ('setup(name=os.environ.get("PKG", "from-environ-default"))\n', "from-environ-default"),
-    ('setup(name=os.getenv("PKG"))\n', None),
-    ("setup(name=compute())\n", None),
-    ('setup(name=f"{prefix}-kernels")\n', None),
-    ("print 'python 2'\nsetup(name='old')\n", None),
-    ("setup(name='')\n", None),
-])
+@pytest.mark.parametrize(
+    ("source", "name"),
+    [
+        ("from setuptools import setup\nsetup(name='deepspeed', version='1')\n", "deepspeed"),
+        ('import setuptools\nif True:\n    setuptools.setup(\n        name="xformers",\n    )\n', "xformers"),
+        ('PACKAGE_NAME = "flash_attn"\nsetup(name=PACKAGE_NAME)\n', "flash_attn"),
+        ('setup(name=f"bitsandbytes")\n', "bitsandbytes"),
+        ("setup_info = dict(\n    name='torchvision',\n)\nsetup(**setup_info)\n", "torchvision"),
+        ("setup(**{'name': 'from-a-dict'})\n", "from-a-dict"),
+        (
+            'import os\npackage_name = os.getenv("TORCHVISION_PACKAGE_NAME", "torchvision")\n'
+            'if __name__ == "__main__":\n    setup(name=package_name)\n',
+            "torchvision",
+        ),
+        ('setup(name=os.environ.get("PKG", "from-environ-default"))\n', "from-environ-default"),
+        ('setup(name=os.getenv("PKG"))\n', None),
+        ("setup(name=compute())\n", None),
+        ('setup(name=f"{prefix}-kernels")\n', None),
+        ("print 'python 2'\nsetup(name='old')\n", None),
+        ("setup(name='')\n", None),
+    ],
+)
 def test_setup_py_is_read_not_run(source, name):
     assert name_from_setup_py(source) == name
 

@@ -91,8 +91,10 @@ def test_containers_with_the_targets_of_one_with_kernels_are_not_looked_into(mon
     payload = cubin + bytes(-len(cubin) % 8)
     fat = b""
     for i in range(400):
-        entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x101, 64, len(payload), 0, 0, 8, 1, 80 + 10 * (i % 2),
-                            0, 0, 0x11, 0, 0) + payload
+        entry = (
+            struct.pack("<HHIQIIHHIIIQQQ", 2, 0x101, 64, len(payload), 0, 0, 8, 1, 80 + 10 * (i % 2), 0, 0, 0x11, 0, 0)
+            + payload
+        )
         fat += _fatbin.FATBIN_MAGIC + struct.pack("<HHQ", 1, 16, len(entry)) + entry
     calls = _count_stub_checks(monkeypatch)
     r = audit_bytes(fat, "many.fatbin")
@@ -138,6 +140,7 @@ def test_magic_in_data_is_not_device_code():
 
 
 # ------------------------------------------------------------------ e_flags, ids
+
 
 @pytest.mark.parametrize(
     "flags,abi,want",
@@ -230,6 +233,7 @@ def test_lz4_fixture_stub_check_reads_compressed_cubins():
 
 # ------------------------------------------------------------------ CCOB
 
+
 def _ccob(version: int, method: int, raw: bytes) -> bytes:
     import hashlib
     import zlib
@@ -291,6 +295,7 @@ def test_zstd_frame_walk_finds_v1_end():
 
 
 # ------------------------------------------------------------------ damaged copies
+
 
 @pytest.mark.parametrize("name", sorted(DAMAGED))
 def test_damaged_reported_as_damaged(name):
@@ -425,5 +430,6 @@ def test_entry_header_past_its_container_is_a_problem_not_a_read():
         fat = _fatbin.FATBIN_MAGIC + struct.pack("<HHQ", 1, 16, len(entry)) + entry
         r = audit_bytes(fat + bytes(4096), "bad.fatbin")
         assert not r.readable
-        assert any(f"header size of {ehsize}, past the container's end at 0x{16 + len(entry):x}" in p
-                   for p in r.problems), r.problems
+        assert any(
+            f"header size of {ehsize}, past the container's end at 0x{16 + len(entry):x}" in p for p in r.problems
+        ), r.problems

@@ -125,8 +125,9 @@ def _mutate(data: bytes, edits) -> bytes:
     return bytes(buf)
 
 
-EXTREMES = st.sampled_from([0, 1, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 0x7FFFFFFFFFFFFFFF,
-                            0xFFFFFFFFFFFFFFFF, 0x1000, 24, 32, 40, 64])
+EXTREMES = st.sampled_from(
+    [0, 1, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 0x7FFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 0x1000, 24, 32, 40, 64]
+)
 EDITS = st.lists(
     st.tuples(
         st.sampled_from(["byte", "u32", "u64", "cut", "dup"]),
@@ -382,9 +383,13 @@ def test_fifo_in_a_folder_is_not_read(tmp_path):
         "r = audit_paths([sys.argv[1]]); g = audit_paths([sys.argv[2]])\n"
         "print(json.dumps([r.targets, r.skipped, r.problems, g.problems]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(folder), str(folder / "pipe.so")],
-                         capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(folder), str(folder / "pipe.so")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert out.returncode == 0, out.stderr
     import json
 
@@ -440,8 +445,13 @@ def test_backward_reads_of_an_lzma_member_are_charged(tmp_path):
     """zipfile re-decompresses an lzma member from its start on every backward seek: 200
     sections over one bundle behind 2 MiB of zeros must not cost 200 x 2 MiB."""
     ident = b"hipv4-amdgcn-amd-amdhsa--gfx90a"
-    bundle = (hostile.BUNDLE_MAGIC + struct.pack("<QQQQ", 1, 32 + 24 + len(ident), 64, len(ident))
-              + ident + b"\x7fELF" + b"\0" * 60)
+    bundle = (
+        hostile.BUNDLE_MAGIC
+        + struct.pack("<QQQQ", 1, 32 + 24 + len(ident), 64, len(ident))
+        + ident
+        + b"\x7fELF"
+        + b"\0" * 60
+    )
     body = b"\0" * (2 << 20) + bundle
     so = hostile.elf64([(1, 1, 64 + (2 << 20), len(bundle))] * 200, body, b"\0.hip_fatbin\0")
     path = tmp_path / "lzma-1.0-py3-none-any.whl"

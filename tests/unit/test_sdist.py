@@ -40,8 +40,7 @@ def _tar(path: Path, members: list[tuple[str, bytes | None, str | None]]) -> Pat
 
 
 def _good(path: Path, *extra: tuple[str, bytes | None, str | None]) -> Path:
-    return _tar(path, [("demo-1.0/pyproject.toml", PYPROJECT, None), ("demo-1.0/demo/__init__.py", b"", None),
-                       *extra])
+    return _tar(path, [("demo-1.0/pyproject.toml", PYPROJECT, None), ("demo-1.0/demo/__init__.py", b"", None), *extra])
 
 
 def _refused(capsys, tmp_path: Path, archive: Path) -> str:
@@ -54,21 +53,25 @@ def _refused(capsys, tmp_path: Path, archive: Path) -> str:
 
 
 def test_a_good_sdist_unpacks_with_its_inner_links(tmp_path):
-    archive = _good(tmp_path / "demo-1.0.tar.gz", ("demo-1.0/docs", None, None),
-                    ("demo-1.0/docs/README", None, "../pyproject.toml"))
+    archive = _good(
+        tmp_path / "demo-1.0.tar.gz", ("demo-1.0/docs", None, None), ("demo-1.0/docs/README", None, "../pyproject.toml")
+    )
     (tmp_path / "into").mkdir()
     folder = S.unpack(archive, tmp_path / "into")
     assert folder == tmp_path / "into" / "demo-1.0"
     assert (folder / "docs" / "README").read_bytes() == PYPROJECT
 
 
-@pytest.mark.parametrize("member, link", [
-    ("../escape.txt", None),
-    ("/tmp/absolute.txt", None),
-    ("demo-1.0/../../escape.txt", None),
-    ("demo-1.0/out", "../../../etc/passwd"),
-    ("demo-1.0/abs", "/etc"),
-])
+@pytest.mark.parametrize(
+    "member, link",
+    [
+        ("../escape.txt", None),
+        ("/tmp/absolute.txt", None),
+        ("demo-1.0/../../escape.txt", None),
+        ("demo-1.0/out", "../../../etc/passwd"),
+        ("demo-1.0/abs", "/etc"),
+    ],
+)
 def test_a_member_or_link_out_of_the_folder_is_refused(capsys, tmp_path, member, link):
     archive = _good(tmp_path / "demo-1.0.tar.gz", (member, None if link else b"x", link))
     err = _refused(capsys, tmp_path, archive)
@@ -77,8 +80,12 @@ def test_a_member_or_link_out_of_the_folder_is_refused(capsys, tmp_path, member,
 
 
 def test_a_write_through_an_inner_link_stays_inside(capsys, tmp_path):
-    archive = _good(tmp_path / "demo-1.0.tar.gz", ("demo-1.0/sub", None, None), ("demo-1.0/up", None, "sub"),
-                    ("demo-1.0/up/x", b"x", None))
+    archive = _good(
+        tmp_path / "demo-1.0.tar.gz",
+        ("demo-1.0/sub", None, None),
+        ("demo-1.0/up", None, "sub"),
+        ("demo-1.0/up/x", b"x", None),
+    )
     (tmp_path / "into").mkdir()
     folder = S.unpack(archive, tmp_path / "into")
     assert (folder / "sub" / "x").read_bytes() == b"x"
@@ -138,38 +145,74 @@ def test_temporary_folders_are_removed(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     import tempfile
+
     monkeypatch.setattr(tempfile, "tempdir", None)
     _refused(capsys, tmp_path, _good(tmp_path / "demo-1.0.tar.gz", ("../x", b"x", None)))
     assert os.listdir(tmp_path / "tmp") == []
 
 
-@pytest.mark.parametrize("text, wanted", [
-    ("demo==1.0", True), ("Demo_X===1.0a1", True), ("demo>=1.0", False), ("demo==1.*", False),
-    ("demo", False), ("./demo==1.0", False), ("demo-1.0.tar.gz", False), ("demo @ https://x/demo.tar.gz", False),
-])
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("demo==1.0", True),
+        ("Demo_X===1.0a1", True),
+        ("demo>=1.0", False),
+        ("demo==1.*", False),
+        ("demo", False),
+        ("./demo==1.0", False),
+        ("demo-1.0.tar.gz", False),
+        ("demo @ https://x/demo.tar.gz", False),
+    ],
+)
 def test_a_requirement_names_one_exact_version(text, wanted):
     assert (S.requirement_of(text) is not None) is wanted
 
 
-REPORT = {"version": "1", "install": [
-    {"download_info": {"url": "https://files.example/demo-1.0.tar.gz",
-                       "archive_info": {"hashes": {"sha256": "ab" * 32}}},
-     "is_direct": False, "metadata": {"name": "demo", "version": "1.0"}},
-    {"download_info": {"url": "https://files.example/numpy-2.0-cp311-cp311-linux_x86_64.whl",
-                       "archive_info": {}}, "is_direct": False, "metadata": {"name": "numpy", "version": "2.0"}},
-    {"download_info": {"url": "file:///src/local", "dir_info": {}}, "is_direct": True,
-     "metadata": {"name": "local", "version": "0.1"}},
-    {"download_info": {"url": "file:///src/edit", "dir_info": {"editable": True}}, "is_direct": True,
-     "metadata": {"name": "edit", "version": "0.1"}},
-    {"download_info": {"url": "https://git.example/x.git", "vcs_info": {"vcs": "git", "commit_id": "c0ffee"}},
-     "is_direct": True, "metadata": {"name": "x", "version": "2"}},
-]}
+REPORT = {
+    "version": "1",
+    "install": [
+        {
+            "download_info": {
+                "url": "https://files.example/demo-1.0.tar.gz",
+                "archive_info": {"hashes": {"sha256": "ab" * 32}},
+            },
+            "is_direct": False,
+            "metadata": {"name": "demo", "version": "1.0"},
+        },
+        {
+            "download_info": {
+                "url": "https://files.example/numpy-2.0-cp311-cp311-linux_x86_64.whl",
+                "archive_info": {},
+            },
+            "is_direct": False,
+            "metadata": {"name": "numpy", "version": "2.0"},
+        },
+        {
+            "download_info": {"url": "file:///src/local", "dir_info": {}},
+            "is_direct": True,
+            "metadata": {"name": "local", "version": "0.1"},
+        },
+        {
+            "download_info": {"url": "file:///src/edit", "dir_info": {"editable": True}},
+            "is_direct": True,
+            "metadata": {"name": "edit", "version": "0.1"},
+        },
+        {
+            "download_info": {"url": "https://git.example/x.git", "vcs_info": {"vcs": "git", "commit_id": "c0ffee"}},
+            "is_direct": True,
+            "metadata": {"name": "x", "version": "2"},
+        },
+    ],
+}
 
 
 def test_what_pip_would_build_is_every_item_that_is_not_a_wheel():
     found = to_build(REPORT)
-    assert [(t.name, t.kind, t.direct) for t in found] == [("demo", "archive", False), ("local", "dir", True),
-                                                           ("x", "vcs", True)]
+    assert [(t.name, t.kind, t.direct) for t in found] == [
+        ("demo", "archive", False),
+        ("local", "dir", True),
+        ("x", "vcs", True),
+    ]
     assert found[0].sha256 == "ab" * 32 and found[0].local is None
     assert found[1].local == Path("/src/local")
     assert found[2].vcs == "git+https://git.example/x.git@c0ffee"
@@ -179,8 +222,11 @@ def test_what_pip_would_build_is_every_item_that_is_not_a_wheel():
 def test_the_built_wheels_stand_for_what_they_were_built_from(tmp_path):
     from rocm_build_backend.wheel.install.result import Row
 
-    split = SplitArgs(["--no-index", "-C", "rocm-build-backend.verify=warn", "--config-settings=a=b"], ["--target", "t"],
-                      ["demo==1.0", "./local", "other>=2"])
+    split = SplitArgs(
+        ["--no-index", "-C", "rocm-build-backend.verify=warn", "--config-settings=a=b"],
+        ["--target", "t"],
+        ["demo==1.0", "./local", "other>=2"],
+    )
     built = [Row("demo", "1.0", tmp_path / "demo-1.0-py3-none-any.whl", "built")]
     after = rest(split, built)
     assert after.requirements == ["demo==1.0", "other>=2", str(tmp_path / "demo-1.0-py3-none-any.whl")]
@@ -207,8 +253,9 @@ def test_a_wheel_without_device_code_from_a_project_with_gpu_sources_or_switches
     assert "holds no device code" in found.message and "csrc/k.hip" in found.message
     assert no_device_code(tmp_path, _built(tmp_path, ["gfx90a"], ["gfx90a"])) is None  # it has device code
     assert no_device_code(tmp_path, _built(tmp_path, [], [])) is None  # no GPU target was asked
-    (tmp_path / "setup.py").write_text('import os\nfrom setuptools import setup\n'
-                                       'if os.environ.get("WITH_CUDA", "0") == "1":\n    pass\nsetup()\n')
+    (tmp_path / "setup.py").write_text(
+        'import os\nfrom setuptools import setup\nif os.environ.get("WITH_CUDA", "0") == "1":\n    pass\nsetup()\n'
+    )
     found = no_device_code(tmp_path, _built(tmp_path, [], ["sm_90"]))
     assert found is not None and "setup.py L3 WITH_CUDA=1" in found.message
     assert found.hint is not None and found.hint.startswith("turn its GPU build on (WITH_CUDA=1)")

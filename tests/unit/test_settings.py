@@ -40,17 +40,24 @@ def test_every_setting_has_one_name_in_every_channel():
 
 
 def test_split_config_settings_forwards_the_rest_unchanged():
-    ours, rest = split_config_settings({
-        "rocm-build-backend.targets": "gfx942", "cmake.define.FOO": "1", "--build-option": ["a", "b"],
-    })
+    ours, rest = split_config_settings(
+        {
+            "rocm-build-backend.targets": "gfx942",
+            "cmake.define.FOO": "1",
+            "--build-option": ["a", "b"],
+        }
+    )
     assert ours == {"targets": "gfx942"}
     assert rest == {"cmake.define.FOO": "1", "--build-option": ["a", "b"]}
     assert split_config_settings(None) == ({}, {})
 
 
 def test_values_parsed_per_channel():
-    s = load_settings(_pyproject(targets=["gfx942", "gfx90a"], **{"local-version": True, "backend-path": ["_b"]}),
-                      {"rocm-build-backend.verify": "WARN"}, {"ROCM_BUILD_BACKEND_GUARD": "yes"})
+    s = load_settings(
+        _pyproject(targets=["gfx942", "gfx90a"], **{"local-version": True, "backend-path": ["_b"]}),
+        {"rocm-build-backend.verify": "WARN"},
+        {"ROCM_BUILD_BACKEND_GUARD": "yes"},
+    )
     assert s.targets == ["gfx90a", "gfx942"]
     assert s.local_version is True and s.guard is True and s.verify == "warn"
     assert s.backend_path == ["_b"]
@@ -77,10 +84,18 @@ def test_all_problems_reported_together_with_did_you_mean():
     assert exc.value.hint
 
 
-@pytest.mark.parametrize("key, raw", [
-    ("backend", "not a module!"), ("max-jobs", "0"), ("max-jobs", "-3"), ("stale", "delete"),
-    ("guard", "perhaps"), ("targets", ""), ("targets", 5),
-])
+@pytest.mark.parametrize(
+    "key, raw",
+    [
+        ("backend", "not a module!"),
+        ("max-jobs", "0"),
+        ("max-jobs", "-3"),
+        ("stale", "delete"),
+        ("guard", "perhaps"),
+        ("targets", ""),
+        ("targets", 5),
+    ],
+)
 def test_bad_values(key, raw):
     with pytest.raises(ConfigError) as exc:
         load_settings(_pyproject(**{key: raw}), None, {})
@@ -98,10 +113,13 @@ def test_the_guards_run_time_switch_is_not_a_build_setting():
     assert s.guard is True
 
 
-@pytest.mark.parametrize("pyproject, words", [
-    ({"tool": {"rocm-build-backend": "setuptools.build_meta"}}, "must be a table"),
-    ({"tool": "x", "project": {}}, None),
-])
+@pytest.mark.parametrize(
+    "pyproject, words",
+    [
+        ({"tool": {"rocm-build-backend": "setuptools.build_meta"}}, "must be a table"),
+        ({"tool": "x", "project": {}}, None),
+    ],
+)
 def test_malformed_pyproject_is_a_clear_error(pyproject, words):
     if words is None:
         assert load_settings(pyproject, None, {}).backend == "setuptools.build_meta"
@@ -120,14 +138,34 @@ def test_memory_per_job_is_a_number(raw):
 
 def test_repeated_config_settings():
     """pip turns a repeated -C key into a list: targets add up, other keys take the last."""
-    s = load_settings(None, {"rocm-build-backend.targets": ["gfx90a", "gfx942"],
-                             "rocm-build-backend.verify": ["off", "warn"]}, {})
+    s = load_settings(
+        None, {"rocm-build-backend.targets": ["gfx90a", "gfx942"], "rocm-build-backend.verify": ["off", "warn"]}, {}
+    )
     assert s.targets == ["gfx90a", "gfx942"] and s.verify == "warn"
 
 
 @pytest.mark.parametrize("key", ["max-jobs", "memory-per-job"])
-@pytest.mark.parametrize("raw", [float("inf"), float("-inf"), float("nan"), 1.9, 2.0, 1e30, True, False,
-                                 "inf", "1e30", "1.9", "true", 10**30, "1" + "0" * 30, [4], {"n": 4}])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        float("inf"),
+        float("-inf"),
+        float("nan"),
+        1.9,
+        2.0,
+        1e30,
+        True,
+        False,
+        "inf",
+        "1e30",
+        "1.9",
+        "true",
+        10**30,
+        "1" + "0" * 30,
+        [4],
+        {"n": 4},
+    ],
+)
 def test_numbers_must_be_whole_and_sane(key, raw):
     """inf gave an OverflowError; 1.9 and true became 1; 1e30 a 31-digit MAX_JOBS."""
     with pytest.raises(ConfigError) as exc:
@@ -135,16 +173,26 @@ def test_numbers_must_be_whole_and_sane(key, raw):
     assert exc.value.message.count("\n") == 0 and key in exc.value.message
 
 
-@pytest.mark.parametrize("key, raw, value", [
-    ("max-jobs", 8, 8), ("max-jobs", "8", 8), ("max-jobs", " 12 ", 12), ("max-jobs", "auto", "auto"),
-    ("max-jobs", 1024, 1024), ("memory-per-job", 16, 16), ("memory-per-job", "2", 2),
-])
+@pytest.mark.parametrize(
+    "key, raw, value",
+    [
+        ("max-jobs", 8, 8),
+        ("max-jobs", "8", 8),
+        ("max-jobs", " 12 ", 12),
+        ("max-jobs", "auto", "auto"),
+        ("max-jobs", 1024, 1024),
+        ("memory-per-job", 16, 16),
+        ("memory-per-job", "2", 2),
+    ],
+)
 def test_whole_numbers_are_accepted(key, raw, value):
     s = load_settings(_pyproject(**{key: raw}), None, {})
     assert getattr(s, key.replace("-", "_")) == value
 
 
-@pytest.mark.parametrize("spec", ["rocm_build_backend", "rocm_build_backend:__init__", "rocm_build_backend.builder.flow"])
+@pytest.mark.parametrize(
+    "spec", ["rocm_build_backend", "rocm_build_backend:__init__", "rocm_build_backend.builder.flow"]
+)
 def test_the_shim_cannot_wrap_itself(spec):
     """backend = "rocm_build_backend" recursed until RecursionError."""
     with pytest.raises(ConfigError) as exc:
@@ -169,7 +217,12 @@ def test_a_pyproject_that_is_not_utf8_fails_the_hook_without_a_traceback(tmp_pat
     import sys
 
     (tmp_path / "pyproject.toml").write_bytes(b'[project]\nname = "caf\xe9"\n')
-    proc = subprocess.run([sys.executable, "-c", "import rocm_build_backend as b; b.build_wheel('out')"],
-                          cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ))
+    proc = subprocess.run(
+        [sys.executable, "-c", "import rocm_build_backend as b; b.build_wheel('out')"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
     assert proc.returncode == ConfigError.exit_code and "Traceback" not in proc.stderr
     assert "rocm-build-backend: error: cannot read pyproject.toml" in proc.stderr

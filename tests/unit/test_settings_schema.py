@@ -45,20 +45,52 @@ def test_a_parser_without_a_schema_is_named():
 
 # (key, value): both the tool and the schema accept each; the tool's parser is the judge.
 AGREE = [
-    ("targets", "auto"), ("targets", ["gfx942", "gfx90a"]), ("targets", "gfx90a;gfx942"), ("targets", ["sm_90"]),
-    ("max-jobs", 8), ("max-jobs", "auto"), ("max-jobs", "12"), ("memory-per-job", 16),
-    ("verify", "warn"), ("verify", "off"), ("stale", "clean"), ("ptx", "highest"), ("vendor", "nvidia"),
-    ("guard", True), ("guard", "yes"), ("local-version", False), ("backend", "setuptools.build_meta"),
-    ("backend", "scikit_build_core.build"), ("backend", "pkg.sub:obj.attr"), ("backend-path", ["_b"]),
-    ("compiler", "clang++-19"), ("sysfs-root", "/tmp/x"), ("profile", "none"),
+    ("targets", "auto"),
+    ("targets", ["gfx942", "gfx90a"]),
+    ("targets", "gfx90a;gfx942"),
+    ("targets", ["sm_90"]),
+    ("max-jobs", 8),
+    ("max-jobs", "auto"),
+    ("max-jobs", "12"),
+    ("memory-per-job", 16),
+    ("verify", "warn"),
+    ("verify", "off"),
+    ("stale", "clean"),
+    ("ptx", "highest"),
+    ("vendor", "nvidia"),
+    ("guard", True),
+    ("guard", "yes"),
+    ("local-version", False),
+    ("backend", "setuptools.build_meta"),
+    ("backend", "scikit_build_core.build"),
+    ("backend", "pkg.sub:obj.attr"),
+    ("backend-path", ["_b"]),
+    ("compiler", "clang++-19"),
+    ("sysfs-root", "/tmp/x"),
+    ("profile", "none"),
 ]
 # (key, value): both reject each.
 DISAGREE = [
-    ("targets", []), ("targets", 5), ("targets", ";,"), ("max-jobs", 0), ("max-jobs", 5000), ("max-jobs", 1.5),
-    ("max-jobs", True), ("memory-per-job", 2048), ("memory-per-job", "auto"), ("verify", "warning"),
-    ("stale", "keep"), ("ptx", "some"), ("vendor", "intel"), ("guard", "maybe"), ("guard", 2),
-    ("backend", "rocm_build_backend"), ("backend", "rocm_build_backend.api"), ("backend", "not a module"),
-    ("backend-path", 5), ("backend-path", [1]),
+    ("targets", []),
+    ("targets", 5),
+    ("targets", ";,"),
+    ("max-jobs", 0),
+    ("max-jobs", 5000),
+    ("max-jobs", 1.5),
+    ("max-jobs", True),
+    ("memory-per-job", 2048),
+    ("memory-per-job", "auto"),
+    ("verify", "warning"),
+    ("stale", "keep"),
+    ("ptx", "some"),
+    ("vendor", "intel"),
+    ("guard", "maybe"),
+    ("guard", 2),
+    ("backend", "rocm_build_backend"),
+    ("backend", "rocm_build_backend.api"),
+    ("backend", "not a module"),
+    ("backend-path", 5),
+    ("backend-path", [1]),
 ]
 
 
@@ -101,8 +133,10 @@ def plugin_path(tmp_path):
     site = tmp_path / "site"
     info = site / "rocm_build_backend_schema-0.dist-info"
     write_file(info / "METADATA", "Metadata-Version: 2.1\nName: rocm-build-backend-schema\nVersion: 0\n")
-    write_file(info / "entry_points.txt", "[validate_pyproject.tool_schema]\n"
-               + "".join(f"{name} = {target}\n" for name, target in points.items()))
+    write_file(
+        info / "entry_points.txt",
+        "[validate_pyproject.tool_schema]\n" + "".join(f"{name} = {target}\n" for name, target in points.items()),
+    )
     return f"{ROOT}:{site}"
 
 
@@ -120,11 +154,14 @@ version = "1.0"
 """
 
 
-@pytest.mark.parametrize("table, ok", [
-    ('targets = ["gfx942"]\nverify = "warn"\nmax-jobs = 8\nbackend = "setuptools.build_meta"', True),
-    ('targts = ["gfx942"]', False),
-    ('verify = "sometimes"', False),
-])
+@pytest.mark.parametrize(
+    "table, ok",
+    [
+        ('targets = ["gfx942"]\nverify = "warn"\nmax-jobs = 8\nbackend = "setuptools.build_meta"', True),
+        ('targts = ["gfx942"]', False),
+        ('verify = "sometimes"', False),
+    ],
+)
 def test_validate_pyproject_checks_the_table(tmp_path, plugin_path, table, ok):
     pyproject = write_file(tmp_path / "pyproject.toml", PYPROJECT.format(table=table))
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": plugin_path, "HOME": str(tmp_path)}

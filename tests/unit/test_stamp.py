@@ -30,8 +30,12 @@ def test_make_stamp_matches_the_schema_and_the_doc():
     assert stamp["schema_version"] == 1
     assert stamp["generator"] == {"name": "rocm-build-backend", "version": "0.1.0"}
     assert stamp["requested"] == {"targets": ["gfx90a", "gfx942"], "source": "settings"}
-    assert stamp["toolchain"] == {"compiler": "hipcc", "version": "5.2.21153",
-                                  "hip_version": "5.2.21153", "rocm_version": None}
+    assert stamp["toolchain"] == {
+        "compiler": "hipcc",
+        "version": "5.2.21153",
+        "hip_version": "5.2.21153",
+        "rocm_version": None,
+    }
     assert stamp_problems(stamp) == []
     # The example in docs/stamp.md is a valid stamp too.
     doc = (ROOT / "docs" / "stamp.md").read_text()
@@ -47,10 +51,12 @@ def test_a_file_the_audit_could_not_read_is_stamped_with_its_problems():
 
     jsonschema = pytest.importorskip("jsonschema")
     many = [f"problem {i}" for i in range(30)]
-    stamp = sample_stamp(audit_files={
-        "pkg/a.so": {"targets": ["gfx90a"], "complete": ["gfx90a"]},
-        "pkg/b.so": {"targets": [], "complete": [], "problems": many},
-    })
+    stamp = sample_stamp(
+        audit_files={
+            "pkg/a.so": {"targets": ["gfx90a"], "complete": ["gfx90a"]},
+            "pkg/b.so": {"targets": [], "complete": [], "problems": many},
+        }
+    )
     jsonschema.validate(stamp, json.loads(SCHEMA.read_text()))
     b = stamp["audit"]["files"]["pkg/b.so"]
     assert b["problems"][:19] == many[:19] and b["problems"][19] == "too many problems: 11 more not listed"
@@ -65,10 +71,12 @@ def test_a_file_the_audit_could_not_read_is_stamped_with_its_problems():
 
 
 def test_make_stamp_audit_union_and_complete():
-    stamp = sample_stamp(audit_files={
-        "b/two.so": {"targets": ["gfx942", "gfx90a"], "complete": ["gfx942"], "containers": 3},
-        "a/one.so": {"targets": ["gfx90a", "gfx1100"]},
-    })
+    stamp = sample_stamp(
+        audit_files={
+            "b/two.so": {"targets": ["gfx942", "gfx90a"], "complete": ["gfx942"], "containers": 3},
+            "a/one.so": {"targets": ["gfx90a", "gfx1100"]},
+        }
+    )
     files = stamp["audit"]["files"]
     assert list(files) == ["a/one.so", "b/two.so"]
     assert files["a/one.so"] == {"targets": ["gfx90a", "gfx1100"], "complete": ["gfx90a", "gfx1100"]}
@@ -98,21 +106,24 @@ def test_stamp_records_nothing_else_from_the_environment(monkeypatch):
     assert "hunter2" not in text and "/opt/rocm" not in text
 
 
-@pytest.mark.parametrize("version,targets,expected", [
-    ("1.0", ["gfx942"], "1.0+gfx942"),
-    ("2.5.1+rocm6.2", ["gfx942"], "2.5.1+rocm6.2.gfx942"),
-    ("1.0", ["gfx942", "gfx90a"], "1.0+gfx90a.gfx942"),
-    ("1.0", "gfx942;gfx90a", "1.0+gfx90a.gfx942"),
-    ("1.0", ["gfx90a:xnack-"], "1.0+gfx90a.xnackoff"),
-    ("1.0", ["gfx90a:sramecc+:xnack-"], "1.0+gfx90a.srameccon.xnackoff"),
-    ("1.0", ["gfx1100", "gfx11-generic", "gfx9-4-generic"], "1.0+gfx94generic.gfx1100.gfx11generic"),
-    ("1.0", ["sm_90a", "gfx942"], "1.0+gfx942.sm90a"),
-    ("1.0+gfx942", ["gfx942"], "1.0+gfx942"),  # idempotent
-    ("2.5.1+rocm6.2.gfx942", ["gfx942"], "2.5.1+rocm6.2.gfx942"),
-    ("1.0", [], "1.0"),
-    ("1.0.0-RC1", ["gfx942"], "1.0.0rc1+gfx942"),
-    ("1!2.0.post1.dev3+Local-Build", ["GFX942"], "1!2.0.post1.dev3+local.build.gfx942"),
-])
+@pytest.mark.parametrize(
+    "version,targets,expected",
+    [
+        ("1.0", ["gfx942"], "1.0+gfx942"),
+        ("2.5.1+rocm6.2", ["gfx942"], "2.5.1+rocm6.2.gfx942"),
+        ("1.0", ["gfx942", "gfx90a"], "1.0+gfx90a.gfx942"),
+        ("1.0", "gfx942;gfx90a", "1.0+gfx90a.gfx942"),
+        ("1.0", ["gfx90a:xnack-"], "1.0+gfx90a.xnackoff"),
+        ("1.0", ["gfx90a:sramecc+:xnack-"], "1.0+gfx90a.srameccon.xnackoff"),
+        ("1.0", ["gfx1100", "gfx11-generic", "gfx9-4-generic"], "1.0+gfx94generic.gfx1100.gfx11generic"),
+        ("1.0", ["sm_90a", "gfx942"], "1.0+gfx942.sm90a"),
+        ("1.0+gfx942", ["gfx942"], "1.0+gfx942"),  # idempotent
+        ("2.5.1+rocm6.2.gfx942", ["gfx942"], "2.5.1+rocm6.2.gfx942"),
+        ("1.0", [], "1.0"),
+        ("1.0.0-RC1", ["gfx942"], "1.0.0rc1+gfx942"),
+        ("1!2.0.post1.dev3+Local-Build", ["GFX942"], "1!2.0.post1.dev3+local.build.gfx942"),
+    ],
+)
 def test_local_version(version, targets, expected):
     from packaging.version import Version
 
@@ -172,8 +183,10 @@ def test_a_damaged_member_is_refused(tmp_path, member):
     with zipfile.ZipFile(wheel) as zf:
         info = zf.getinfo(member)
     data = bytearray(wheel.read_bytes())
-    name_len, extra_len = int.from_bytes(data[info.header_offset + 26:info.header_offset + 28], "little"), \
-        int.from_bytes(data[info.header_offset + 28:info.header_offset + 30], "little")
+    name_len, extra_len = (
+        int.from_bytes(data[info.header_offset + 26 : info.header_offset + 28], "little"),
+        int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little"),
+    )
     start = info.header_offset + 30 + name_len + extra_len
     data[start + info.compress_size // 2] ^= 0xFF
     wheel.write_bytes(bytes(data))
@@ -197,11 +210,20 @@ def test_duplicate_members_are_refused(tmp_path):
 def test_make_stamp_records_the_switches_the_build_applied():
     jsonschema = pytest.importorskip("jsonschema")
     from rocm_build_backend.wheel.stamp import make_stamp
+
     given = [{"file": "CMakeLists.txt", "line": 6, "name": "USE_CUDA", "given": "-C cmake.define.USE_CUDA=ON"}]
-    stamp = make_stamp(requested=["sm_90"], source="settings", audit_files={}, host_gpus=[], toolchain={},
-                       version="0.1.0", switches=given)
+    stamp = make_stamp(
+        requested=["sm_90"],
+        source="settings",
+        audit_files={},
+        host_gpus=[],
+        toolchain={},
+        version="0.1.0",
+        switches=given,
+    )
     jsonschema.validate(stamp, json.loads(SCHEMA.read_text()))
     assert stamp["switches"] == given and stamp_problems(stamp) == []
-    none = make_stamp(requested=["sm_90"], source="settings", audit_files={}, host_gpus=[], toolchain={},
-                      version="0.1.0")
+    none = make_stamp(
+        requested=["sm_90"], source="settings", audit_files={}, host_gpus=[], toolchain={}, version="0.1.0"
+    )
     assert "switches" not in none

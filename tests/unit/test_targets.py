@@ -3,37 +3,53 @@
 import pytest
 
 from rocm_build_backend.errors import UnknownTargetError
-from rocm_build_backend.gpu.targets import (GpuTarget, join_targets, parse_target, parse_targets, sort_targets,
-                                            split_targets, suggest, table, target_info, vendor_name)
+from rocm_build_backend.gpu.targets import (
+    GpuTarget,
+    join_targets,
+    parse_target,
+    parse_targets,
+    sort_targets,
+    split_targets,
+    suggest,
+    table,
+    target_info,
+    vendor_name,
+)
 from rocm_build_backend.gpu.amd.names import kfd_to_processor
 from helpers import ROOT
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("gfx942", "gfx942"),
-    ("GFX942", "gfx942"),
-    ("gfx90a:xnack-", "gfx90a:xnack-"),
-    ("gfx90a:xnack-:sramecc+", "gfx90a:sramecc+:xnack-"),  # canonical order
-    ("gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-"),
-    ("gfx11-generic", "gfx11-generic"),
-    ("gfx9-4-generic", "gfx9-4-generic"),
-    (" gfx1201 ", "gfx1201"),
-    ("sm_90a", "sm_90a"),
-    ("compute_90", "compute_90"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("gfx942", "gfx942"),
+        ("GFX942", "gfx942"),
+        ("gfx90a:xnack-", "gfx90a:xnack-"),
+        ("gfx90a:xnack-:sramecc+", "gfx90a:sramecc+:xnack-"),  # canonical order
+        ("gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-"),
+        ("gfx11-generic", "gfx11-generic"),
+        ("gfx9-4-generic", "gfx9-4-generic"),
+        (" gfx1201 ", "gfx1201"),
+        ("sm_90a", "sm_90a"),
+        ("compute_90", "compute_90"),
+    ],
+)
 def test_parse_target(text, expected):
     assert str(parse_target(text)) == expected
 
 
-@pytest.mark.parametrize("text, words", [
-    ("gfx924", ["unknown GPU target 'gfx924'", "'gfx942'"]),
-    ("gfx9422", ["'gfx942'"]),
-    ("gfx1100:xnack+", ["has no 'xnack' feature"]),
-    ("gfx90a:xnack", ["bad feature 'xnack'"]),
-    ("gfx90a:xnack+:xnack-", ["given twice"]),
-    ("nvidia", ["unknown GPU target 'nvidia'"]),
-    ("sm_91", ["unknown GPU target 'sm_91'"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("gfx924", ["unknown GPU target 'gfx924'", "'gfx942'"]),
+        ("gfx9422", ["'gfx942'"]),
+        ("gfx1100:xnack+", ["has no 'xnack' feature"]),
+        ("gfx90a:xnack", ["bad feature 'xnack'"]),
+        ("gfx90a:xnack+:xnack-", ["given twice"]),
+        ("nvidia", ["unknown GPU target 'nvidia'"]),
+        ("sm_91", ["unknown GPU target 'sm_91'"]),
+    ],
+)
 def test_parse_target_errors(text, words):
     with pytest.raises(UnknownTargetError) as exc:
         parse_target(text)
@@ -49,10 +65,18 @@ def test_suggest_prefers_swapped_digits():
     assert suggest("completely-wrong") == []
 
 
-@pytest.mark.parametrize("value", [
-    "gfx90a;gfx942", "gfx90a,gfx942", "gfx90a gfx942", " gfx942 ; gfx90a ", ["gfx942", "gfx90a"],
-    "gfx942;gfx90a;gfx942", ["gfx90a;gfx942"],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "gfx90a;gfx942",
+        "gfx90a,gfx942",
+        "gfx90a gfx942",
+        " gfx942 ; gfx90a ",
+        ["gfx942", "gfx90a"],
+        "gfx942;gfx90a;gfx942",
+        ["gfx90a;gfx942"],
+    ],
+)
 def test_list_forms(value):
     assert join_targets(parse_targets(value)) == "gfx90a;gfx942"
 
@@ -69,10 +93,21 @@ def test_stable_order_numeric_not_lexical():
     assert got == "gfx908;gfx90a;gfx942;gfx9-4-generic;gfx1030;gfx1100;gfx11-generic"
 
 
-@pytest.mark.parametrize("value, name", [
-    (90006, "gfx906"), (90008, "gfx908"), (90010, "gfx90a"), (90012, "gfx90c"), (90402, "gfx942"),
-    (100302, "gfx1032"), (110001, "gfx1101"), (110501, "gfx1151"), (120001, "gfx1201"), (0, None),
-])
+@pytest.mark.parametrize(
+    "value, name",
+    [
+        (90006, "gfx906"),
+        (90008, "gfx908"),
+        (90010, "gfx90a"),
+        (90012, "gfx90c"),
+        (90402, "gfx942"),
+        (100302, "gfx1032"),
+        (110001, "gfx1101"),
+        (110501, "gfx1151"),
+        (120001, "gfx1201"),
+        (0, None),
+    ],
+)
 def test_kfd_decoding(value, name):
     assert kfd_to_processor(value) == name
 
@@ -106,8 +141,14 @@ def test_targets_json_meets_its_schema(extra):
     schema = json.loads(path("schemas/targets.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     repo = ROOT
-    proc = subprocess.run([sys.executable, "-m", "rocm_build_backend", "targets", "--json", *extra], cwd=repo,
-                          env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", "targets", "--json", *extra],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     data = json.loads(proc.stdout)
     assert list(data)[0] == "schema_version"
     jsonschema.validate(data, schema)
@@ -128,8 +169,12 @@ def test_every_target_in_the_table_belongs_to_the_vendor_its_row_names():
 
 
 def test_sort_order_puts_vendors_in_registry_order_and_unknown_names_last():
-    got = [str(t) for t in sort_targets([GpuTarget("zz9"), GpuTarget("sm_90"), GpuTarget("gfx942"),
-                                         GpuTarget("compute_90"), GpuTarget("gfx90a")])]
+    got = [
+        str(t)
+        for t in sort_targets(
+            [GpuTarget("zz9"), GpuTarget("sm_90"), GpuTarget("gfx942"), GpuTarget("compute_90"), GpuTarget("gfx90a")]
+        )
+    ]
     assert got == ["gfx90a", "gfx942", "sm_90", "compute_90", "zz9"]
 
 

@@ -40,8 +40,9 @@ def test_thin_writes_a_wheel_with_only_the_kept_code(tmp_path, capsys):
 
 def test_keep_layout_keeps_each_library_s_size(tmp_path, capsys):
     src = fat_wheel(tmp_path / "in")
-    code, out, err = run_main(capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "out", "--keep-layout",
-                              "--json")
+    code, out, err = run_main(
+        capsys, "thin", src, "--targets", "gfx942", "--outdir", tmp_path / "out", "--keep-layout", "--json"
+    )
     assert code == 0, err
     got = zip_members(tmp_path / "out" / src.name)
     assert len(got["pkg/_hip.so"]) == len((DATA / "hip_gfx90a_gfx942_cov5.so").read_bytes())
@@ -74,7 +75,11 @@ def test_the_stamp_names_the_targets_and_where_the_wheel_came_from(tmp_path, cap
     assert stamp["audit"]["targets"] == ["gfx942"]
     assert stamp["toolchain"]["compiler"] == "hipcc"  # kept from the build's stamp
     src_sha = hashlib.sha256(src.read_bytes()).hexdigest()
-    assert stamp["thinned_from"] == {"wheel": src.name, "sha256": src_sha, "targets": ["gfx90a", "gfx90a:xnack+", "gfx942"]}
+    assert stamp["thinned_from"] == {
+        "wheel": src.name,
+        "sha256": src_sha,
+        "targets": ["gfx90a", "gfx90a:xnack+", "gfx942"],
+    }
 
 
 def test_a_wheel_without_a_stamp_gets_one(tmp_path, capsys):
@@ -113,6 +118,7 @@ def test_split_output_is_ready_for_index(tmp_path, capsys):
     page = (tmp_path / "idx" / "gfx942" / "simple" / "pkg" / "index.html").read_text()
     assert "1.0%2Bgfx942" in page or "1.0+gfx942" in page
     assert "gfx90a-py3" not in page
+
 
 def _bad(capsys, tmp_path, src, target, code, words):
     out_dir = tmp_path / "out"
@@ -183,8 +189,13 @@ def test_json_outputs_match_their_schemas(tmp_path, capsys):
 
     from rocm_build_backend.data import path as data_path
 
-    src = fat_wheel(tmp_path / "in", members={"pkg/_odd.o": (DATA / "hip_newdriver_rdc_gfx90a_gfx942.o").read_bytes(),
-                                              "pkg/_cuda.so": (DATA / "cuda_sm75_80_90_ptx90.so").read_bytes()})
+    src = fat_wheel(
+        tmp_path / "in",
+        members={
+            "pkg/_odd.o": (DATA / "hip_newdriver_rdc_gfx90a_gfx942.o").read_bytes(),
+            "pkg/_cuda.so": (DATA / "cuda_sm75_80_90_ptx90.so").read_bytes(),
+        },
+    )
     for verb, args in (("thin", ["--targets", "sm_90"]), ("split", ["--per", "family"])):
         code, out, err = run_main(capsys, verb, src, *args, "--outdir", tmp_path / verb, "--json")
         doc = json.loads(out)

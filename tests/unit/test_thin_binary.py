@@ -31,7 +31,7 @@ def thin(name: str, targets: str):
     buf = bytearray((DATA / name).read_bytes())
     result = thin_buffer(buf, Selector(parse_targets(targets)), name, compact=False)
     if result.new_size is not None:
-        del buf[result.new_size:]
+        del buf[result.new_size :]
     return result, bytes(buf)
 
 
@@ -41,30 +41,48 @@ def section(data: bytes, name: str) -> tuple[int, int]:
     return table.sections[0].offset, table.sections[0].size
 
 
-@pytest.mark.parametrize("name, target, kept, dropped", [
-    ("hip_gfx90a_gfx942_cov5.so", "gfx942", ["gfx942"], ["gfx90a"]),
-    ("hip_gfx90a_gfx942_cov5.so", "gfx90a", ["gfx90a"], ["gfx942"]),
-    ("hip_features_cov4.so", "gfx90a", ["gfx90a:xnack+", "gfx90a:xnack-"], ["gfx906:sramecc+:xnack-", "gfx908:xnack-"]),
-    ("hip_features_cov4.so", "gfx90a:xnack-", ["gfx90a:xnack-"], ["gfx906:sramecc+:xnack-", "gfx908:xnack-", "gfx90a:xnack+"]),
-    ("hip_two_tu_cov4.so", "gfx90a", ["gfx90a", "gfx90a"], ["gfx908"]),
-    ("hip_ccob_v2_gfx90a_gfx942_cov5.so", "gfx942", ["gfx942"], ["gfx90a"]),
-    ("hip_two_tu_ccob_v2_cov5.so", "gfx90a", ["gfx90a"], ["gfx942", "gfx942"]),
-    ("hip_newdriver_rdc_gfx90a_gfx942.so", "gfx90a", ["gfx90a"], ["gfx942"]),
-    ("hip_newdriver_rdc_gfx90a_gfx942.o", "gfx942", ["gfx942"], ["gfx90a"]),
-    ("synthetic_ccob_v1_zlib.bin", "gfx90a", ["gfx90a"], ["gfx942"]),
-    ("synthetic_ccob_v1_zstd.bin", "gfx942", ["gfx942"], ["gfx90a"]),
-    ("synthetic_ccob_v2_zlib.bin", "gfx942", ["gfx942"], ["gfx90a"]),
-    ("synthetic_ccob_v3_zstd.bin", "gfx90a", ["gfx90a"], ["gfx942"]),
-    ("hip_genco_gfx908_gfx90a_bundle.hsaco", "gfx90a", ["gfx90a"], ["gfx908"]),
-    ("cuda_sm75_80_90_ptx90.so", "sm_90", ["compute_90", "sm_90"], ["sm_75", "sm_80"]),
-    ("cuda_sm75_80_90_ptx90.so", "sm_80", ["sm_80"], ["sm_75", "compute_90", "sm_90"]),
-    ("cuda_compress_speed_sm80_ptx90.so", "sm_90", ["compute_90"], ["sm_80"]),
-    ("cuda_compress_size_sm80_ptx90.so", "sm_86", ["sm_80"], ["compute_90"]),
-    ("cuda_sm90a_100a_100f_103_120_ptx120f.so", "sm_90", ["sm_90a"], ["sm_100a", "sm_100f", "sm_103", "sm_120", "compute_120f"]),
-    ("cuda_rdc_sm80_sm90.so", "sm_80", ["sm_80", "sm_80"], ["sm_90", "sm_90"]),
-    ("cuda_two_tu_dlink_stub.so", "sm_80", ["sm_80", "compute_80", "sm_80"], ["sm_75", "sm_90"]),
-    ("cuda_sm80_sm100_ptx100.fatbin", "sm_80", ["sm_80"], ["compute_100", "sm_100"]),
-])
+@pytest.mark.parametrize(
+    "name, target, kept, dropped",
+    [
+        ("hip_gfx90a_gfx942_cov5.so", "gfx942", ["gfx942"], ["gfx90a"]),
+        ("hip_gfx90a_gfx942_cov5.so", "gfx90a", ["gfx90a"], ["gfx942"]),
+        (
+            "hip_features_cov4.so",
+            "gfx90a",
+            ["gfx90a:xnack+", "gfx90a:xnack-"],
+            ["gfx906:sramecc+:xnack-", "gfx908:xnack-"],
+        ),
+        (
+            "hip_features_cov4.so",
+            "gfx90a:xnack-",
+            ["gfx90a:xnack-"],
+            ["gfx906:sramecc+:xnack-", "gfx908:xnack-", "gfx90a:xnack+"],
+        ),
+        ("hip_two_tu_cov4.so", "gfx90a", ["gfx90a", "gfx90a"], ["gfx908"]),
+        ("hip_ccob_v2_gfx90a_gfx942_cov5.so", "gfx942", ["gfx942"], ["gfx90a"]),
+        ("hip_two_tu_ccob_v2_cov5.so", "gfx90a", ["gfx90a"], ["gfx942", "gfx942"]),
+        ("hip_newdriver_rdc_gfx90a_gfx942.so", "gfx90a", ["gfx90a"], ["gfx942"]),
+        ("hip_newdriver_rdc_gfx90a_gfx942.o", "gfx942", ["gfx942"], ["gfx90a"]),
+        ("synthetic_ccob_v1_zlib.bin", "gfx90a", ["gfx90a"], ["gfx942"]),
+        ("synthetic_ccob_v1_zstd.bin", "gfx942", ["gfx942"], ["gfx90a"]),
+        ("synthetic_ccob_v2_zlib.bin", "gfx942", ["gfx942"], ["gfx90a"]),
+        ("synthetic_ccob_v3_zstd.bin", "gfx90a", ["gfx90a"], ["gfx942"]),
+        ("hip_genco_gfx908_gfx90a_bundle.hsaco", "gfx90a", ["gfx90a"], ["gfx908"]),
+        ("cuda_sm75_80_90_ptx90.so", "sm_90", ["compute_90", "sm_90"], ["sm_75", "sm_80"]),
+        ("cuda_sm75_80_90_ptx90.so", "sm_80", ["sm_80"], ["sm_75", "compute_90", "sm_90"]),
+        ("cuda_compress_speed_sm80_ptx90.so", "sm_90", ["compute_90"], ["sm_80"]),
+        ("cuda_compress_size_sm80_ptx90.so", "sm_86", ["sm_80"], ["compute_90"]),
+        (
+            "cuda_sm90a_100a_100f_103_120_ptx120f.so",
+            "sm_90",
+            ["sm_90a"],
+            ["sm_100a", "sm_100f", "sm_103", "sm_120", "compute_120f"],
+        ),
+        ("cuda_rdc_sm80_sm90.so", "sm_80", ["sm_80", "sm_80"], ["sm_90", "sm_90"]),
+        ("cuda_two_tu_dlink_stub.so", "sm_80", ["sm_80", "compute_80", "sm_80"], ["sm_75", "sm_90"]),
+        ("cuda_sm80_sm100_ptx100.fatbin", "sm_80", ["sm_80"], ["compute_100", "sm_100"]),
+    ],
+)
 def test_thinned_file_holds_only_the_kept_targets(name, target, kept, dropped):
     result, data = thin(name, target)
     assert result.action == "thinned", result.reason
@@ -74,17 +92,20 @@ def test_thinned_file_holds_only_the_kept_targets(name, target, kept, dropped):
     assert sorted(set(t for c in report.containers for t in c.targets)) == sorted(set(kept))
 
 
-@pytest.mark.parametrize("name, target, action", [
-    ("amdgpu_gfx942_cov5.hsaco", "gfx942", "unchanged"),
-    ("amdgpu_gfx90a_xnack+_cov4.co", "gfx942", "dropped"),
-    ("amdgpu_gfx90a_xnack+_cov4.co", "gfx90a:xnack-", "dropped"),
-    ("amdgpu_gfx90a_xnack+_cov4.co", "gfx90a", "unchanged"),
-    ("cubin_abi7_sm90a_cuda12.4.cubin", "sm_90", "unchanged"),
-    ("cubin_abi8_sm80_cuda13.0.cubin", "sm_90", "dropped"),
-    ("ccob_v2_zstd_gfx90a_gfx942.bin", "sm_90", "dropped"),
-    ("hip_gfx90a_gfx942_cov5.so", "gfx90a:xnack+", "thinned"),
-    ("hip_newdriver_rdc_gfx90a_gfx942.o", "gfx1100", "kept-whole"),
-])
+@pytest.mark.parametrize(
+    "name, target, action",
+    [
+        ("amdgpu_gfx942_cov5.hsaco", "gfx942", "unchanged"),
+        ("amdgpu_gfx90a_xnack+_cov4.co", "gfx942", "dropped"),
+        ("amdgpu_gfx90a_xnack+_cov4.co", "gfx90a:xnack-", "dropped"),
+        ("amdgpu_gfx90a_xnack+_cov4.co", "gfx90a", "unchanged"),
+        ("cubin_abi7_sm90a_cuda12.4.cubin", "sm_90", "unchanged"),
+        ("cubin_abi8_sm80_cuda13.0.cubin", "sm_90", "dropped"),
+        ("ccob_v2_zstd_gfx90a_gfx942.bin", "sm_90", "dropped"),
+        ("hip_gfx90a_gfx942_cov5.so", "gfx90a:xnack+", "thinned"),
+        ("hip_newdriver_rdc_gfx90a_gfx942.o", "gfx1100", "kept-whole"),
+    ],
+)
 def test_whole_files_are_kept_or_dropped_whole(name, target, action):
     data = (DATA / name).read_bytes()
     result, out = thin(name, target)
@@ -93,12 +114,23 @@ def test_whole_files_are_kept_or_dropped_whole(name, target, action):
         assert out == data
 
 
-@pytest.mark.parametrize("name", [
-    "bad_hip_bundle_count.so", "bad_hip_entry_offset.so", "bad_ccob_total_size.bin",
-    "bad_ccob_uncompressed_size.bin", "bad_cuda_fat_size.so", "bad_cuda_zero_entry.so",
-    "trunc_hip_two_tu_cov4.so", "trunc_ccob_v2_zstd_gfx90a_gfx942.bin", "trunc_cuda_sm80_sm100_ptx100.fatbin",
-    "trunc_amdgpu_gfx942_cov5.hsaco", "trunc_cubin_abi8_sm80_cuda13.0.cubin", "trunc_hip_genco_gfx908_gfx90a_bundle.hsaco",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bad_hip_bundle_count.so",
+        "bad_hip_entry_offset.so",
+        "bad_ccob_total_size.bin",
+        "bad_ccob_uncompressed_size.bin",
+        "bad_cuda_fat_size.so",
+        "bad_cuda_zero_entry.so",
+        "trunc_hip_two_tu_cov4.so",
+        "trunc_ccob_v2_zstd_gfx90a_gfx942.bin",
+        "trunc_cuda_sm80_sm100_ptx100.fatbin",
+        "trunc_amdgpu_gfx942_cov5.hsaco",
+        "trunc_cubin_abi8_sm80_cuda13.0.cubin",
+        "trunc_hip_genco_gfx908_gfx90a_bundle.hsaco",
+    ],
+)
 def test_damaged_binaries_raise_and_stay_untouched(name):
     data = bytearray((DATA / name).read_bytes())
     before = bytes(data)
@@ -108,28 +140,35 @@ def test_damaged_binaries_raise_and_stay_untouched(name):
 
 
 def test_host_bytes_and_elf_layout_are_unchanged():
-    for name, target in [("hip_two_tu_cov4.so", "gfx90a"), ("hip_two_tu_ccob_v2_cov5.so", "gfx942"),
-                         ("cuda_two_tu_dlink_stub.so", "sm_90")]:
+    for name, target in [
+        ("hip_two_tu_cov4.so", "gfx90a"),
+        ("hip_two_tu_ccob_v2_cov5.so", "gfx942"),
+        ("cuda_two_tu_dlink_stub.so", "sm_90"),
+    ]:
         old = (DATA / name).read_bytes()
         _r, new = thin(name, target)
         assert len(new) == len(old)
         sec = ".hip_fatbin" if name.startswith("hip") else ".nv_fatbin"
         off, size = section(old, sec)
-        assert new[:off] == old[:off] and new[off + size:] == old[off + size:]
+        assert new[:off] == old[:off] and new[off + size :] == old[off + size :]
 
 
 def test_a_container_that_keeps_nothing_keeps_its_place():
     _r, new = thin("cuda_two_tu_dlink_stub.so", "sm_90")
     off, _size = section(new, ".nv_fatbin")
     # the sm_75 device-link stub container is emptied: header kept, size 0
-    assert new[off:off + 4] == b"\x50\xed\x55\xba" and struct.unpack_from("<Q", new, off + 8)[0] == 0
+    assert new[off : off + 4] == b"\x50\xed\x55\xba" and struct.unpack_from("<Q", new, off + 8)[0] == 0
     # the next container is still where the registration record points
-    assert new[off + 0x600:off + 0x604] == b"\x50\xed\x55\xba"
+    assert new[off + 0x600 : off + 0x604] == b"\x50\xed\x55\xba"
 
 
 def test_a_ccob_is_rewritten_with_its_own_version_and_codec():
-    for name, version, method in [("synthetic_ccob_v1_zlib.bin", 1, 0), ("synthetic_ccob_v2_zlib.bin", 2, 0),
-                                  ("synthetic_ccob_v3_zstd.bin", 3, 1), ("ccob_v2_zstd_gfx90a_gfx942.bin", 2, 1)]:
+    for name, version, method in [
+        ("synthetic_ccob_v1_zlib.bin", 1, 0),
+        ("synthetic_ccob_v2_zlib.bin", 2, 0),
+        ("synthetic_ccob_v3_zstd.bin", 3, 1),
+        ("ccob_v2_zstd_gfx90a_gfx942.bin", 2, 1),
+    ]:
         _r, new = thin(name, "gfx942")
         assert new[:4] == b"CCOB" and struct.unpack_from("<HH", new, 4) == (version, method)
         assert len(new) < len((DATA / name).read_bytes())  # a standalone file is cut, not padded
@@ -153,30 +192,49 @@ def _bundler(args, tmp_path):
 def _ccob_slices(sec: bytes) -> list[bytes]:
     out, pos = [], 0
     while pos < len(sec):
-        if sec[pos:pos + 4] != b"CCOB":
+        if sec[pos : pos + 4] != b"CCOB":
             pos += 1
             continue
         total = struct.unpack_from("<I", sec, pos + 8)[0]
-        out.append(sec[pos:pos + total])
+        out.append(sec[pos : pos + total])
         pos += total
     return out
 
 
 @needs_llvm
-@pytest.mark.parametrize("name, target, ids", [
-    ("hip_gfx90a_gfx942_cov5.so", "gfx942", ["hipv4-amdgcn-amd-amdhsa--gfx942", "host-x86_64-unknown-linux--"]),
-    ("hip_features_cov4.so", "gfx90a", ["hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
-                                        "host-x86_64-unknown-linux"]),
-    ("hip_ccob_v2_gfx90a_gfx942_cov5.so", "gfx90a", ["hipv4-amdgcn-amd-amdhsa--gfx90a", "host-x86_64-unknown-linux--"]),
-    ("hip_newdriver_rdc_gfx90a_gfx942.so", "gfx942", ["hip-amdgcn-amd-amdhsa--gfx942", "host-x86_64-unknown-linux--"]),
-])
+@pytest.mark.parametrize(
+    "name, target, ids",
+    [
+        ("hip_gfx90a_gfx942_cov5.so", "gfx942", ["hipv4-amdgcn-amd-amdhsa--gfx942", "host-x86_64-unknown-linux--"]),
+        (
+            "hip_features_cov4.so",
+            "gfx90a",
+            [
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+                "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+                "host-x86_64-unknown-linux",
+            ],
+        ),
+        (
+            "hip_ccob_v2_gfx90a_gfx942_cov5.so",
+            "gfx90a",
+            ["hipv4-amdgcn-amd-amdhsa--gfx90a", "host-x86_64-unknown-linux--"],
+        ),
+        (
+            "hip_newdriver_rdc_gfx90a_gfx942.so",
+            "gfx942",
+            ["hip-amdgcn-amd-amdhsa--gfx942", "host-x86_64-unknown-linux--"],
+        ),
+    ],
+)
 def test_llvm_bundler_lists_only_the_kept_targets_and_unbundles_them_unchanged(tmp_path, name, target, ids):
     (tmp_path / "old.so").write_bytes((DATA / name).read_bytes())
     _r, new = thin(name, target)
     (tmp_path / "new.so").write_bytes(new)
     for which in ("old", "new"):
-        subprocess.run([OBJCOPY, f"--dump-section=.hip_fatbin={which}.fb", f"{which}.so", "/dev/null"],
-                       check=True, cwd=tmp_path)
+        subprocess.run(
+            [OBJCOPY, f"--dump-section=.hip_fatbin={which}.fb", f"{which}.so", "/dev/null"], check=True, cwd=tmp_path
+        )
     listed = _bundler(["--list", "--input=new.fb"], tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert sorted(listed.stdout.split()) == sorted(ids)
@@ -188,8 +246,12 @@ def test_llvm_bundler_lists_only_the_kept_targets_and_unbundles_them_unchanged(t
     for tool in ([READELF, "-a", "new.so"],):
         r = subprocess.run(tool, capture_output=True, text=True, cwd=tmp_path)
         assert r.returncode == 0 and "error" not in r.stderr.lower() and "warning" not in r.stderr.lower()
-    layout = [subprocess.run([READELF, "-S", "-s", "-l", "-h", "--dyn-syms", f], capture_output=True, text=True,
-                             cwd=tmp_path).stdout.replace(f, "") for f in ("old.so", "new.so")]
+    layout = [
+        subprocess.run(
+            [READELF, "-S", "-s", "-l", "-h", "--dyn-syms", f], capture_output=True, text=True, cwd=tmp_path
+        ).stdout.replace(f, "")
+        for f in ("old.so", "new.so")
+    ]
     assert layout[0] == layout[1]
 
 
@@ -197,7 +259,7 @@ def test_llvm_bundler_lists_only_the_kept_targets_and_unbundles_them_unchanged(t
 def test_llvm_reads_each_thinned_ccob_of_a_two_unit_library(tmp_path):
     _r, new = thin("hip_two_tu_ccob_v2_cov5.so", "gfx942")
     off, size = section(new, ".hip_fatbin")
-    slices = _ccob_slices(new[off:off + size])
+    slices = _ccob_slices(new[off : off + size])
     assert len(slices) == 2
     for i, blob in enumerate(slices):
         (tmp_path / f"c{i}.bin").write_bytes(blob)

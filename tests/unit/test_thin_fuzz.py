@@ -17,9 +17,14 @@ from rocm_build_backend.gpu.targets import parse_targets
 from helpers import TESTS
 
 DATA = TESTS / "data" / "binaries"
-CASES = [("hip_features_cov4.so", ".hip_fatbin", "gfx90a"), ("hip_two_tu_ccob_v2_cov5.so", ".hip_fatbin", "gfx942"),
-         ("cuda_two_tu_dlink_stub.so", ".nv_fatbin", "sm_80"), ("hip_newdriver_rdc_gfx90a_gfx942.o", ".llvm.offloading", "gfx90a"),
-         ("synthetic_ccob_v1_zlib.bin", None, "gfx90a"), ("cuda_sm80_sm100_ptx100.fatbin", None, "sm_80")]
+CASES = [
+    ("hip_features_cov4.so", ".hip_fatbin", "gfx90a"),
+    ("hip_two_tu_ccob_v2_cov5.so", ".hip_fatbin", "gfx942"),
+    ("cuda_two_tu_dlink_stub.so", ".nv_fatbin", "sm_80"),
+    ("hip_newdriver_rdc_gfx90a_gfx942.o", ".llvm.offloading", "gfx90a"),
+    ("synthetic_ccob_v1_zlib.bin", None, "gfx90a"),
+    ("cuda_sm80_sm100_ptx100.fatbin", None, "sm_80"),
+]
 
 
 def _span(data: bytes, name: str | None) -> tuple[int, int]:

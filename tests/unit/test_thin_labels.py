@@ -17,13 +17,16 @@ from rocm_build_backend.wheel.label import label_targets, relabel
 from helpers import fat_wheel, make_wheel, run_main as run, zip_members
 
 
-@pytest.mark.parametrize("version, targets, expected", [
-    ("1.0+gfx908.gfx90a", ["gfx908"], "1.0+gfx908"),
-    ("1.0", ["gfx90a", "gfx908"], "1.0+gfx908.gfx90a"),
-    ("2.5+rocm6.2.gfx90a.xnackoff.gfx942", ["gfx942"], "2.5+rocm6.2.gfx942"),
-    ("1.0+cu121", ["sm_90"], "1.0+cu121.sm90"),
-    ("1.0+gfx942", [], "1.0"),
-])
+@pytest.mark.parametrize(
+    "version, targets, expected",
+    [
+        ("1.0+gfx908.gfx90a", ["gfx908"], "1.0+gfx908"),
+        ("1.0", ["gfx90a", "gfx908"], "1.0+gfx908.gfx90a"),
+        ("2.5+rocm6.2.gfx90a.xnackoff.gfx942", ["gfx942"], "2.5+rocm6.2.gfx942"),
+        ("1.0+cu121", ["sm_90"], "1.0+cu121.sm90"),
+        ("1.0+gfx942", [], "1.0"),
+    ],
+)
 def test_relabel_replaces_the_target_segments(version, targets, expected):
     assert relabel(version, targets) == expected
 
@@ -37,8 +40,11 @@ def test_label_targets_reads_the_label_back():
 def relabelled_fat(folder: Path) -> Path:
     """The fat wheel with a label that names its targets (METADATA and .dist-info agree)."""
     src = fat_wheel(folder / "plain")
-    files = {k.replace("pkg-1.0.dist-info", "pkg-1.0+gfx90a.gfx942.dist-info"): v for k, v in zip_members(src).items()
-             if not k.endswith("RECORD") and k.startswith("pkg/")}
+    files = {
+        k.replace("pkg-1.0.dist-info", "pkg-1.0+gfx90a.gfx942.dist-info"): v
+        for k, v in zip_members(src).items()
+        if not k.endswith("RECORD") and k.startswith("pkg/")
+    }
     return make_wheel(folder, "pkg", "1.0+gfx90a.gfx942", members=files, stamp=False, dist="pkg")
 
 
@@ -73,7 +79,10 @@ def test_split_replaces_the_label_and_never_reuses_the_inputs_name(tmp_path, cap
     code, _out, err = run(capsys, "split", src, "--outdir", src.parent)
     assert code == 0, err
     assert sorted(p.name for p in src.parent.glob("*.whl")) == [
-        "pkg-1.0+gfx90a-py3-none-any.whl", "pkg-1.0+gfx90a.gfx942-py3-none-any.whl", "pkg-1.0+gfx942-py3-none-any.whl"]
+        "pkg-1.0+gfx90a-py3-none-any.whl",
+        "pkg-1.0+gfx90a.gfx942-py3-none-any.whl",
+        "pkg-1.0+gfx942-py3-none-any.whl",
+    ]
     # a wheel that is already one unit: its split would have its name in its folder
     one = src.parent / "pkg-1.0+gfx942-py3-none-any.whl"
     code, _out, err = run(capsys, "split", one, "--outdir", one.parent)
@@ -83,12 +92,18 @@ def test_split_replaces_the_label_and_never_reuses_the_inputs_name(tmp_path, cap
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640)])
 def test_outputs_follow_the_umask(tmp_path, umask, mode):
     src = fat_wheel(tmp_path / "in")
-    code = ("import os, sys\nos.umask(int(sys.argv[1], 8))\nfrom rocm_build_backend.cli import main\n"
-            "sys.exit(main(sys.argv[2:]))\n")
+    code = (
+        "import os, sys\nos.umask(int(sys.argv[1], 8))\nfrom rocm_build_backend.cli import main\n"
+        "sys.exit(main(sys.argv[2:]))\n"
+    )
     for verb, extra in (("thin", ["--targets", "gfx942"]), ("split", [])):
         out = tmp_path / f"{verb}-{umask:o}"
-        proc = subprocess.run([sys.executable, "-c", code, f"{umask:o}", verb, str(src), *extra, "--outdir", str(out)],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, f"{umask:o}", verb, str(src), *extra, "--outdir", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         wheels = list(out.glob("*.whl"))
         assert wheels and {stat.S_IMODE(os.stat(w).st_mode) for w in wheels} == {mode}

@@ -48,8 +48,11 @@ def test_registered_for_the_block_only():
 
 def test_no_file_of_the_package_names_it():
     package = ROOT / "rocm_build_backend"
-    named = [str(f.relative_to(ROOT)) for f in package.rglob("*") if f.suffix in (".py", ".json")
-             and "acme" in f.read_text(encoding="utf-8").lower()]
+    named = [
+        str(f.relative_to(ROOT))
+        for f in package.rglob("*")
+        if f.suffix in (".py", ".json") and "acme" in f.read_text(encoding="utf-8").lower()
+    ]
     assert named == []
 
 
@@ -70,8 +73,15 @@ def test_the_vendor_setting_and_the_vendor_choice_know_it(acme):
 
 def test_it_plans_with_its_own_knobs_and_the_neutral_profile_switch(acme):
     settings = load_settings(None, {"rocm-build-backend.targets": "acme2;acme1"}, {})
-    plan = make_plan(parse_targets("acme2;acme1"), "settings", settings, {}, backend_kind="setuptools",
-                     host=Host(cpus=2, mem_available=8 << 30), dist_name="causal-conv1d")
+    plan = make_plan(
+        parse_targets("acme2;acme1"),
+        "settings",
+        settings,
+        {},
+        backend_kind="setuptools",
+        host=Host(cpus=2, mem_available=8 << 30),
+        dist_name="causal-conv1d",
+    )
     assert plan.vendor == "acme" and plan.profile == "causal-conv1d"
     assert plan.env["ACME_ARCH"] == "acme1,acme2"
     assert plan.env["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"  # the project's switch for every vendor
@@ -83,15 +93,26 @@ def test_it_plans_without_enforcement_and_reads_the_projects_switches(acme, tmp_
     """ACME has no pinned compilers and no switch words of its own: the plan says it enforces
     nothing, and the project's switches are judged as for any vendor (another vendor's hard-coded
     list is information)."""
-    (tmp_path / "setup.py").write_text('import os\nFLAGS = ["-gencode", "arch=compute_80,code=sm_80"]\n'
-                                       'ON = os.getenv("FORCE_CUDA", "0") == "1"\n')
+    (tmp_path / "setup.py").write_text(
+        'import os\nFLAGS = ["-gencode", "arch=compute_80,code=sm_80"]\nON = os.getenv("FORCE_CUDA", "0") == "1"\n'
+    )
     findings, extensions = read_source(tmp_path, "setuptools", {})
     settings = load_settings(None, {"rocm-build-backend.targets": "acme1"}, {})
-    plan = make_plan(parse_targets("acme1"), "settings", settings, {}, backend_kind="setuptools",
-                     host=Host(cpus=2, mem_available=8 << 30), findings=findings, extensions=extensions)
+    plan = make_plan(
+        parse_targets("acme1"),
+        "settings",
+        settings,
+        {},
+        backend_kind="setuptools",
+        host=Host(cpus=2, mem_available=8 << 30),
+        findings=findings,
+        extensions=extensions,
+    )
     assert plan.enforce is None and plan.to_json()["enforce"] == {"enabled": False, "how": []}
-    assert ("enforce: ACME builds have no pinned compilers: the compiler builds the targets the project lists"
-            in plan.summary())
+    assert (
+        "enforce: ACME builds have no pinned compilers: the compiler builds the targets the project lists"
+        in plan.summary()
+    )
     by_name = {s.finding.name: s for s in plan.switches}
     assert (by_name["-gencode"].action, by_name["-gencode"].detail) == ("info", "for NVIDIA builds")
     assert by_name["FORCE_CUDA"].todo == "FORCE_CUDA=1"
@@ -116,4 +137,5 @@ def test_the_audit_finds_none_of_its_code(acme, tmp_path):
     assert any("no ACME device code; acme1 was requested" in p for p in verify(report, ["acme1"]))
     plain = make_wheel(tmp_path / "b", "demo", "1.0", stamp=False)
     assert verify(audit_wheel(plain), ["acme1"]) == [
-        f"wheel {plain.name} holds no GPU device code at all; acme1 was requested"]
+        f"wheel {plain.name} holds no GPU device code at all; acme1 was requested"
+    ]

@@ -19,6 +19,8 @@ from rocm_build_backend.wheel.reader import wheel_targets
 from helpers import gpu_wheel, make_wheel, picked_variants, TESTS, variant_links
 
 BIN = TESTS / "data" / "binaries"
+
+
 def props_of(data: bytes, tmp: Path) -> dict:
     return V.properties_for(wheel_targets(gpu_wheel(tmp / "w", data)))
 
@@ -27,18 +29,39 @@ def test_feature_suffixes_map_to_the_owner(tmp_path):
     # gfx90a:xnack+ code (a raw code object) and a bundle of gfx906:sramecc+:xnack-,
     # gfx908:xnack-, gfx90a:xnack+ and gfx90a:xnack-: owners are bare processors
     assert props_of((BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes(), tmp_path / "a") == {
-        "amd": {"gfx_arch": ["gfx90a"]}}
+        "amd": {"gfx_arch": ["gfx90a"]}
+    }
     assert props_of((BIN / "hip_features_cov4.so").read_bytes(), tmp_path / "b") == {
-        "amd": {"gfx_arch": ["gfx906", "gfx908", "gfx90a"]}}
+        "amd": {"gfx_arch": ["gfx906", "gfx908", "gfx90a"]}
+    }
 
 
 def test_generic_target_gives_every_owner_it_loads_on(tmp_path):
     got = props_of((BIN / "hip_generic_gfx9-generic_gfx11-generic_cov6.so").read_bytes(), tmp_path)
     # gfx9-generic loads on gfx900/902/904/906/909/90c (not gfx908 or gfx90a), gfx11-generic on
     # gfx1100-gfx1103 and gfx1150-gfx1153 (LLVM AMDGPUUsage, "Generic processors")
-    assert got == {"amd": {"gfx_arch": sorted(["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c",
-                                               "gfx1100", "gfx1101", "gfx1102", "gfx1103",
-                                               "gfx1150", "gfx1151", "gfx1152", "gfx1153"])}}
+    assert got == {
+        "amd": {
+            "gfx_arch": sorted(
+                [
+                    "gfx900",
+                    "gfx902",
+                    "gfx904",
+                    "gfx906",
+                    "gfx909",
+                    "gfx90c",
+                    "gfx1100",
+                    "gfx1101",
+                    "gfx1102",
+                    "gfx1103",
+                    "gfx1150",
+                    "gfx1151",
+                    "gfx1152",
+                    "gfx1153",
+                ]
+            )
+        }
+    }
 
 
 def test_owner_needs_every_file(tmp_path):
@@ -59,12 +82,15 @@ def test_owners_come_from_rocm_bootstrap():
     assert all(V.VALUE_RE.fullmatch(o) for o in owners)
 
 
-@pytest.mark.parametrize("fixture, values", [
-    ("cubin_abi8_sm80_cuda13.0.cubin", ["80_real"]),
-    ("cubin_abi7_sm90a_cuda12.4.cubin", ["90_real"]),  # sm_90a: sm_90 is the only 9.x device
-    ("cuda_sm75_80_90_ptx90.so", ["75_real", "80_real", "90_real", "90_virtual"]),
-    ("cuda_sm80_sm100_ptx100.fatbin", ["100_real", "100_virtual", "80_real"]),
-])
+@pytest.mark.parametrize(
+    "fixture, values",
+    [
+        ("cubin_abi8_sm80_cuda13.0.cubin", ["80_real"]),
+        ("cubin_abi7_sm90a_cuda12.4.cubin", ["90_real"]),  # sm_90a: sm_90 is the only 9.x device
+        ("cuda_sm75_80_90_ptx90.so", ["75_real", "80_real", "90_real", "90_virtual"]),
+        ("cuda_sm80_sm100_ptx100.fatbin", ["100_real", "100_virtual", "80_real"]),
+    ],
+)
 def test_nvidia_sm_arch_values(tmp_path, fixture, values):
     assert props_of((BIN / fixture).read_bytes(), tmp_path) == {"nvidia": {"sm_arch": values}}
 
@@ -103,12 +129,15 @@ def test_labels():
         V.check_label("null", {"amd": {"gfx_arch": ["gfx942"]}})
 
 
-@pytest.mark.parametrize("name, base, label", [
-    ("a-1.0-py3-none-any.whl", "a-1.0-py3-none-any.whl", None),
-    ("a-1.0-1-py3-none-any.whl", "a-1.0-1-py3-none-any.whl", None),
-    ("a-1.0-py3-none-any-gfx942.whl", "a-1.0-py3-none-any.whl", "gfx942"),
-    ("a-1.0-2-cp312-cp312-linux_x86_64-80_real.whl", "a-1.0-2-cp312-cp312-linux_x86_64.whl", "80_real"),
-])
+@pytest.mark.parametrize(
+    "name, base, label",
+    [
+        ("a-1.0-py3-none-any.whl", "a-1.0-py3-none-any.whl", None),
+        ("a-1.0-1-py3-none-any.whl", "a-1.0-1-py3-none-any.whl", None),
+        ("a-1.0-py3-none-any-gfx942.whl", "a-1.0-py3-none-any.whl", "gfx942"),
+        ("a-1.0-2-cp312-cp312-linux_x86_64-80_real.whl", "a-1.0-2-cp312-cp312-linux_x86_64.whl", "80_real"),
+    ],
+)
 def test_file_names(name, base, label):
     assert V.split_variant_name(name) == (base, label)
     if label:
@@ -183,12 +212,16 @@ def test_read_variant_refuses_a_label_that_disagrees(tmp_path):
 def test_index_files_for_a_folder(tmp_path):
     plain = gpu_wheel(tmp_path / "plain", (BIN / "amdgpu_gfx942_cov5.hsaco").read_bytes())
     v942 = V.make_variant_wheel(plain, tmp_path / "links")
-    v90a = V.make_variant_wheel(gpu_wheel(tmp_path / "p2", (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes()),
-                                tmp_path / "links")
+    v90a = V.make_variant_wheel(
+        gpu_wheel(tmp_path / "p2", (BIN / "amdgpu_gfx90a_xnack+_cov4.co").read_bytes()), tmp_path / "links"
+    )
     files = V.index_files_for([plain, v942, v90a])
     data = json.loads(files["demo_gpu-1.0-variants.json"])
     assert list(files) == ["demo_gpu-1.0-variants.json"]
-    assert data["variants"] == {"gfx90a": {"amd": {"gfx_arch": ["gfx90a"]}}, "gfx942": {"amd": {"gfx_arch": ["gfx942"]}}}
+    assert data["variants"] == {
+        "gfx90a": {"amd": {"gfx_arch": ["gfx90a"]}},
+        "gfx942": {"amd": {"gfx_arch": ["gfx942"]}},
+    }
     assert data["$schema"] == V.SCHEMA_URL and data["default-priorities"] == {"namespace": ["amd"]}
 
 
@@ -211,7 +244,7 @@ def test_merge_keeps_the_longest_namespace_order():
 # values its get_supported_configs gives for the highest SM of the machine, as
 # nvidia_variant_provider/plugin.py lines 223-250 (wheelnext/nvidia-variant-provider ffea5d3b)
 # compute them, honouring the provider's own NV_VARIANT_PROVIDER_FORCE_SM_ARCH.
-NVIDIA_STAND_IN = '''
+NVIDIA_STAND_IN = """
 import os
 from dataclasses import dataclass
 
@@ -236,15 +269,18 @@ class NvidiaVariantPlugin:
         major, minor = map(int, os.environ["NV_VARIANT_PROVIDER_FORCE_SM_ARCH"].split(".", 1))
         values = [f"{major}{m}_real" for m in range(minor, -1, -1)] + [f"{major}0_virtual"]
         return [VariantFeatureConfig("sm_arch", values, True)]
-'''
+"""
 
 
 def test_variantlib_picks_the_nvidia_wheel(tmp_path):
     pytest.importorskip("variantlib")
-    links = variant_links(tmp_path, {
-        "sm_80": (BIN / "cubin_abi8_sm80_cuda13.0.cubin").read_bytes(),
-        "sm_90": (BIN / "cubin_abi7_sm90a_cuda12.4.cubin").read_bytes(),
-    })
+    links = variant_links(
+        tmp_path,
+        {
+            "sm_80": (BIN / "cubin_abi8_sm80_cuda13.0.cubin").read_bytes(),
+            "sm_90": (BIN / "cubin_abi7_sm90a_cuda12.4.cubin").read_bytes(),
+        },
+    )
     plugin = tmp_path / "plugin" / "nvidia_variant_provider"
     plugin.mkdir(parents=True)
     (plugin / "__init__.py").write_text("")

@@ -31,7 +31,9 @@ def test_the_frontend_decides_variant_or_plain(tmp_path):
     hooks = {"_PYPROJECT_HOOKS_BUILD_BACKEND": "rocm_build_backend"}
     assert variant_verdict(tmp_path / "dist", uv)[0] is True  # uv build: the user's --out-dir
     assert variant_verdict(cache / "builds-v0" / ".tmpX", uv) == (
-        False, "uv installs what it builds only as a plain wheel (`uv pip install`, `uv sync`)")
+        False,
+        "uv installs what it builds only as a plain wheel (`uv pip install`, `uv sync`)",
+    )
     assert variant_verdict(tmp_path, {"PIP_BUILD_TRACKER": "/tmp/t", **hooks})[0] is False
     assert variant_verdict(tmp_path, hooks, parent=["/usr/bin/python3", "-m", "build", "--wheel"])[0] is True
     assert variant_verdict(tmp_path, hooks, parent=["/venv/bin/python", "/venv/bin/pyproject-build"])[0] is True
@@ -41,9 +43,13 @@ def test_the_frontend_decides_variant_or_plain(tmp_path):
 
 def test_frontend_copies_are_told_from_the_users_checkout(tmp_path):
     temp = tmp_path / "tmp"
-    for name, who in (("pip-req-build-abc", "pip"), ("pip-install-x1/demo_0ad5", "pip"),
-                      ("pip-wheel-x2/demo_0ad5", "pip"), ("build-via-sdist-q/demo-1.0", "build"),
-                      ("checkout", None)):
+    for name, who in (
+        ("pip-req-build-abc", "pip"),
+        ("pip-install-x1/demo_0ad5", "pip"),
+        ("pip-wheel-x2/demo_0ad5", "pip"),
+        ("build-via-sdist-q/demo-1.0", "build"),
+        ("checkout", None),
+    ):
         (temp / name).mkdir(parents=True)
         assert frontend_copy(temp / name, str(temp)) == who, name
     uv = tmp_path / "cache"
@@ -65,8 +71,9 @@ def test_labels_fit_in_16_characters_and_say_what_they_stand_for(tmp_path):
         V.check_label("gfx1030.gfx908.gfx90a", props)
     # a library with code for three GPUs (gfx906, gfx908, gfx90a): "gfx906.gfx908.gfx90a" is 20
     # characters; the label is the short form, and variant.json says what it stands for
-    out = V.make_variant_wheel(gpu_wheel(tmp_path / "plain", (BIN / "hip_features_cov4.so").read_bytes()),
-                               tmp_path / "out")
+    out = V.make_variant_wheel(
+        gpu_wheel(tmp_path / "plain", (BIN / "hip_features_cov4.so").read_bytes()), tmp_path / "out"
+    )
     got_label, data = V.read_variant(out)
     assert len(got_label) == 8 and out.name.endswith(f"-{got_label}.whl")
     assert data["variants"] == {got_label: {"amd": {"gfx_arch": ["gfx906", "gfx908", "gfx90a"]}}}

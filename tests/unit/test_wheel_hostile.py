@@ -20,8 +20,13 @@ from helpers import damage_member, huge_member, make_wheel, ROOT, run_main, stam
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocm_build_backend", *map(str, args)], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rocm_build_backend", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        timeout=120,
+    )
 
 
 # --------------------------------------------------------------------------- index: its state file
@@ -221,10 +226,12 @@ def test_an_empty_target_list_is_a_usage_error(tmp_path, value, capsys):
     whl = make_wheel(wheels, "good", "1.0", device={"good/_k.so": ["gfx90a"]})
     cache = tmp_path / "pip-cache"
     (cache / "wheels").mkdir(parents=True)
-    for args in (["index", "--targets", value, wheels, "-o", tmp_path / "out"],
-                 ["index", "--family", "--targets", value, wheels, "-o", tmp_path / "out"],
-                 ["check", "--targets", value, whl],
-                 ["cache", "list", "--targets", value, "--cache-dir", cache]):
+    for args in (
+        ["index", "--targets", value, wheels, "-o", tmp_path / "out"],
+        ["index", "--family", "--targets", value, wheels, "-o", tmp_path / "out"],
+        ["check", "--targets", value, whl],
+        ["cache", "list", "--targets", value, "--cache-dir", cache],
+    ):
         code, out, err = run_main(capsys, *args)
         assert code == 2, (args, out, err)
         assert err.startswith("error: ") and "Traceback" not in err, err
@@ -276,8 +283,12 @@ def test_index_in_place_never_removes_a_wheel_its_state_file_lists(tmp_path):
     whl = make_wheel(wheels, "pkg", "1.0", device={"pkg/_k.so": ["gfx90a"]})
     other = make_wheel(wheels, "other", "1.0", device={"other/_k.so": ["gfx90a"]})
     I.build_index(wheels, out, targets=["gfx90a"])
-    db_rows(out, "INSERT OR REPLACE INTO hosted(path, fn, sha256, pending) VALUES(?, ?, '', 1)",
-            ("wheels/" + other.name, other.name), ("wheels/" + whl.name, whl.name))
+    db_rows(
+        out,
+        "INSERT OR REPLACE INTO hosted(path, fn, sha256, pending) VALUES(?, ?, '', 1)",
+        ("wheels/" + other.name, other.name),
+        ("wheels/" + whl.name, whl.name),
+    )
     other.rename(tmp_path / other.name)  # gone from the index's folder: its pages and sidecar go
     kept = (tmp_path / other.name).read_bytes()
     result = I.build_index(wheels, out, targets=["gfx90a"])
@@ -294,8 +305,9 @@ def test_index_removes_staging_copies_a_killed_run_left(tmp_path):
     I.build_index(wheels, out)
     incoming = out / "files" / ".incoming"
     incoming.mkdir(exist_ok=True)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()  # a process that has ended
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()  # a process that has ended
     left = incoming / f".pkg-2.0-py3-none-any.whl.{dead}.140000.tmp"
     left.write_bytes(b"half a wheel")
     running = incoming / f".pkg-3.0-py3-none-any.whl.{os.getpid()}.140000.tmp"  # a live run's, being copied

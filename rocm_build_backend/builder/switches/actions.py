@@ -28,9 +28,22 @@ from rocm_build_backend.gpu.build import build_side
 from rocm_build_backend.gpu.vendor import vendor_named
 
 #: The knobs every build gets; any other variable the plan sets comes from the project's profile.
-GENERIC = frozenset({"TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "NVCC_APPEND_FLAGS", "CMAKE_ARGS", "PYTORCH_ROCM_ARCH",
-                     "GPU_TARGETS", "AMDGPU_TARGETS", "HCC_AMDGPU_TARGET", "HIP_PLATFORM",
-                     "HIPCC_COMPILE_FLAGS_APPEND", "MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL"})
+GENERIC = frozenset(
+    {
+        "TORCH_CUDA_ARCH_LIST",
+        "CUDAARCHS",
+        "NVCC_APPEND_FLAGS",
+        "CMAKE_ARGS",
+        "PYTORCH_ROCM_ARCH",
+        "GPU_TARGETS",
+        "AMDGPU_TARGETS",
+        "HCC_AMDGPU_TARGET",
+        "HIP_PLATFORM",
+        "HIPCC_COMPILE_FLAGS_APPEND",
+        "MAX_JOBS",
+        "CMAKE_BUILD_PARALLEL_LEVEL",
+    }
+)
 _ON = ("1", "TRUE", "ON", "YES", "Y")
 
 
@@ -76,11 +89,17 @@ def _env(f: Finding, ctx: dict[str, Any]) -> Switch:
     if name in user:
         value = user[name]
         if f.role == "gpu-off" and (value.upper() in _ON or value == f.value):
-            return Switch(f, "warn", f"{name}={value} in the environment skips the project's GPU code: unset it",
-                          f"unset {name}")
+            return Switch(
+                f, "warn", f"{name}={value} in the environment skips the project's GPU code: unset it", f"unset {name}"
+            )
         if f.role == "gpu-on" and f.value is not None and value.upper() not in _ON and value != f.value:
-            return Switch(f, "warn", f"{name}={value} in the environment keeps the project's GPU code out: "
-                                     f"{name}={f.value} builds it (a value you give wins)", f"{name}={f.value}")
+            return Switch(
+                f,
+                "warn",
+                f"{name}={value} in the environment keeps the project's GPU code out: "
+                f"{name}={f.value} builds it (a value you give wins)",
+                f"{name}={f.value}",
+            )
         return Switch(f, "kept", f"set in the environment: {name}={value}")
     return _unset(f, ctx)
 
@@ -91,12 +110,18 @@ def _unset(f: Finding, ctx: dict[str, Any]) -> Switch:
     if f.role == "gpu-on" and f.left_off:
         return Switch(f, "info", f"not set{default}: left off: {f.left_off}")
     if f.role == "gpu-on":
-        if f.value is not None and f.default is not None and (
-                f.default == f.value or (f.default.upper() in _ON and f.value.upper() in _ON)):
+        if (
+            f.value is not None
+            and f.default is not None
+            and (f.default == f.value or (f.default.upper() in _ON and f.value.upper() in _ON))
+        ):
             return Switch(f, "info", f"on by default ({name}={f.default})")
         if f.value is None:
-            return Switch(f, "info", f"not set{default}: the project decides by it; give it when its default "
-                                      "is not the GPU build you want")
+            return Switch(
+                f,
+                "info",
+                f"not set{default}: the project decides by it; give it when its default is not the GPU build you want",
+            )
         todo = f"{name}={f.value}"
         if f.gates and ctx["vendor"] not in f.gates:
             return Switch(f, "info", f"not set{default}: it turns on {f.evidence}, for {_label(f.gates[0])} builds")
@@ -108,11 +133,21 @@ def _unset(f: Finding, ctx: dict[str, Any]) -> Switch:
         fetch = next((d for d in ctx["findings"] if d.kind == "download" and d.file == f.file), None)
         if ctx["apply"] and fetch is not None:
             todo = f"{name}={f.value or 'TRUE'}"
-            return Switch(f, "set", f"applied {todo}: without it the build downloads a prebuilt wheel "
-                                    f"({fetch.where}) with the publisher's targets", todo, applied=todo)
-        return Switch(f, "todo", f"not set: the build first tries to download a prebuilt wheel (the network, and "
-                                 f"the publisher's targets); set {name}={f.value or 'TRUE'} to build from source",
-                      f"{name}={f.value or 'TRUE'}")
+            return Switch(
+                f,
+                "set",
+                f"applied {todo}: without it the build downloads a prebuilt wheel "
+                f"({fetch.where}) with the publisher's targets",
+                todo,
+                applied=todo,
+            )
+        return Switch(
+            f,
+            "todo",
+            f"not set: the build first tries to download a prebuilt wheel (the network, and "
+            f"the publisher's targets); set {name}={f.value or 'TRUE'} to build from source",
+            f"{name}={f.value or 'TRUE'}",
+        )
     if f.role == "gpu-off":
         return Switch(f, "info", f"not set, as it must stay ({name}={f.value or '1'} skips the GPU code)")
     if f.role == "targets" and f.fallback:
@@ -120,8 +155,13 @@ def _unset(f: Finding, ctx: dict[str, Any]) -> Switch:
     if f.role == "targets":
         value = render(ctx["targets"], f.default, name, ctx["vendor"])
         if ctx["enforce"]:
-            return Switch(f, "enforced", f"not set{default}: the compiler is held to the targets anyway; "
-                                         f"{name}={value} says them in the project's own terms", f"{name}={value}")
+            return Switch(
+                f,
+                "enforced",
+                f"not set{default}: the compiler is held to the targets anyway; "
+                f"{name}={value} says them in the project's own terms",
+                f"{name}={value}",
+            )
         return Switch(f, "todo", f"not set{default}: set {name}={value}", f"{name}={value}")
     if f.role == "flags" and ctx["enforce"]:
         return Switch(f, "info", "compiler flags from the environment: target options in them are held to the targets")
@@ -136,15 +176,22 @@ def _gpu_option(f: Finding, ctx: dict[str, Any]) -> bool:
 
 
 def _cmake_todo(f: Finding, ctx: dict[str, Any]) -> str:
-    return (f"-C cmake.define.{f.name}={f.value}" if ctx["backend_kind"] == "scikit-build-core"
-            else f"CMAKE_ARGS=-D{f.name}={f.value}")
+    return (
+        f"-C cmake.define.{f.name}={f.value}"
+        if ctx["backend_kind"] == "scikit-build-core"
+        else f"CMAKE_ARGS=-D{f.name}={f.value}"
+    )
 
 
 def _option(f: Finding, ctx: dict[str, Any]) -> Switch:
     vendor = ctx["vendor"]
     if f.gates and vendor not in f.gates or not f.gates and f.vendor and f.vendor != vendor:
-        return Switch(f, "info", f"for {_label(f.gates[0] if f.gates else f.vendor or '')} builds"
-                      + (f" ({f.evidence})" if f.evidence else ""))
+        return Switch(
+            f,
+            "info",
+            f"for {_label(f.gates[0] if f.gates else f.vendor or '')} builds"
+            + (f" ({f.evidence})" if f.evidence else ""),
+        )
     passed = [e for e in ctx["findings"] if e.kind == "env" and e.name == f.name]
     if passed and f.kind == "cmake-option":
         return Switch(f, "info", f"{passed[0].where} passes the environment variable {f.name} on to CMake")
@@ -155,19 +202,28 @@ def _option(f: Finding, ctx: dict[str, Any]) -> Switch:
     if f.left_off:
         return Switch(f, "info", f"left off: {f.left_off}")
     if f.role != "gpu-on":
-        return Switch(f, "info", "left off: OFF by default; turning it on adds no CUDA or HIP language, toolkit or "
-                                 "sources")
+        return Switch(
+            f, "info", "left off: OFF by default; turning it on adds no CUDA or HIP language, toolkit or sources"
+        )
     if not f.gates:
-        return Switch(f, "todo", f"OFF by default: give {todo} to build the GPU code (not applied: no CUDA or HIP "
-                                 "language, toolkit or sources were seen behind it)", todo)
+        return Switch(
+            f,
+            "todo",
+            f"OFF by default: give {todo} to build the GPU code (not applied: no CUDA or HIP "
+            "language, toolkit or sources were seen behind it)",
+            todo,
+        )
     if ctx["apply"]:
         return Switch(f, "set", f"applied {todo}: turning it on adds {f.evidence}", todo, applied=todo)
     return Switch(f, "todo", f"OFF by default: give {todo} to build the GPU code ({f.evidence})", todo)
 
 
 def _related(f: Finding, switches: list[Switch], roles: tuple[str, ...]) -> list[Switch]:
-    return [s for s in switches if s.finding.file == f.file and s.finding.role in roles
-            and s.finding.kind in ("env", "cmake-env")]
+    return [
+        s
+        for s in switches
+        if s.finding.file == f.file and s.finding.role in roles and s.finding.kind in ("env", "cmake-env")
+    ]
 
 
 def _guard(f: Finding, done: list[Switch]) -> Switch:
@@ -175,8 +231,12 @@ def _guard(f: Finding, done: list[Switch]) -> Switch:
     if near:
         names = ", ".join(f"{s.finding.name} ({s.finding.where})" for s in near)
         return Switch(f, "info", f"False where torch sees no GPU (a build machine without one): then {names} decide")
-    return Switch(f, "warn", "False where torch sees no GPU (a build machine without one), and no switch to force "
-                             "the GPU build was found: build where torch sees the GPU")
+    return Switch(
+        f,
+        "warn",
+        "False where torch sees no GPU (a build machine without one), and no switch to force "
+        "the GPU build was found: build where torch sees the GPU",
+    )
 
 
 def _download(f: Finding, done: list[Switch]) -> Switch:
@@ -188,8 +248,9 @@ def _download(f: Finding, done: list[Switch]) -> Switch:
             return Switch(f, "info", f"skipped: {s.detail.split(': ', 1)[-1]}")
     if near:
         s = near[0]
-        return Switch(f, "todo", f"downloads a prebuilt wheel unless {s.finding.name}={s.finding.value or 'TRUE'}",
-                      s.todo)
+        return Switch(
+            f, "todo", f"downloads a prebuilt wheel unless {s.finding.name}={s.finding.value or 'TRUE'}", s.todo
+        )
     return Switch(f, "warn", "downloads a prebuilt wheel; no switch to build from source was found")
 
 
@@ -206,21 +267,43 @@ def _hard(f: Finding, ctx: dict[str, Any]) -> Switch:
     return Switch(f, "warn", f"lists {f.value}; enforce = false: the compiler builds that list, not {chosen}")
 
 
-def resolve(findings: Sequence[Finding], *, vendor: str, targets: Sequence[str], env_out: Mapping[str, str],
-            env_user: Mapping[str, str], forwarded: Mapping[str, Any], backend_kind: str, enforce: bool,
-            profile: str | None, apply: bool = False) -> list[Switch]:
+def resolve(
+    findings: Sequence[Finding],
+    *,
+    vendor: str,
+    targets: Sequence[str],
+    env_out: Mapping[str, str],
+    env_user: Mapping[str, str],
+    forwarded: Mapping[str, Any],
+    backend_kind: str,
+    enforce: bool,
+    profile: str | None,
+    apply: bool = False,
+) -> list[Switch]:
     """What the build does about each finding, in their order. Pure. ``apply``: turn on the switches
     that gate the vendor's GPU build (``Switch.applied`` says how; ``apply_switches`` does it)."""
-    ctx: dict[str, Any] = {"vendor": vendor, "targets": list(targets), "env_out": env_out, "env_user": env_user,
-                           "forwarded": forwarded, "backend_kind": backend_kind, "enforce": enforce,
-                           "profile": profile, "findings": list(findings), "apply": apply}
+    ctx: dict[str, Any] = {
+        "vendor": vendor,
+        "targets": list(targets),
+        "env_out": env_out,
+        "env_user": env_user,
+        "forwarded": forwarded,
+        "backend_kind": backend_kind,
+        "enforce": enforce,
+        "profile": profile,
+        "findings": list(findings),
+        "apply": apply,
+    }
     done: list[Switch] = []
     later: list[Finding] = []
     for f in findings:
         other = f.vendor or vendor_of(f.name, f.role)
         if f.kind in ("env", "cmake-env") and other and other != ctx["vendor"]:
-            done.append(Switch(f, "info", f"for {_label(other)} builds"
-                               + (" (read in a branch for them only)" if f.vendor else "")))
+            done.append(
+                Switch(
+                    f, "info", f"for {_label(other)} builds" + (" (read in a branch for them only)" if f.vendor else "")
+                )
+            )
         elif f.kind in ("env", "cmake-env", "skbuild-define", "setup-cfg"):
             done.append(_env(f, ctx) if f.kind != "skbuild-define" or f.role != "gpu-on" else _option(f, ctx))
         elif f.kind == "cmake-option":
@@ -239,8 +322,11 @@ def resolve(findings: Sequence[Finding], *, vendor: str, targets: Sequence[str],
 
 def _same_variable(switches: list[Switch]) -> list[Switch]:
     """Other reads of a variable the build sets to turn the GPU build on say so (set once)."""
-    applied = {s.applied.partition("=")[0]: s for s in switches
-               if s.applied and s.finding.kind == "env" and not s.applied.startswith(("-C", "CMAKE_ARGS"))}
+    applied = {
+        s.applied.partition("=")[0]: s
+        for s in switches
+        if s.applied and s.finding.kind == "env" and not s.applied.startswith(("-C", "CMAKE_ARGS"))
+    }
     out = []
     for s in switches:
         first = applied.get(s.finding.name)
@@ -252,8 +338,14 @@ def _same_variable(switches: list[Switch]) -> list[Switch]:
 
 def needed(switches: Sequence[Switch]) -> list[Switch]:
     """The switches a build without device code most likely missed: what the user must give or unset."""
-    return [s for s in switches if s.action == "todo" and s.finding.role in ("gpu-on", "prebuilt")
-            or s.action == "warn" and s.finding.role in ("gpu-off", "guard", "gpu-on")]
+    return [
+        s
+        for s in switches
+        if s.action == "todo"
+        and s.finding.role in ("gpu-on", "prebuilt")
+        or s.action == "warn"
+        and s.finding.role in ("gpu-off", "guard", "gpu-on")
+    ]
 
 
 def apply_switches(switches: Sequence[Switch], env: dict[str, str], config_settings: dict[str, Any]) -> None:

@@ -42,8 +42,9 @@ def _targets(values: str) -> list[str]:
     for v in re.split(r"[;\s]+", values.strip().strip('"')):
         m = re.fullmatch(r"(\d{2,3}[af]?)(-real|-virtual)?", v)
         if m:
-            out += ([f"sm_{m.group(1)}"] if m.group(2) != "-virtual" else []) + \
-                   ([f"compute_{m.group(1)}"] if m.group(2) != "-real" else [])
+            out += ([f"sm_{m.group(1)}"] if m.group(2) != "-virtual" else []) + (
+                [f"compute_{m.group(1)}"] if m.group(2) != "-real" else []
+            )
         elif re.fullmatch(r"gfx[0-9a-z]+|(sm|compute)_\d+[af]?", v):
             out.append(v)
     return out
@@ -70,6 +71,7 @@ def _arch_value(cmd: Command) -> tuple[str, list[str]] | None:
 
 def _file_findings(rel: str, cmds: list[Command], lines: list[str], walk: Walk) -> list[Finding]:
     """The environment reads and hard-coded target lists of one file."""
+
     def show(n: int) -> str:
         return lines[n - 1].strip()[:_TEXT] if 0 < n <= len(lines) else ""
 
@@ -84,17 +86,29 @@ def _file_findings(rel: str, cmds: list[Command], lines: list[str], walk: Walk) 
                     found.append(Finding(rel, cmd.line, "cmake-env", name, kind, text=show(cmd.line)))
         hard = _arch_value(cmd)
         if hard:
-            found.append(Finding(rel, cmd.line, "hard-coded", hard[0], "hard-coded", " ".join(hard[1]),
-                                 vendor=vendor_of(hard[1][0]).name, text=show(cmd.line),
-                                 fallback=(rel, cmd.line) in walk.fallbacks))
+            found.append(
+                Finding(
+                    rel,
+                    cmd.line,
+                    "hard-coded",
+                    hard[0],
+                    "hard-coded",
+                    " ".join(hard[1]),
+                    vendor=vendor_of(hard[1][0]).name,
+                    text=show(cmd.line),
+                    fallback=(rel, cmd.line) in walk.fallbacks,
+                )
+            )
         for name, sw in vendors:  # the vendors' compiler options: --offload-arch=, -gencode
             here = [t for a in cmd.args for t in sw.flag_targets(a)]
             if here:
                 first, have = flagged.get(name, (cmd.line, []))
                 flagged[name] = (first, have + [t for t in here if t not in have])
     flags = dict((name, sw.flag) for name, sw in vendors)
-    found += [Finding(rel, line, "hard-coded", flags[name], "hard-coded", " ".join(listed), vendor=name,
-                      text=show(line)) for name, (line, listed) in flagged.items()]
+    found += [
+        Finding(rel, line, "hard-coded", flags[name], "hard-coded", " ".join(listed), vendor=name, text=show(line))
+        for name, (line, listed) in flagged.items()
+    ]
     return found
 
 
@@ -110,9 +124,22 @@ def _option_findings(walk: Walk, texts: dict[str, list[str]]) -> list[Finding]:
         named = vendor(opt.name, "gpu-on-cmake")
         owner = next(iter(vendors)) if len(vendors) == 1 else (named if not vendors else None)
         left = opt.vendored or (f"it needs another API: {opt.other}" if opt.other else "")
-        found.append(Finding(opt.file, opt.line, "cmake-option", opt.name, kind, "ON", "OFF", vendor=owner,
-                             text=text, gates=tuple(sorted(vendors)),
-                             evidence="; ".join(vendors[v] for v in sorted(vendors)), left_off=left))
+        found.append(
+            Finding(
+                opt.file,
+                opt.line,
+                "cmake-option",
+                opt.name,
+                kind,
+                "ON",
+                "OFF",
+                vendor=owner,
+                text=text,
+                gates=tuple(sorted(vendors)),
+                evidence="; ".join(vendors[v] for v in sorted(vendors)),
+                left_off=left,
+            )
+        )
     return found
 
 
@@ -201,11 +228,31 @@ def scan_pyproject(text: str, file: str) -> list[Finding]:
             env = value["env"]
             kind = role(env) or option_role(name)
             if kind:
-                found.append(Finding(file, n, "skbuild-define", env, kind, "ON" if kind == "gpu-on" else None,
-                                     str(value.get("default")) if "default" in value else None,
-                                     vendor=vendor(name, "gpu-on-cmake"), text=show))
+                found.append(
+                    Finding(
+                        file,
+                        n,
+                        "skbuild-define",
+                        env,
+                        kind,
+                        "ON" if kind == "gpu-on" else None,
+                        str(value.get("default")) if "default" in value else None,
+                        vendor=vendor(name, "gpu-on-cmake"),
+                        text=show,
+                    )
+                )
         elif isinstance(value, (str, bool)) and str(value).upper() in ("OFF", "FALSE", "0") and option_role(name):
-            found.append(Finding(file, n, "skbuild-define", name, "gpu-on", "ON", str(value),
-                                 vendor=vendor(name, "gpu-on-cmake"),
-                                 text=show))
+            found.append(
+                Finding(
+                    file,
+                    n,
+                    "skbuild-define",
+                    name,
+                    "gpu-on",
+                    "ON",
+                    str(value),
+                    vendor=vendor(name, "gpu-on-cmake"),
+                    text=show,
+                )
+            )
     return found

@@ -37,8 +37,8 @@ def _bracket_end(text: str, pos: int) -> tuple[str, int] | None:
     close = "]" + m.group(1) + "]"
     end = text.find(close, m.end())
     if end < 0:
-        return text[m.end():], len(text)
-    return text[m.end():end], end + len(close)
+        return text[m.end() :], len(text)
+    return text[m.end() : end], end + len(close)
 
 
 def _skip_comment(text: str, pos: int) -> int:
@@ -71,7 +71,7 @@ def _arguments(text: str, pos: int) -> tuple[list[str], int]:
         elif c == '"':
             m = _QUOTED.match(text, pos + 1)
             end = m.end() if m else pos + 1
-            args.append(text[pos + 1:end])
+            args.append(text[pos + 1 : end])
             pos = end + 1
         elif c == "[" and (found := _bracket_end(text, pos)) is not None:
             args.append(found[0])

@@ -51,9 +51,21 @@ class Switch(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         f = self.finding
-        return {"file": f.file, "line": f.line, "kind": f.kind, "name": f.name, "role": f.role,
-                "value": f.value, "default": f.default, "action": self.action, "detail": self.detail,
-                "todo": self.todo, "applied": self.applied, "gates": list(f.gates), "evidence": f.evidence or None}
+        return {
+            "file": f.file,
+            "line": f.line,
+            "kind": f.kind,
+            "name": f.name,
+            "role": f.role,
+            "value": f.value,
+            "default": f.default,
+            "action": self.action,
+            "detail": self.detail,
+            "todo": self.todo,
+            "applied": self.applied,
+            "gates": list(f.gates),
+            "evidence": f.evidence or None,
+        }
 
     def line(self) -> str:
         f = self.finding
@@ -88,8 +100,17 @@ def bounded(findings: list[Finding], cap: int = MAX_FINDINGS) -> list[Finding]:
         else:
             extra += 1
     if extra:
-        kept.append(Finding(kept[-1].file, 0, "more", f"{extra} more", "more", str(extra),
-                            text=f"{extra} more switches found; only the first {cap} are listed"))
+        kept.append(
+            Finding(
+                kept[-1].file,
+                0,
+                "more",
+                f"{extra} more",
+                "more",
+                str(extra),
+                text=f"{extra} more switches found; only the first {cap} are listed",
+            )
+        )
     return kept
 
 

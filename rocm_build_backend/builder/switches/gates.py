@@ -31,13 +31,53 @@ from typing import Callable
 
 from rocm_build_backend.builder.switches.cmakelang import Command
 
-VENDORED = ("third_party", "third-party", "thirdparty", "3rdparty", "external", "external_libs", "extern",
-            "deps", "vendor", "vendored", "submodules")
+VENDORED = (
+    "third_party",
+    "third-party",
+    "thirdparty",
+    "3rdparty",
+    "external",
+    "external_libs",
+    "extern",
+    "deps",
+    "vendor",
+    "vendored",
+    "submodules",
+)
 _OFF = ("OFF", "FALSE", "NO", "0", "N", "")
-_KEYWORDS = frozenset({"NOT", "AND", "OR", "DEFINED", "STREQUAL", "STRLESS", "STRGREATER", "EQUAL", "LESS",
-                       "GREATER", "MATCHES", "VERSION_LESS", "VERSION_GREATER", "VERSION_EQUAL", "EXISTS",
-                       "COMMAND", "POLICY", "TARGET", "TEST", "IS_DIRECTORY", "IN_LIST", "ON", "OFF", "TRUE",
-                       "FALSE", "YES", "NO", "CACHE", "ENV"})
+_KEYWORDS = frozenset(
+    {
+        "NOT",
+        "AND",
+        "OR",
+        "DEFINED",
+        "STREQUAL",
+        "STRLESS",
+        "STRGREATER",
+        "EQUAL",
+        "LESS",
+        "GREATER",
+        "MATCHES",
+        "VERSION_LESS",
+        "VERSION_GREATER",
+        "VERSION_EQUAL",
+        "EXISTS",
+        "COMMAND",
+        "POLICY",
+        "TARGET",
+        "TEST",
+        "IS_DIRECTORY",
+        "IN_LIST",
+        "ON",
+        "OFF",
+        "TRUE",
+        "FALSE",
+        "YES",
+        "NO",
+        "CACHE",
+        "ENV",
+    }
+)
 # Patterns, compiled (and kept by ``re``) when CMake files are read: not on every build's import.
 _NV_PKG = r"(?i)(CUDAToolkit|CUDA|CUDAToolkit_\w+|NCCL|cuDNN|CUTLASS)$"
 _AMD_PKG = r"(?i)(hip|HIP|hip\w+|roc\w+|rocm\w*|rccl|miopen|MIOpen)$"
@@ -115,8 +155,14 @@ def _refs(args: tuple[str, ...], walk: Walk) -> list[tuple[str, int]]:
 def _expand(value: str, here: Path, walk: Walk) -> str | None:
     """``value`` with the variables the walk knows substituted; None when one stays unknown."""
     known = dict(walk.variables)
-    known.update({"CMAKE_CURRENT_SOURCE_DIR": str(here), "CMAKE_CURRENT_LIST_DIR": str(here),
-                  "PROJECT_SOURCE_DIR": str(walk.root), "CMAKE_SOURCE_DIR": str(walk.root)})
+    known.update(
+        {
+            "CMAKE_CURRENT_SOURCE_DIR": str(here),
+            "CMAKE_CURRENT_LIST_DIR": str(here),
+            "PROJECT_SOURCE_DIR": str(walk.root),
+            "CMAKE_SOURCE_DIR": str(walk.root),
+        }
+    )
     out = re.sub(_VAR, lambda m: known.get(m.group(1), "\0"), value)
     return None if "\0" in out or "$" in out else out
 
@@ -130,8 +176,11 @@ def _target(command: str, raw: str, here: Path, walk: Walk) -> Path | None:
         return path / "CMakeLists.txt"
     if path_text.endswith(".cmake"):
         return path
-    for p in (here / "cmake" / f"{path_text}.cmake", walk.root / "cmake" / f"{path_text}.cmake",
-              here / f"{path_text}.cmake"):
+    for p in (
+        here / "cmake" / f"{path_text}.cmake",
+        walk.root / "cmake" / f"{path_text}.cmake",
+        here / f"{path_text}.cmake",
+    ):
         try:
             if p.is_file():
                 return p
@@ -196,8 +245,7 @@ def _gate(stack: list[list[tuple[str, int]]], inherited: list[tuple[str, int]]) 
     return inherited + [ref for frame in stack[:MAX_DEPTH] for ref in frame]  # deeper levels track nothing
 
 
-def _branch(cmd: Command, stack: list[list[tuple[str, int]]], tests: list[list[tuple[str, int]]],
-            walk: Walk) -> None:
+def _branch(cmd: Command, stack: list[list[tuple[str, int]]], tests: list[list[tuple[str, int]]], walk: Walk) -> None:
     """Update the condition stack for if/elseif/else/endif. Bounded: at most ``MAX_DEPTH`` levels
     and ``MAX_REFS`` names a level are tracked (a file of nested ``if`` stays linear to read)."""
     if cmd.name == "if":
@@ -207,7 +255,7 @@ def _branch(cmd: Command, stack: list[list[tuple[str, int]]], tests: list[list[t
     elif cmd.name in ("elseif", "else") and stack:
         before = [(n, -s) for n, s in tests[-1]]
         refs = _refs(cmd.args[:MAX_ARGS], walk)[:MAX_REFS] if cmd.name == "elseif" and len(stack) <= MAX_DEPTH else []
-        stack[-1] = (before + refs)[:2 * MAX_REFS]
+        stack[-1] = (before + refs)[: 2 * MAX_REFS]
         tests[-1] = (tests[-1] + refs)[:MAX_REFS]
     elif cmd.name == "endif" and stack:
         stack.pop()
@@ -238,8 +286,7 @@ def _option(cmd: Command, rel: str, walk: Walk) -> None:
         return
     default = cmd.args[2] if len(cmd.args) > 2 else "OFF"
     if default.upper() in _OFF:
-        walk.options[cmd.args[0]] = Option(cmd.args[0], rel, cmd.line,
-                                           vendored=vendored_reason(rel, walk.subprojects))
+        walk.options[cmd.args[0]] = Option(cmd.args[0], rel, cmd.line, vendored=vendored_reason(rel, walk.subprojects))
 
 
 def walk_file(path: Path, walk: Walk, inherited: list[tuple[str, int]], *, top: bool = False) -> None:

@@ -26,8 +26,11 @@ def _is_cuda(node: ast.AST) -> bool:
         return True
     if isinstance(node, ast.Attribute) and node.attr in _CUDA_NAMES:
         return True
-    return isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-        node.value.endswith(".cu") or bool(re.match(_DEFINE, node.value)))
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and (node.value.endswith(".cu") or bool(re.match(_DEFINE, node.value)))
+    )
 
 
 def cuda_inside(tree: ast.AST, parents: dict[ast.AST, ast.AST]) -> set[int]:
@@ -60,8 +63,12 @@ def _targets(node: ast.AST) -> tuple[set[str], ast.AST | None]:
         return _names(node.target), node.value
     if isinstance(node, (ast.For, ast.comprehension)):
         return _names(node.target), node.iter
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("append", "extend", "insert", "add", "update") and isinstance(node.func.value, ast.Name)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("append", "extend", "insert", "add", "update")
+        and isinstance(node.func.value, ast.Name)
+    ):
         return {node.func.value.id}, node
     return set(), None
 
@@ -75,8 +82,12 @@ def _early_returns(tree: ast.AST, inside: set[int]) -> list[ast.If]:
             if not isinstance(stmts, list):
                 continue
             for i, st in enumerate(stmts):
-                if (isinstance(st, ast.If) and st.body and isinstance(st.body[-1], (ast.Return, ast.Continue))
-                        and _has_cuda(stmts[i + 1:], inside)):
+                if (
+                    isinstance(st, ast.If)
+                    and st.body
+                    and isinstance(st.body[-1], (ast.Return, ast.Continue))
+                    and _has_cuda(stmts[i + 1 :], inside)
+                ):
                     out.append(st)
     return out
 
@@ -123,7 +134,10 @@ def _first(tree: ast.AST, file: str) -> tuple[str, tuple[str, ...]] | None:
     hits = [n for n in ast.walk(tree) if _is_cuda(n)]
     for n in hits:
         if not isinstance(n, ast.Constant):
-            return f"a torch CUDAExtension ({file} L{getattr(n, 'lineno', 0)}; a ROCm torch hipifies it)", ("amd", "nvidia")
+            return f"a torch CUDAExtension ({file} L{getattr(n, 'lineno', 0)}; a ROCm torch hipifies it)", (
+                "amd",
+                "nvidia",
+            )
     texts = [(str(n.value), n.lineno) for n in hits if isinstance(n, ast.Constant)]
     for text, line in texts:
         if text.endswith(".cu"):
@@ -134,8 +148,9 @@ def _first(tree: ast.AST, file: str) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
-def gating_reads(tree: ast.AST, parents: dict[ast.AST, ast.AST],
-                 file: str = "setup.py") -> dict[int, tuple[str, tuple[str, ...]]]:
+def gating_reads(
+    tree: ast.AST, parents: dict[ast.AST, ast.AST], file: str = "setup.py"
+) -> dict[int, tuple[str, tuple[str, ...]]]:
     """id(node) -> (what it decides, in words; the vendors whose build that is), for every node
     inside a deciding expression (an environment read among them gates the GPU build)."""
     first = _first(tree, file)
@@ -167,8 +182,10 @@ def _off_compared(node: ast.AST, top: ast.AST, parents: dict[ast.AST, ast.AST]) 
     while here is not top and here in parents:
         up = parents[here]
         if isinstance(up, ast.Compare) and all(isinstance(op, ast.Eq) for op in up.ops):
-            return any(isinstance(c, ast.Constant) and str(c.value).upper() in ("0", "FALSE", "OFF", "NO", "")
-                       for c in [up.left, *up.comparators])
+            return any(
+                isinstance(c, ast.Constant) and str(c.value).upper() in ("0", "FALSE", "OFF", "NO", "")
+                for c in [up.left, *up.comparators]
+            )
         here = up
     return False
 

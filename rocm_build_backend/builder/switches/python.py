@@ -56,8 +56,12 @@ def _loop_values(name: ast.AST, node: ast.AST, parents: dict[ast.AST, ast.AST]) 
         return []
     up = parents.get(node)
     while up is not None:
-        if (isinstance(up, ast.For) and isinstance(up.target, ast.Name) and up.target.id == name.id
-                and isinstance(up.iter, (ast.List, ast.Tuple))):
+        if (
+            isinstance(up, ast.For)
+            and isinstance(up.target, ast.Name)
+            and up.target.id == name.id
+            and isinstance(up.iter, (ast.List, ast.Tuple))
+        ):
             return [c for c in (_const(e) for e in up.iter.elts) if c is not None]
         up = parents.get(up)
     return []
@@ -83,8 +87,13 @@ def _env_functions(tree: ast.AST) -> frozenset[str]:
         if isinstance(fn, ast.FunctionDef) and fn.args.args:
             first = fn.args.args[0].arg
             for node in ast.walk(fn):
-                if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
-                        and node.args[0].id == first and _dotted(node.func) in _READERS):
+                if (
+                    isinstance(node, ast.Call)
+                    and node.args
+                    and isinstance(node.args[0], ast.Name)
+                    and node.args[0].id == first
+                    and _dotted(node.func) in _READERS
+                ):
                     names.add(fn.name)
     return frozenset(names)
 
@@ -92,8 +101,9 @@ def _env_functions(tree: ast.AST) -> frozenset[str]:
 _READERS = ("os.environ.get", "environ.get", "os.getenv", "getenv")
 
 
-def _env_names(node: ast.AST, parents: dict[ast.AST, ast.AST],
-               functions: frozenset[str] = frozenset()) -> list[tuple[str, str | None]]:
+def _env_names(
+    node: ast.AST, parents: dict[ast.AST, ast.AST], functions: frozenset[str] = frozenset()
+) -> list[tuple[str, str | None]]:
     """(variable, default) for each variable ``node`` reads from the environment."""
     if isinstance(node, ast.Call) and node.args:
         func = _dotted(node.func)
@@ -111,8 +121,12 @@ def _env_name(node: ast.AST) -> tuple[str, str | None] | None:
     if isinstance(node, ast.Subscript) and _dotted(node.value) in ("os.environ", "environ"):
         name = _const(node.slice)
         return (name, None) if name else None
-    if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In)
-            and _dotted(node.comparators[0]) in ("os.environ", "environ")):
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.In)
+        and _dotted(node.comparators[0]) in ("os.environ", "environ")
+    ):
         name = _const(node.left)
         return (name, None) if name else None
     return None
@@ -226,9 +240,19 @@ def _hard_coded(tree: ast.AST, file: str, lines: list[str]) -> list[Finding]:
                 first, have = found.get(name, (lineno, []))
                 found[name] = (min(first, lineno), have + [t for t in targets if t not in have])
     flags = dict((name, sw.flag) for name, sw in vendors)
-    return [Finding(file, line, "hard-coded", flags[name], "hard-coded", " ".join(sorted(targets, key=_number)),
-                    vendor=name, text=_line(lines, line))
-            for name, (line, targets) in found.items()]
+    return [
+        Finding(
+            file,
+            line,
+            "hard-coded",
+            flags[name],
+            "hard-coded",
+            " ".join(sorted(targets, key=_number)),
+            vendor=name,
+            text=_line(lines, line),
+        )
+        for name, (line, targets) in found.items()
+    ]
 
 
 def scan_python(text: str, file: str) -> list[Finding]:
@@ -240,7 +264,8 @@ def scan_python(text: str, file: str) -> list[Finding]:
     lines = text.splitlines()
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     wheel = any(".whl" in s for _, s in _strings(tree)) or any(
-        isinstance(n, ast.JoinedStr) and ".whl" in ast.unparse(n) for n in ast.walk(tree))
+        isinstance(n, ast.JoinedStr) and ".whl" in ast.unparse(n) for n in ast.walk(tree)
+    )
     found: list[Finding] = []
     seen: set[tuple[str, int]] = set()
     functions = _env_functions(tree)
@@ -253,8 +278,13 @@ def scan_python(text: str, file: str) -> list[Finding]:
             kind = role(name)
             choices = _compared(node, parents)
             gating, serves = gates.get(id(node), ("", ()))
-            if (kind is None and gating and id(node) in direct and (choices or default is not None)
-                    and switch_like(name)):
+            if (
+                kind is None
+                and gating
+                and id(node) in direct
+                and (choices or default is not None)
+                and switch_like(name)
+            ):
                 kind = "gpu-on"  # named like no switch, but it decides the CUDAExtension (MMCV_WITH_OPS)
             if kind is None or (name, line) in seen:
                 continue
@@ -264,18 +294,35 @@ def scan_python(text: str, file: str) -> list[Finding]:
             on = bool(gating) and kind == "gpu-on"
             only = on and bool(_ONLY.search(name.upper()))  # FORCE_ONLY_CUDA: the CPU build goes away
             on = on and not only
-            found.append(Finding(file, line, "env", name, kind, value, default, tuple(choices), vendor=branch,
-                                 text=_line(lines, line),
-                                 gates=((branch,) if branch else serves) if on else (),
-                                 evidence=gating if on else "",
-                                 left_off="it builds the GPU code only, dropping the CPU build" if only else ""))
+            found.append(
+                Finding(
+                    file,
+                    line,
+                    "env",
+                    name,
+                    kind,
+                    value,
+                    default,
+                    tuple(choices),
+                    vendor=branch,
+                    text=_line(lines, line),
+                    gates=((branch,) if branch else serves) if on else (),
+                    evidence=gating if on else "",
+                    left_off="it builds the GPU code only, dropping the CPU build" if only else "",
+                )
+            )
         if not reads and isinstance(node, ast.Call):
             func = _dotted(node.func)
             last = func.rsplit(".", 1)[-1]
             if func.endswith("cuda.is_available"):
-                found.append(Finding(file, line, "cuda-guard", "torch.cuda.is_available()", "guard",
-                                     text=_line(lines, line)))
-            elif wheel and (last in _DOWNLOADS or func in ("requests.get", "httpx.get")) and _in_wheel_command(node, parents):
+                found.append(
+                    Finding(file, line, "cuda-guard", "torch.cuda.is_available()", "guard", text=_line(lines, line))
+                )
+            elif (
+                wheel
+                and (last in _DOWNLOADS or func in ("requests.get", "httpx.get"))
+                and _in_wheel_command(node, parents)
+            ):
                 found.append(Finding(file, line, "download", func, "prebuilt", text=_line(lines, line)))
     found += _hard_coded(tree, file, lines)
     return sorted(found, key=lambda f: (f.line, f.name))
@@ -297,6 +344,15 @@ def scan_setup_cfg(text: str, file: str) -> list[Finding]:
             kind = role(key)
             if kind in ("gpu-on", "gpu-off", "targets"):
                 line = first.get(key.lower(), 0)
-                found.append(Finding(file, line, "setup-cfg", f"[{section}] {key}", kind,
-                                     default=parser[section][key], text=_line(lines, line)))
+                found.append(
+                    Finding(
+                        file,
+                        line,
+                        "setup-cfg",
+                        f"[{section}] {key}",
+                        kind,
+                        default=parser[section][key],
+                        text=_line(lines, line),
+                    )
+                )
     return found

@@ -110,11 +110,16 @@ def parse_amd_smi(text: str) -> ProbeResult:
         error = error_code(text) or ("tool_failed" if text.strip() else None)
         return ProbeResult(PROBE, [], repr(first_line(text)) if text.strip() else "no GPU listed", error)
     if len(gpus) > MAX_DEVICES:
-        return ProbeResult(PROBE, [], f"lists more than {MAX_DEVICES} GPUs, more than any machine has; "
-                           "output ignored", "tool_failed")
+        return ProbeResult(
+            PROBE, [], f"lists more than {MAX_DEVICES} GPUs, more than any machine has; output ignored", "tool_failed"
+        )
     if not any("target_graphics_version" in g for g in gpus):
-        return ProbeResult(PROBE, [], f"lists {plural(len(gpus), 'GPU')} but not their targets "
-                           "(amd-smi list); amd-smi static --asic shows them", "no_target_info")
+        return ProbeResult(
+            PROBE,
+            [],
+            f"lists {plural(len(gpus), 'GPU')} but not their targets (amd-smi list); amd-smi static --asic shows them",
+            "no_target_info",
+        )
     warnings: list[str] = []
     devices = [d for i, g in enumerate(gpus) if (d := _device(i, g, warnings)) is not None]
     warnings += unknown_warning(PROBE, devices)

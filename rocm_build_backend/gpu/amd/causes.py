@@ -14,8 +14,16 @@ from rocm_build_backend.gpu.device import ProbeResult
 from rocm_build_backend.gpu.files import read_small_text
 
 
-_RANK = ("kfd_permission_denied", "driver_not_loaded_no_kfd", "driver_not_loaded", "out_of_resources",
-         "timeout", "no_target_info", "tool_failed", "no_topology")
+_RANK = (
+    "kfd_permission_denied",
+    "driver_not_loaded_no_kfd",
+    "driver_not_loaded",
+    "out_of_resources",
+    "timeout",
+    "no_target_info",
+    "tool_failed",
+    "no_topology",
+)
 
 
 def find_causes(results: Mapping[str, ProbeResult], root: Path, env: Mapping[str, str]) -> list[str]:

@@ -57,8 +57,7 @@ def _probe(p: Probing) -> dict[str, ProbeResult]:
         if results["kfd"].devices:
             return results
         for probe in PROGRAMS:
-            results[probe] = run_probe(probe, PARSERS[probe], run=p.run, env=p.env, root=p.root,
-                                       timeout=p.time_left())
+            results[probe] = run_probe(probe, PARSERS[probe], run=p.run, env=p.env, root=p.root, timeout=p.time_left())
             if results[probe].devices:
                 return results
         return results
@@ -82,8 +81,10 @@ def _overrides(decided: ProbeResult, env: Mapping[str, str], warnings: list[str]
             warnings.append(f"{', '.join(per_node)} not applied: {decided.probe}'s GPUs carry no KFD node numbers")
     elif decided.probe == "rocminfo" and env.get(OVERRIDE, "").strip():
         if not any(d.physical for d in devices):
-            warnings.append(f"{OVERRIDE}={env[OVERRIDE]} is set: rocminfo shows the overridden target; "
-                            "the physical GPU is not known from its output")
+            warnings.append(
+                f"{OVERRIDE}={env[OVERRIDE]} is set: rocminfo shows the overridden target; "
+                "the physical GPU is not known from its output"
+            )
     return devices
 
 

@@ -79,8 +79,9 @@ def product_processor(name: str) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def kind_of(processor: str, *, cus: int | None = None, apu_memory: bool = False,
-          cpu_name: bool = False, extra: str = "") -> tuple[str, str]:
+def kind_of(
+    processor: str, *, cus: int | None = None, apu_memory: bool = False, cpu_name: bool = False, extra: str = ""
+) -> tuple[str, str]:
     """("dgpu" | "apu", evidence) from every signal a probe has."""
     signals = []
     if apu_memory:

@@ -44,8 +44,10 @@ RESET = "--no-offload-arch=all"
 MARKER = ".rocm-build-backend-view.json"
 _DRIVER = re.compile(r"(amd)?clang(\+\+)?(-\d+)?")  # the clang names hipcc runs
 #: What the build log adds when no compile came through the launcher.
-UNCOUNTED = ("hipcc compiles whose clang is not the one of HIP_CLANG_PATH take the flags from "
-             "HIPCC_COMPILE_FLAGS_APPEND and are not counted")
+UNCOUNTED = (
+    "hipcc compiles whose clang is not the one of HIP_CLANG_PATH take the flags from "
+    "HIPCC_COMPILE_FLAGS_APPEND and are not counted"
+)
 
 
 def flags(targets: Sequence[str]) -> list[str]:
@@ -56,10 +58,12 @@ def flags(targets: Sequence[str]) -> list[str]:
 def describe(targets: Sequence[str], ptx: str) -> list[str]:
     """The plan's words for what enforcement does (pure)."""
     chosen = " ".join(f"--offload-arch={t}" for t in targets)
-    return [f"enforce: every HIP compile and -fgpu-rdc link is rewritten to {chosen} by a pinned HIP "
-            "compiler (hipcc: HIP_CLANG_PATH; CMake's HIP language: CMAKE_HIP_COMPILER_LAUNCHER, HIPCXX; response "
-            "files read, native replaced, an option it cannot read stops the build), and "
-            f"HIPCC_COMPILE_FLAGS_APPEND ends with {' '.join(flags(targets))}, whatever targets the project lists"]
+    return [
+        f"enforce: every HIP compile and -fgpu-rdc link is rewritten to {chosen} by a pinned HIP "
+        "compiler (hipcc: HIP_CLANG_PATH; CMake's HIP language: CMAKE_HIP_COMPILER_LAUNCHER, HIPCXX; response "
+        "files read, native replaced, an option it cannot read stops the build), and "
+        f"HIPCC_COMPILE_FLAGS_APPEND ends with {' '.join(flags(targets))}, whatever targets the project lists"
+    ]
 
 
 def outcome(listed: Sequence[str], targets: Sequence[str]) -> str:
@@ -80,25 +84,29 @@ def plan_env(targets: Sequence[str], ptx: str, planned: Mapping[str, str]) -> di
 def program_text(targets: Sequence[str]) -> str:
     source = Path(hip_launcher.__file__).read_text(encoding="utf-8")
     cfg = {"flags": flags(targets), "targets": list(targets)}
-    return (source + "\n\nCONFIG = " + repr(cfg) + "\n"
-            "if __name__ == \"__main__\":\n    main(CONFIG)\n")
+    return source + "\n\nCONFIG = " + repr(cfg) + '\nif __name__ == "__main__":\n    main(CONFIG)\n'
 
 
 def starter(python: str, program: Path, compiler: str = "") -> str:
     """The ``sh`` program that starts the launcher; with ``compiler``, a clang of the view that
     runs that real compiler through it."""
-    what = ("clang written by rocm-build-backend: it holds each HIP compile and -fgpu-rdc link to the\n"
-            "# targets chosen for the build, then runs the real clang" if compiler else
-            "HIP compile launcher written by rocm-build-backend: it holds each compile to the targets\n"
-            "# chosen for the build, then runs it")
+    what = (
+        "clang written by rocm-build-backend: it holds each HIP compile and -fgpu-rdc link to the\n"
+        "# targets chosen for the build, then runs the real clang"
+        if compiler
+        else "HIP compile launcher written by rocm-build-backend: it holds each compile to the targets\n"
+        "# chosen for the build, then runs it"
+    )
     real = f" {shlex.quote(compiler)}" if compiler else ""
     view = "export ROCM_BUILD_BACKEND_HIP_VIEW=1  # hipcc runs this clang: a cache stands in front of hipcc\n"
-    return ("#!/bin/sh\n"
-            f"# {what} (see the program it starts).\n"
-            f"py={shlex.quote(python)}\n"
-            "[ -x \"$py\" ] || py=python3  # the interpreter of the build that wrote this is gone\n"
-            + (view if compiler else "")
-            + f"exec \"$py\" -I -S {shlex.quote(str(program))}{real} \"$@\"\n")
+    return (
+        "#!/bin/sh\n"
+        f"# {what} (see the program it starts).\n"
+        f"py={shlex.quote(python)}\n"
+        '[ -x "$py" ] || py=python3  # the interpreter of the build that wrote this is gone\n'
+        + (view if compiler else "")
+        + f'exec "$py" -I -S {shlex.quote(str(program))}{real} "$@"\n'
+    )
 
 
 def _has_driver(folder: Path) -> bool:
@@ -183,7 +191,9 @@ def _view(prefix: str, folder: Path, python: str, program: Path) -> dict[str, Fo
     return out
 
 
-def contents(home: Path, targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> dict[str, FolderEntry]:
+def contents(
+    home: Path, targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str
+) -> dict[str, FolderEntry]:
     """What the folder at ``home`` holds: the launcher program, its ``sh`` starter and the view
     of hipcc's clang folder (when there is a hipcc); nothing is written."""
     program = home / "hip_launcher.py"
@@ -236,7 +246,9 @@ class AmdEnforcer:
     def identity(self, targets: Sequence[str], env: Mapping[str, str], python: str) -> str:
         return identity(targets, "none", env, python)
 
-    def contents(self, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str) -> dict[str, FolderEntry]:
+    def contents(
+        self, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str
+    ) -> dict[str, FolderEntry]:
         return contents(home, targets, "none", env, python)
 
     def variables(self, directory: Path, env: Mapping[str, str]) -> dict[str, str]:

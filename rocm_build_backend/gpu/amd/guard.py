@@ -93,5 +93,10 @@ def guard_part(code: Sequence[GpuTarget]) -> GuardPart:
             loads_on.update(name for name, row in table().items() if row.get("generic") == t.processor)
         else:
             loads_on.add(t.processor)
-    return GuardPart(constants={"LOADS_ON": frozenset(loads_on), "SYSFS_ENV": SYSFS_ENV}, source=_SOURCE,
-                     probe="_amd_probe", loads="_amd_loads", active=bool(loads_on))
+    return GuardPart(
+        constants={"LOADS_ON": frozenset(loads_on), "SYSFS_ENV": SYSFS_ENV},
+        source=_SOURCE,
+        probe="_amd_probe",
+        loads="_amd_loads",
+        active=bool(loads_on),
+    )

@@ -56,16 +56,46 @@ VIEW_VAR = "ROCM_BUILD_BACKEND_HIP_VIEW"  # set by the view's clang: hipcc runs 
 TARGET_OPTIONS = ("--offload-arch", "--cuda-gpu-arch", "--amdgpu-target")
 REMOVE_OPTIONS = ("--no-offload-arch", "--no-cuda-gpu-arch")
 REFUSED = frozenset({"-Xarch_device", "-Xarch_amdgcn", "-Xopenmp-target"})
-REFUSED_PREFIXES = ("-Xopenmp-target=", "-fopenmp-targets=", "--offload=", "-Xarch_amdgcn",
-                    "-Xarch_device")
+REFUSED_PREFIXES = ("-Xopenmp-target=", "-fopenmp-targets=", "--offload=", "-Xarch_amdgcn", "-Xarch_device")
 DEVICE_CPU = ("-mcpu=gfx", "-march=gfx")
 # options whose value is the next word (so that value is not read as an option or an input)
-VALUE_OPTIONS = frozenset({
-    "-o", "-x", "-I", "-L", "-D", "-U", "-include", "-imacros", "-isystem", "-idirafter", "-iquote",
-    "-isysroot", "-MF", "-MT", "-MQ", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-mllvm",
-    "-Xarch_host", "-Xcuda-fatbinary", "-Xcuda-ptxas", "-Xoffload-linker", "-z", "-T", "-u",
-    "-target", "-arch", "-F", "-iprefix", "-iwithprefix", "-iwithprefixbefore", "-MJ",
-})
+VALUE_OPTIONS = frozenset(
+    {
+        "-o",
+        "-x",
+        "-I",
+        "-L",
+        "-D",
+        "-U",
+        "-include",
+        "-imacros",
+        "-isystem",
+        "-idirafter",
+        "-iquote",
+        "-isysroot",
+        "-MF",
+        "-MT",
+        "-MQ",
+        "-Xlinker",
+        "-Xassembler",
+        "-Xpreprocessor",
+        "-mllvm",
+        "-Xarch_host",
+        "-Xcuda-fatbinary",
+        "-Xcuda-ptxas",
+        "-Xoffload-linker",
+        "-z",
+        "-T",
+        "-u",
+        "-target",
+        "-arch",
+        "-F",
+        "-iprefix",
+        "-iwithprefix",
+        "-iwithprefixbefore",
+        "-MJ",
+    }
+)
 NOT_COMPILES = frozenset({"-E", "-M", "-MM", "--preprocess"})
 COMPILES = frozenset({"-c", "-S", "--cuda-device-only"})
 HIP_SUFFIXES = (".hip", ".cu", ".cuh")
@@ -143,7 +173,7 @@ def _target_value(words: Sequence[str], i: int, names: Sequence[str]) -> tuple[s
     word = words[i]
     for name in names:
         if word.startswith(name + "="):
-            return name, word[len(name) + 1:], i + 1
+            return name, word[len(name) + 1 :], i + 1
         if word == name:
             return name, (words[i + 1] if i + 1 < len(words) else ""), i + 2
     return None
@@ -163,8 +193,15 @@ def read_line(words: Sequence[str], ours: Sequence[str]) -> tuple[list[str], set
     """(the targets listed, indexes of the words that name targets, what kind of run it is)."""
     listed: list[str] = []
     removed: set[int] = set()
-    kind = {"compile": False, "preprocess": False, "rdc": False, "hip_link": False, "hip": False,
-            "inputs": False, "objects": False}
+    kind = {
+        "compile": False,
+        "preprocess": False,
+        "rdc": False,
+        "hip_link": False,
+        "hip": False,
+        "inputs": False,
+        "objects": False,
+    }
     skip = _own_copy(words, ours)
     removed.update(skip)
     i = 0
@@ -203,7 +240,7 @@ def _own_copy(words: Sequence[str], ours: Sequence[str]) -> set[int]:
     targets, from ``HIPCC_COMPILE_FLAGS_APPEND``)."""
     n = len(ours)
     for start in range(len(words) - n, -1, -1):
-        if n and list(words[start:start + n]) == list(ours):
+        if n and list(words[start : start + n]) == list(ours):
             return set(range(start, start + n))
     return set()
 
@@ -275,6 +312,7 @@ def _probe(paths: Sequence[str]) -> bool:
 def json_line(line: dict[str, Any]) -> bytes:
     """One JSON object of strings and lists of strings, and a newline (``json`` is not imported:
     it would cost more than the rest of this program)."""
+
     def text(value: object) -> str:
         out = ['"']
         for ch in str(value):
@@ -296,14 +334,21 @@ def quote(word: str) -> str:
 def _record(action: str, what: str, argv: Sequence[str], listed: Sequence[str], targets: Sequence[str]) -> None:
     record = os.environ.get(RECORD_VAR)
     words = list(argv[1:])
-    inputs = [a for i, a in enumerate(words) if not a.startswith(("-", "@"))
-              and not (i and words[i - 1] in VALUE_OPTIONS)]
+    inputs = [
+        a for i, a in enumerate(words) if not a.startswith(("-", "@")) and not (i and words[i - 1] in VALUE_OPTIONS)
+    ]
     sources = [a for a in inputs if a.endswith(SOURCE_SUFFIXES)]
     if not record or _probe(sources):  # CMake's own compiler checks
         return
     shown = sources if what == "compile" else inputs
-    line = {"tool": "hip", "action": action, "step": what, "listed": list(listed),
-            "now": list(targets), "sources": [os.path.basename(p) for p in shown][:8]}
+    line = {
+        "tool": "hip",
+        "action": action,
+        "step": what,
+        "listed": list(listed),
+        "now": list(targets),
+        "sources": [os.path.basename(p) for p in shown][:8],
+    }
     try:
         fd = os.open(record, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -347,15 +392,22 @@ def main(config: dict[str, Any], argv: Sequence[str] | None = None) -> None:
         passed_on = any(ours(a) for a in args[:2] if os.sep in a and not a.startswith("-"))  # [ccache] our HIPCXX
         action, command, listed, what = ("untouched", args, [], "") if passed_on else decide(args, config["flags"])
     except Refused as exc:
-        sys.stderr.write(f"hip-launcher (rocm-build-backend): error: cannot hold this compile to the "
-                         f"targets {' '.join(config['targets'])}: option {exc} may name a GPU target "
-                         "in a way that is not read here; remove it, or build with enforce = false\n")
+        sys.stderr.write(
+            f"hip-launcher (rocm-build-backend): error: cannot hold this compile to the "
+            f"targets {' '.join(config['targets'])}: option {exc} may name a GPU target "
+            "in a way that is not read here; remove it, or build with enforce = false\n"
+        )
         raise SystemExit(2) from None
     if action != "untouched":
         _record(action, what, args, listed, config["targets"])
     cache = os.environ.get(CACHE_VAR, "")
-    if (cache and action != "untouched" and what == "compile" and not os.environ.get(VIEW_VAR)
-            and os.path.basename(command[0]) not in ("ccache", "sccache")):
+    if (
+        cache
+        and action != "untouched"
+        and what == "compile"
+        and not os.environ.get(VIEW_VAR)
+        and os.path.basename(command[0]) not in ("ccache", "sccache")
+    ):
         command = [cache, *command]  # the cache sees the targets this compile really builds
     try:
         _run(command)

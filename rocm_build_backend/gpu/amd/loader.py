@@ -44,8 +44,11 @@ def configurations(request: GpuTarget) -> list[GpuTarget]:
             return [value]
         return ["+", "-"] if row.get(feature, True) else [None]
 
-    return [GpuTarget(request.processor, sramecc=s, xnack=x)
-            for s in modes(request.sramecc, "sramecc") for x in modes(request.xnack, "xnack")]
+    return [
+        GpuTarget(request.processor, sramecc=s, xnack=x)
+        for s in modes(request.sramecc, "sramecc")
+        for x in modes(request.xnack, "xnack")
+    ]
 
 
 def _loads(code: GpuTarget, device: GpuTarget, generic_ok: bool) -> str | None:

@@ -47,7 +47,12 @@ def sort_key(processor: str) -> tuple[object, ...] | None:
     if g:
         return (int(g.group(1)), int(g.group(2) or 0), 99, 1)
     digits = processor[3:]
-    if len(digits) >= 3 and digits[:-2].isascii() and digits[:-2].isdigit() and all(c in "0123456789abcdef" for c in digits[-2:]):
+    if (
+        len(digits) >= 3
+        and digits[:-2].isascii()
+        and digits[:-2].isdigit()
+        and all(c in "0123456789abcdef" for c in digits[-2:])
+    ):
         return (int(digits[:-2]), int(digits[-2], 16), int(digits[-1], 16), 0)
     return None
 

@@ -18,17 +18,19 @@ _ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;]*[A-Za-z]")
 
 ERRORS = (
     # (pattern, code); first match wins, so the most specific come first
-    (re.compile(r"/dev/kfd.*Permission denied|not member of \"?(render|video)\"? group", re.I),
-     "kfd_permission_denied"),
+    (
+        re.compile(r"/dev/kfd.*Permission denied|not member of \"?(render|video)\"? group", re.I),
+        "kfd_permission_denied",
+    ),
     (re.compile(r"ROCk module is NOT loaded", re.I), "driver_not_loaded"),
     (re.compile(r"HSA_STATUS_ERROR_OUT_OF_RESOURCES", re.I), "out_of_resources"),
-    (re.compile(r"hsa api call failure|HSA_STATUS_ERROR|Segmentation fault|core dumped", re.I),
-     "tool_failed"),
+    (re.compile(r"hsa api call failure|HSA_STATUS_ERROR|Segmentation fault|core dumped", re.I), "tool_failed"),
 )
 
 
 #: rocminfo's field names (ROCm 2 to 6), longest first so that "Marketing Name" wins over "Name".
-_ROCMINFO_KEYS = sorted("""
+_ROCMINFO_KEYS = sorted(
+    """
 Runtime Version|Runtime Ext Version|System Timestamp Freq.|Sig. Max Wait Duration|Machine Model|
 System Endianness|Mwaitx|DMAbuf Support|VMM Support|XNACK enabled|Name|Uuid|Marketing Name|
 Vendor Name|Feature|Profile|Float Round Mode|Max Queue Number|Queue Min Size|Queue Max Size|
@@ -40,7 +42,10 @@ Max Waves Per CU|Max Work-item Per CU|Grid Max Size|Grid Max Size per Dimension|
 Max fbarriers/Workgrp|Packet Processor uCode|SDMA engine uCode|IOMMU Support|Pool Info|Segment|
 Size|Allocatable|Alloc Granule|Alloc Recommended Granule|Alloc Alignment|Accessible by all|
 Acessible by all|ISA Info|Machine Models|Profiles|Default Rounding Mode|Fast f16|
-FBarrier Max Size""".replace("\n", "").split("|"), key=len, reverse=True)
+FBarrier Max Size""".replace("\n", "").split("|"),
+    key=len,
+    reverse=True,
+)
 _FIELD = re.compile(r"(?<![\w.])(?=[A-Z])(" + "|".join(re.escape(k) for k in _ROCMINFO_KEYS) + r")\s*:")
 _HEADER = re.compile(r"(?<!\w)((?:Agent|Pool|ISA) [0-9]+)(?=\s|\*|$)|\*{3,}|={3,}")
 

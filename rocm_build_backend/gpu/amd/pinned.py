@@ -122,10 +122,7 @@ def _header(tool: str, targets: Sequence[GpuTarget]) -> str:
 
 def _rocminfo_script(targets: Sequence[GpuTarget], amd: Sequence[GpuTarget]) -> str:
     if not amd:
-        body = (
-            'echo "ROCk module is NOT loaded, possibly no GPU devices"\n'
-            "exit 1\n"
-        )
+        body = 'echo "ROCk module is NOT loaded, possibly no GPU devices"\nexit 1\n'
     else:
         body = f"{_heredoc(_rocminfo_text(amd))}\n"
     return _header("rocminfo", targets) + body
@@ -148,9 +145,7 @@ def _enumerator_script(targets: Sequence[GpuTarget], amd: Sequence[GpuTarget]) -
     )
 
 
-def _arch_script(
-    tool: str, targets: Sequence[GpuTarget], amd: Sequence[GpuTarget], default_only: str
-) -> str:
+def _arch_script(tool: str, targets: Sequence[GpuTarget], amd: Sequence[GpuTarget], default_only: str) -> str:
     amd_lines = _lines([t.processor for t in amd])
     nv_lines = _lines([t.processor for t in targets if vendor_name(t) == "nvidia"])
     usage = (
@@ -175,24 +170,23 @@ def _arch_script(
         "    -v|-verbose|--verbose) ;;\n"
         '    -only=*|--only=*) only="${1#*=}" ;;\n'
         '    -only|--only) shift; only="$1" ;;\n'
-        f'    *) echo "{tool}: Unknown command line argument \'$1\'.  Try: \'{tool} --help\'" >&2; exit 1 ;;\n'
+        f"    *) echo \"{tool}: Unknown command line argument '$1'.  Try: '{tool} --help'\" >&2; exit 1 ;;\n"
         "  esac\n"
         "  shift\n"
         "done\n"
-        + ("only=amdgpu  # the legacy name answers for AMD GPUs only, as LLVM's tool does\n"
-           if tool == "amdgpu-arch" else "")
+        + (
+            "only=amdgpu  # the legacy name answers for AMD GPUs only, as LLVM's tool does\n"
+            if tool == "amdgpu-arch"
+            else ""
+        )
         + "found=0\n"
         'case "$only" in\n'
-        "  all|amdgpu)\n"
-        + (f"{_heredoc(amd_lines)}\n    found=1 ;;\n" if amd else "    ;;\n")
-        + "esac\n"
+        "  all|amdgpu)\n" + (f"{_heredoc(amd_lines)}\n    found=1 ;;\n" if amd else "    ;;\n") + "esac\n"
         'case "$only" in\n'
-        "  all|nvptx)\n"
-        + (f"{_heredoc(nv_lines)}\n    found=1 ;;\n" if nv_lines else "    ;;\n")
-        + "esac\n"
+        "  all|nvptx)\n" + (f"{_heredoc(nv_lines)}\n    found=1 ;;\n" if nv_lines else "    ;;\n") + "esac\n"
         'case "$only" in\n'
         "  all|amdgpu|nvptx|intel) ;;\n"
-        f'  *) echo "{tool}: for the --only option: Cannot find option named \'$only\'!" >&2; exit 1 ;;\n'
+        f"  *) echo \"{tool}: for the --only option: Cannot find option named '$only'!\" >&2; exit 1 ;;\n"
         "esac\n"
         'if [ "$found" = 0 ]; then\n'
         '  echo "Failed to get device count" >&2\n'

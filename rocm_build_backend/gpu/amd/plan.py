@@ -14,7 +14,13 @@ import shlex
 from typing import Mapping, Sequence
 
 from rocm_build_backend.gpu.amd.knobs import (
-    ARCH_FLAG, CMAKE_DEF, CMAKE_VARS, PLATFORM, cmake_definitions, offload_flags, target_variables,
+    ARCH_FLAG,
+    CMAKE_DEF,
+    CMAKE_VARS,
+    PLATFORM,
+    cmake_definitions,
+    offload_flags,
+    target_variables,
 )
 from rocm_build_backend.gpu.build import BuildInputs, Knobs, join_words, same_targets
 from rocm_build_backend.gpu.targets import GpuTarget, join_targets
@@ -53,7 +59,10 @@ def _hipcc_flags(out: Knobs, targets: Sequence[GpuTarget], inputs: BuildInputs) 
         return
     others = [f for f in user_flags if not ARCH_FLAG.match(f)]
     if [f for f in user_flags if ARCH_FLAG.match(f)] not in ([], flags):
-        out.replaced["HIPCC_COMPILE_FLAGS_APPEND"] = (inputs.env["HIPCC_COMPILE_FLAGS_APPEND"], shlex.join(others + flags))
+        out.replaced["HIPCC_COMPILE_FLAGS_APPEND"] = (
+            inputs.env["HIPCC_COMPILE_FLAGS_APPEND"],
+            shlex.join(others + flags),
+        )
     out.env["HIPCC_COMPILE_FLAGS_APPEND"] = shlex.join(others + flags)
 
 

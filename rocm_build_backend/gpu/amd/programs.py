@@ -45,8 +45,9 @@ def _execute(exe: str, args: tuple[str, ...], run: Runner | None, env: Mapping[s
         return run_capped([exe, *args], env=env, timeout=timeout)
 
     try:
-        proc = run([exe, *args], capture_output=True, stdin=subprocess.DEVNULL, env=dict(env),
-                   timeout=timeout, check=False)
+        proc = run(
+            [exe, *args], capture_output=True, stdin=subprocess.DEVNULL, env=dict(env), timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired:
         return Ran(b"", b"", None, timed_out=True)
     out, err = _encode(proc.stdout), _encode(proc.stderr)
@@ -55,8 +56,15 @@ def _execute(exe: str, args: tuple[str, ...], run: Runner | None, env: Mapping[s
     return Ran(out, err, proc.returncode)
 
 
-def run_probe(probe: str, parse: Callable[[str], ProbeResult], *, run: Runner | None, env: Mapping[str, str],
-              root: Path, timeout: float) -> ProbeResult:
+def run_probe(
+    probe: str,
+    parse: Callable[[str], ProbeResult],
+    *,
+    run: Runner | None,
+    env: Mapping[str, str],
+    root: Path,
+    timeout: float,
+) -> ProbeResult:
     """Run ``probe``'s program with what is left of the time limit and parse what it printed;
     the limit covers the parsing too, and output beyond ``OUTPUT_LIMIT`` is not believed."""
     path = _search_path(env, root)
@@ -73,12 +81,14 @@ def run_probe(probe: str, parse: Callable[[str], ProbeResult], *, run: Runner | 
     if ran.timed_out:
         return ProbeResult(probe, [], f"no answer within {timeout:.3g} s; stopped", "timeout")
     if ran.too_large:
-        return ProbeResult(probe, [], f"printed more than {OUTPUT_LIMIT // 2**20} MiB; stopped, output ignored",
-                           "tool_failed")
+        return ProbeResult(
+            probe, [], f"printed more than {OUTPUT_LIMIT // 2**20} MiB; stopped, output ignored", "tool_failed"
+        )
     result = _judge(probe, parse, ran)
     if time.monotonic() > deadline:
-        return ProbeResult(probe, [], "answered, but reading its output went past the detection time limit; ignored",
-                           "timeout")
+        return ProbeResult(
+            probe, [], "answered, but reading its output went past the detection time limit; ignored", "timeout"
+        )
     return result
 
 

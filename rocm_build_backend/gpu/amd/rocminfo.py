@@ -41,11 +41,13 @@ def _split_agents(lines: list[str]) -> list[dict[str, Any]]:
         if not m:
             continue
         key, value = m.group(1).strip(), m.group(2).strip()
-        isa = value[len(_ISA_PREFIX):] if value.lower().startswith(_ISA_PREFIX) else None
+        isa = value[len(_ISA_PREFIX) :] if value.lower().startswith(_ISA_PREFIX) else None
         if not has_headers and key == "Name":
             real = isa is not None and not GENERIC.match(isa.lower())
-            if cur is None or (isa is None and "Name" in cur) or (
-                real and "Name" not in cur and any(not GENERIC.match(i.lower()) for i in cur["isa"])
+            if (
+                cur is None
+                or (isa is None and "Name" in cur)
+                or (real and "Name" not in cur and any(not GENERIC.match(i.lower()) for i in cur["isa"]))
             ):
                 cur = {"isa": []}
                 agents.append(cur)
@@ -141,8 +143,12 @@ def parse_rocminfo(text: str) -> ProbeResult:
     """Parse ``rocminfo`` output: every GPU agent, with its first non-generic ISA's target ID."""
     agents = _split_agents(clean_lines(text))
     if len(agents) > MAX_DEVICES:
-        return ProbeResult("rocminfo", [], f"lists more than {MAX_DEVICES} agents, more than any machine has; "
-                           "output ignored", "tool_failed")
+        return ProbeResult(
+            "rocminfo",
+            [],
+            f"lists more than {MAX_DEVICES} agents, more than any machine has; output ignored",
+            "tool_failed",
+        )
     cpu_names = {a.get("Marketing Name") or a.get("Name") or "" for a in agents if a.get("Device Type") == "CPU"}
     cpu_names.discard("")
     devices: list[Device] = []

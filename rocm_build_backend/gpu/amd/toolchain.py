@@ -42,8 +42,13 @@ class Compiler(NamedTuple):
         return f"{self.name} ({self.version})" if self.version else self.name
 
     def to_json(self) -> dict[str, Any]:
-        return {"compiler": self.name, "version": self.version, "hip_version": self.hip_version,
-                "clang_version": self.clang_version, "rocm_version": self.rocm_version}
+        return {
+            "compiler": self.name,
+            "version": self.version,
+            "hip_version": self.hip_version,
+            "clang_version": self.clang_version,
+            "rocm_version": self.rocm_version,
+        }
 
 
 def _candidates(setting: str, env: Mapping[str, str]) -> list[str]:
@@ -137,8 +142,9 @@ def _probe_version(name: str, path: str, run: Callable[..., Any], env: Mapping[s
     return Compiler(name, path, kind, ", ".join(p for p in parts if p), hip_v, clang_v, rocm_v)
 
 
-def find_compiler(setting: str = "auto", *, env: Mapping[str, str] | None = None,
-                  run: Callable[..., Any] | None = None) -> Compiler | None:
+def find_compiler(
+    setting: str = "auto", *, env: Mapping[str, str] | None = None, run: Callable[..., Any] | None = None
+) -> Compiler | None:
     """The HIP compiler a build here would use, or None when there is none.
 
     Order: the ``compiler`` setting; ``$HIP_PATH/bin``, ``$ROCM_PATH/bin``; ``hipcc``,
@@ -187,8 +193,13 @@ def _reason(text: str, target: str) -> str:
     return lines[0] if lines else (text.strip().splitlines() or ["the compile failed"])[0]
 
 
-def check_targets(compiler: Compiler, targets: Sequence[GpuTarget], *, env: Mapping[str, str] | None = None,
-                  run: Callable[..., Any] | None = None) -> dict[str, str | None]:
+def check_targets(
+    compiler: Compiler,
+    targets: Sequence[GpuTarget],
+    *,
+    env: Mapping[str, str] | None = None,
+    run: Callable[..., Any] | None = None,
+) -> dict[str, str | None]:
     """target -> None when the compiler emits code for it, else the compiler's reason."""
     env = os.environ if env is None else env
     run = run or subprocess.run
@@ -230,8 +241,13 @@ def _installed_others(compiler: Compiler, env: Mapping[str, str], run: Callable[
         yield _probe_version(name, path, run, env)
 
 
-def able_compiler(compiler: Compiler, targets: Sequence[GpuTarget], *, env: Mapping[str, str] | None = None,
-                  run: Callable[..., Any] | None = None) -> Compiler | None:
+def able_compiler(
+    compiler: Compiler,
+    targets: Sequence[GpuTarget],
+    *,
+    env: Mapping[str, str] | None = None,
+    run: Callable[..., Any] | None = None,
+) -> Compiler | None:
     """An installed compiler other than ``compiler`` that emits code for every one of ``targets``."""
     env = os.environ if env is None else env
     run = run or subprocess.run
@@ -258,11 +274,17 @@ def require_supported(compiler: Compiler, targets: Sequence[GpuTarget], **kw: An
     first = next(iter(bad.values()))
     able = able_compiler(compiler, targets, **kw)
     if able is not None:
-        way = (f"{able.describe()}, installed here, accepts {' '.join(str(t) for t in targets)}: check with it "
-               f"(ROCM_BUILD_BACKEND_COMPILER={able.name}) and build with it (the project's HIP compiler: "
-               f"HIPCXX or CMAKE_HIP_COMPILER)")
+        way = (
+            f"{able.describe()}, installed here, accepts {' '.join(str(t) for t in targets)}: check with it "
+            f"(ROCM_BUILD_BACKEND_COMPILER={able.name}) and build with it (the project's HIP compiler: "
+            f"HIPCXX or CMAKE_HIP_COMPILER)"
+        )
     else:
-        way = ("install a newer ROCm, choose other targets, or point the compiler setting at one that can "
-               "(ROCM_BUILD_BACKEND_COMPILER=/opt/rocm/bin/amdclang++)")
-    raise ToolchainError(f"{compiler.describe()} cannot emit code for {names}: {first}",
-                         hint=("; ".join(needs) + "; " if needs else "") + way)
+        way = (
+            "install a newer ROCm, choose other targets, or point the compiler setting at one that can "
+            "(ROCM_BUILD_BACKEND_COMPILER=/opt/rocm/bin/amdclang++)"
+        )
+    raise ToolchainError(
+        f"{compiler.describe()} cannot emit code for {names}: {first}",
+        hint=("; ".join(needs) + "; " if needs else "") + way,
+    )

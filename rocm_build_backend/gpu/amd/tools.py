@@ -80,8 +80,9 @@ def _line_devices(text: str, probe: str) -> tuple[list[Device], list[str], int]:
 def _line_result(text: str, probe: str) -> ProbeResult:
     devices, warnings, placeholders = _line_devices(text, probe)
     if len(devices) > MAX_DEVICES:
-        return ProbeResult(probe, [], f"lists more than {MAX_DEVICES} GPUs, more than any machine has; "
-                           "output ignored", "tool_failed")
+        return ProbeResult(
+            probe, [], f"lists more than {MAX_DEVICES} GPUs, more than any machine has; output ignored", "tool_failed"
+        )
     if devices:
         summary = counted(devices)
         if placeholders:
@@ -136,8 +137,12 @@ def parse_rocm_smi(text: str) -> ProbeResult:
             rows = []
         cards = [r for r in rows if isinstance(r.get("device"), str) and r["device"].startswith("card")]
     if len(cards) > MAX_DEVICES:
-        return ProbeResult("rocm-smi", [], f"lists more than {MAX_DEVICES} cards, more than any machine has; "
-                           "output ignored", "tool_failed")
+        return ProbeResult(
+            "rocm-smi",
+            [],
+            f"lists more than {MAX_DEVICES} cards, more than any machine has; output ignored",
+            "tool_failed",
+        )
     devices: list[Device] = []
     warnings: list[str] = []
     for index, card in enumerate(cards):

@@ -32,8 +32,11 @@ def amd_owners() -> dict[str, list[str]]:
         from rocm_bootstrap.package_metadata import group_package_targets  # type: ignore[import-untyped]
         from rocm_bootstrap.targets import ALL_TARGETS  # type: ignore[import-untyped]
     except ImportError:
-        groups = {name: [name] for name, row in table().items()
-                  if row.get("vendor") == "amd" and not name.endswith("-generic")}
+        groups = {
+            name: [name]
+            for name, row in table().items()
+            if row.get("vendor") == "amd" and not name.endswith("-generic")
+        }
     else:
         groups = {str(k): [str(n) for n in v] for k, v in group_package_targets(t.name for t in ALL_TARGETS).items()}
     return {owner: names for owner, names in groups.items() if _VALUE.fullmatch(owner)}
@@ -44,8 +47,10 @@ class AmdProvider:
     feature = "gfx_arch"
     # how an installer finds it: rocm-bootstrap's entry point (its entry_points.txt:
     # ``amd = rocm_bootstrap.variant_provider:AMDVariantPlugin``)
-    provider: Mapping[str, Any] = {"requires": ["rocm-bootstrap>=0.3.0"],
-                                   "plugin-api": "rocm_bootstrap.variant_provider:AMDVariantPlugin"}
+    provider: Mapping[str, Any] = {
+        "requires": ["rocm-bootstrap>=0.3.0"],
+        "plugin-api": "rocm_bootstrap.variant_provider:AMDVariantPlugin",
+    }
 
     def values(self, codes: Sequence[str], serves_all: Callable[[Iterable[str]], bool]) -> list[str]:
         return sorted(owner for owner, devices in amd_owners().items() if serves_all(devices))

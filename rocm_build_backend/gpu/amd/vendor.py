@@ -27,9 +27,14 @@ class _Amd:
     per_module_loading = False
     recorded_outputs = (
         RecordedOutput("rocminfo", "--rocminfo-output", "use this recorded rocminfo output"),
-        RecordedOutput("rocm_agent_enumerator", "--enumerator-output", "use this recorded rocm_agent_enumerator output"),
-        RecordedOutput("amd-smi", "--amd-smi-output",
-                       "use this recorded 'amd-smi static' (text or --json) or 'amd-smi list' output"),
+        RecordedOutput(
+            "rocm_agent_enumerator", "--enumerator-output", "use this recorded rocm_agent_enumerator output"
+        ),
+        RecordedOutput(
+            "amd-smi",
+            "--amd-smi-output",
+            "use this recorded 'amd-smi static' (text or --json) or 'amd-smi list' output",
+        ),
         RecordedOutput("amdgpu-arch", "--amdgpu-arch-output", "use this recorded amdgpu-arch/offload-arch output"),
         RecordedOutput("rocm-smi", "--rocm-smi-output", "use this recorded 'rocm-smi --showproductname' output"),
     )

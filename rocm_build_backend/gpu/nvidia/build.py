@@ -55,7 +55,8 @@ class _NvidiaBuild:
     def same_request(self, value: str, code: Sequence[GpuTarget], *, where: str) -> bool:
         cuda = [parse_cuda_target(t.processor) for t in code]
         return value == torch_arch_list(cuda)[0] or [str(t) for t in self.parse_request(value, where=where)] == [
-            str(t) for t in code]
+            str(t) for t in code
+        ]
 
     def code_targets(self, targets: Sequence[GpuTarget], inputs: BuildInputs) -> list[GpuTarget]:
         return [GpuTarget(str(t)) for t in with_ptx([str(t) for t in targets], inputs.ptx)]

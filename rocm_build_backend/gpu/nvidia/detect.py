@@ -51,11 +51,14 @@ class NvidiaDetection:
         return sort_cuda(g.target for g in self.gpus)
 
     def to_json(self) -> dict[str, Any]:
-        return {"vendor": "nvidia", "source": self.source,
-                "targets": [str(t) for t in self.targets()],
-                "gpus": [g.to_json() for g in self.gpus],
-                "hidden": [g.index for g in self.all_gpus if g not in self.gpus],
-                "notes": list(self.notes)}
+        return {
+            "vendor": "nvidia",
+            "source": self.source,
+            "targets": [str(t) for t in self.targets()],
+            "gpus": [g.to_json() for g in self.gpus],
+            "hidden": [g.index for g in self.all_gpus if g not in self.gpus],
+            "notes": list(self.notes),
+        }
 
 
 def _by_uuid(entry: str, gpus: Sequence[NvidiaGpu]) -> NvidiaGpu | str:
@@ -86,7 +89,9 @@ def _index_entry(entry: str, gpus: Sequence[NvidiaGpu]) -> NvidiaGpu | str:
     return f"there is no GPU {i} (this machine has {len(gpus)})"
 
 
-def visible(gpus: Sequence[NvidiaGpu], value: str | None, order: str | None = None) -> tuple[list[NvidiaGpu], list[str]]:
+def visible(
+    gpus: Sequence[NvidiaGpu], value: str | None, order: str | None = None
+) -> tuple[list[NvidiaGpu], list[str]]:
     """The GPUs ``CUDA_VISIBLE_DEVICES=value`` leaves visible, in CUDA's order, and notes.
 
     Raises NoGpuDetectedError for an empty selection and ConfigError for entries that name no GPU.
@@ -95,16 +100,18 @@ def visible(gpus: Sequence[NvidiaGpu], value: str | None, order: str | None = No
         return list(gpus), []
     entries = [e.strip() for e in value.split(",")]
     if not any(entries) or value.strip() == "NoDevFiles":
-        raise NoGpuDetectedError(f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU",
-                                 hint="unset CUDA_VISIBLE_DEVICES, or name the GPUs to build for")
+        raise NoGpuDetectedError(
+            f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU",
+            hint="unset CUDA_VISIBLE_DEVICES, or name the GPUs to build for",
+        )
     notes: list[str] = []
     chosen: list[NvidiaGpu] = []
     problems: list[str] = []
     used_index = False
     for n, entry in enumerate(entries):
         if entry == "-1":
-            if entries[n + 1:]:
-                notes.append(f"CUDA_VISIBLE_DEVICES: '-1' hides {','.join(entries[n + 1:])}, as CUDA does")
+            if entries[n + 1 :]:
+                notes.append(f"CUDA_VISIBLE_DEVICES: '-1' hides {','.join(entries[n + 1 :])}, as CUDA does")
             break
         if entry.lstrip("-").isdigit():
             used_index = True
@@ -122,19 +129,25 @@ def visible(gpus: Sequence[NvidiaGpu], value: str | None, order: str | None = No
     if problems:
         raise ConfigError([f"CUDA_VISIBLE_DEVICES={value!r}: {p}" for p in problems], hint=_HINT_CVD)
     if not chosen:
-        raise NoGpuDetectedError(f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU",
-                                 hint="unset CUDA_VISIBLE_DEVICES, or name the GPUs to build for")
+        raise NoGpuDetectedError(
+            f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU",
+            hint="unset CUDA_VISIBLE_DEVICES, or name the GPUs to build for",
+        )
     if used_index and len({g.cc for g in gpus}) > 1 and (order or "").upper() != "PCI_BUS_ID":
         raise ConfigError(
-            [f"CUDA_VISIBLE_DEVICES={value!r} names GPUs by index, and this machine's GPUs differ "
-             f"({', '.join(f'{g.index}: {g.name} {g.cc}' for g in gpus)}); CUDA counts them "
-             "fastest first, nvidia-smi by PCI bus"],
-            hint="set CUDA_DEVICE_ORDER=PCI_BUS_ID, or name the GPUs by UUID")
+            [
+                f"CUDA_VISIBLE_DEVICES={value!r} names GPUs by index, and this machine's GPUs differ "
+                f"({', '.join(f'{g.index}: {g.name} {g.cc}' for g in gpus)}); CUDA counts them "
+                "fastest first, nvidia-smi by PCI bus"
+            ],
+            hint="set CUDA_DEVICE_ORDER=PCI_BUS_ID, or name the GPUs by UUID",
+        )
     return chosen, notes
 
 
-def _probe_live(notes: list[str], load: Callable[[str], Any] | None,
-                run: Callable[..., tuple[int, str]] | None, smi: str) -> tuple[list[NvidiaGpu], str]:
+def _probe_live(
+    notes: list[str], load: Callable[[str], Any] | None, run: Callable[..., tuple[int, str]] | None, smi: str
+) -> tuple[list[NvidiaGpu], str]:
     try:
         return nvml_gpus(load), "NVML (libnvidia-ml.so.1)"
     except NvmlUnavailable as exc:
@@ -144,13 +157,15 @@ def _probe_live(notes: list[str], load: Callable[[str], Any] | None,
         status, text = runner([smi, *QUERY])
     except (OSError, TimeoutError, FormatError) as exc:
         notes.append(f"{smi}: {exc}")
-        raise NoGpuDetectedError("no NVIDIA GPU found (" + "; ".join(notes) + ")",
-                                 hint="give the targets, e.g. targets = [\"sm_90\"]") from None
+        raise NoGpuDetectedError(
+            "no NVIDIA GPU found (" + "; ".join(notes) + ")", hint='give the targets, e.g. targets = ["sm_90"]'
+        ) from None
     if status != 0:
         first = text.strip().splitlines()[0][:200] if text.strip() else f"exit status {status}"
         notes.append(f"{smi}: {first}")
-        raise NoGpuDetectedError("no NVIDIA GPU found (" + "; ".join(notes) + ")",
-                                 hint="give the targets, e.g. targets = [\"sm_90\"]")
+        raise NoGpuDetectedError(
+            "no NVIDIA GPU found (" + "; ".join(notes) + ")", hint='give the targets, e.g. targets = ["sm_90"]'
+        )
     gpus = parse_query_csv(text, f"{smi} output")
     if gpus:
         try:
@@ -183,7 +198,8 @@ def detect_nvidia(
     else:
         gpus, source = _probe_live(notes, load, run, smi)
     if not gpus:
-        raise NoGpuDetectedError(f"no NVIDIA GPU found ({source} lists none)",
-                                 hint="give the targets, e.g. targets = [\"sm_90\"]")
+        raise NoGpuDetectedError(
+            f"no NVIDIA GPU found ({source} lists none)", hint='give the targets, e.g. targets = ["sm_90"]'
+        )
     shown, more = visible(gpus, env.get("CUDA_VISIBLE_DEVICES"), env.get("CUDA_DEVICE_ORDER"))
     return NvidiaDetection(gpus=shown, source=source, notes=notes + more, all_gpus=list(gpus))

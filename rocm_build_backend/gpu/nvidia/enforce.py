@@ -74,8 +74,10 @@ def _nvcc_options() -> dict[str, str]:
 def describe(targets: Sequence[str], ptx: str) -> list[str]:
     """The plan's words for what enforcement does (pure)."""
     code = " ".join(str(t) for t in with_ptx(list(targets), ptx))
-    return [f"enforce: a pinned nvcc (PYTORCH_NVCC, CUDA_HOME, CUDACXX, PATH) keeps each compile to {code}: "
-            "other targets it lists are dropped, a compile listing none of them is left whole and logged"]
+    return [
+        f"enforce: a pinned nvcc (PYTORCH_NVCC, CUDA_HOME, CUDACXX, PATH) keeps each compile to {code}: "
+        "other targets it lists are dropped, a compile listing none of them is left whole and logged"
+    ]
 
 
 def outcome(listed: Sequence[str], targets: Sequence[str]) -> str:
@@ -83,8 +85,10 @@ def outcome(listed: Sequence[str], targets: Sequence[str]) -> str:
     chosen = [t for t in targets if t in listed]
     if chosen:
         return f"its compiles keep {' '.join(chosen)}"
-    return (f"it names none of {' '.join(targets)}: such a compile is left whole (a file built for one "
-            "architecture on purpose) and the audit judges the result")
+    return (
+        f"it names none of {' '.join(targets)}: such a compile is left whole (a file built for one "
+        "architecture on purpose) and the audit judges the result"
+    )
 
 
 def _is_toolkit(root: Path) -> bool:
@@ -133,17 +137,20 @@ def program_text(cfg: Mapping[str, Any]) -> str:
     if not (found and end and reader.count(_FUTURE) == 1):
         raise ValueError("pinned_nvcc.py has no '# <nvcc_line>' block to put nvcc_line.py in")
     program = head + reader.replace(_FUTURE, "", 1) + tail  # one __future__ import, at the top
-    return (program + "\n\nCONFIG = " + repr(dict(sorted(cfg.items()))) + "\n"
-            "if __name__ == \"__main__\":\n    main(CONFIG)\n")
+    return (
+        program + "\n\nCONFIG = " + repr(dict(sorted(cfg.items()))) + '\nif __name__ == "__main__":\n    main(CONFIG)\n'
+    )
 
 
 def starter(python: str, program: Path) -> str:
-    return ("#!/bin/sh\n"
-            "# nvcc written by rocm-build-backend: it keeps each compile to the targets chosen for the\n"
-            "# build, then runs the real nvcc (see the program it starts).\n"
-            f"py={shlex.quote(python)}\n"
-            "[ -x \"$py\" ] || py=python3  # the interpreter of the build that wrote this is gone\n"
-            f"exec \"$py\" -I -S {shlex.quote(str(program))} \"$@\"\n")
+    return (
+        "#!/bin/sh\n"
+        "# nvcc written by rocm-build-backend: it keeps each compile to the targets chosen for the\n"
+        "# build, then runs the real nvcc (see the program it starts).\n"
+        f"py={shlex.quote(python)}\n"
+        '[ -x "$py" ] || py=python3  # the interpreter of the build that wrote this is gone\n'
+        f'exec "$py" -I -S {shlex.quote(str(program))} "$@"\n'
+    )
 
 
 def _parts(targets: Sequence[str], ptx: str, env: Mapping[str, str]) -> tuple[Path, dict[str, Any]]:
@@ -166,12 +173,17 @@ def identity(targets: Sequence[str], ptx: str, env: Mapping[str, str], python: s
     return program_text(cfg) + starter(python, Path("x")) + "\n".join(_listing(root))
 
 
-def contents(home: Path, targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str) -> dict[str, FolderEntry]:
+def contents(
+    home: Path, targets: Sequence[str], ptx: str, env: Mapping[str, str], python: str
+) -> dict[str, FolderEntry]:
     """What the folder at ``home`` holds: the program, the view of the real toolkit and its
     ``bin/nvcc`` starter (which names the program there); nothing is written."""
     root, cfg = _parts(targets, ptx, env)
-    out: dict[str, FolderEntry] = {"pinned_nvcc.py": ("file", program_text(cfg).encode(), 0),
-                                   "cuda": ("dir", "", 0), "cuda/bin": ("dir", "", 0)}
+    out: dict[str, FolderEntry] = {
+        "pinned_nvcc.py": ("file", program_text(cfg).encode(), 0),
+        "cuda": ("dir", "", 0),
+        "cuda/bin": ("dir", "", 0),
+    }
     top, bin_ = str(root), str(root / "bin")  # os.path.join: as str(root / name), at hundreds of names
     for name in os.listdir(top):
         if name != "bin":
@@ -188,8 +200,12 @@ def variables(directory: Path, env: Mapping[str, str]) -> dict[str, str]:
     """The build's variables for a filled ``directory``: every path to nvcc leads to ours."""
     view = directory / "cuda"
     nvcc = str(view / "bin" / "nvcc")
-    out = {"CUDA_HOME": str(view), "CUDA_PATH": str(view), "CUDACXX": nvcc,
-           "PATH": str(view / "bin") + os.pathsep + env.get("PATH", os.defpath)}
+    out = {
+        "CUDA_HOME": str(view),
+        "CUDA_PATH": str(view),
+        "CUDACXX": nvcc,
+        "PATH": str(view / "bin") + os.pathsep + env.get("PATH", os.defpath),
+    }
     user = env.get("PYTORCH_NVCC", "")
     words = shlex.split(user) if user.strip() else []
     if words and os.path.basename(words[-1]) == "nvcc":
@@ -220,7 +236,9 @@ class NvidiaEnforcer:
     def identity(self, targets: Sequence[str], env: Mapping[str, str], python: str) -> str:
         return identity(targets, "none", env, python)
 
-    def contents(self, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str) -> dict[str, FolderEntry]:
+    def contents(
+        self, home: Path, targets: Sequence[str], env: Mapping[str, str], python: str
+    ) -> dict[str, FolderEntry]:
         return contents(home, targets, "none", env, python)
 
     def variables(self, directory: Path, env: Mapping[str, str]) -> dict[str, str]:

@@ -68,5 +68,10 @@ def guard_part(code: Sequence[GpuTarget]) -> GuardPart:
     loads = {d for d in devices if any(loader.loads_on(c, d) for c in mine)}
     plain_ptx = [int(c[8:]) for c in mine if c.startswith("compute_") and c[8:].isdigit()]
     ptx_from = min(plain_ptx) if plain_ptx else None
-    return GuardPart(constants={"CUDA_LOADS_ON": frozenset(loads), "PTX_FROM": ptx_from}, source=_SOURCE,
-                     probe="_nvidia_probe", loads="_cuda_loads", active=bool(loads) or ptx_from is not None)
+    return GuardPart(
+        constants={"CUDA_LOADS_ON": frozenset(loads), "PTX_FROM": ptx_from},
+        source=_SOURCE,
+        probe="_nvidia_probe",
+        loads="_cuda_loads",
+        active=bool(loads) or ptx_from is not None,
+    )

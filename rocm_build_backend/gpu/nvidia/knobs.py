@@ -27,7 +27,15 @@ from rocm_build_backend.errors import ConfigError
 from rocm_build_backend.gpu.build import PTX_CHOICES
 from rocm_build_backend.gpu.nvidia.targets import CudaTarget, parse_cuda_target, sort_cuda
 
-__all__ = ["PTX_CHOICES", "CudaKnobs", "with_ptx", "torch_arch_list", "cmake_architectures", "gencode_flags", "cuda_knobs"]
+__all__ = [
+    "PTX_CHOICES",
+    "CudaKnobs",
+    "with_ptx",
+    "torch_arch_list",
+    "cmake_architectures",
+    "gencode_flags",
+    "cuda_knobs",
+]
 
 
 class CudaKnobs(NamedTuple):
@@ -42,8 +50,10 @@ class CudaKnobs(NamedTuple):
 def with_ptx(targets: Sequence[CudaTarget | str], ptx: str = "none") -> list[CudaTarget]:
     """The code targets after the ``ptx`` choice is applied."""
     if ptx not in PTX_CHOICES:
-        raise ConfigError([f"ptx = {ptx!r}: expected " + ", ".join(repr(c) for c in PTX_CHOICES)],
-                          hint="ptx = \"none\" builds only the listed targets")
+        raise ConfigError(
+            [f"ptx = {ptx!r}: expected " + ", ".join(repr(c) for c in PTX_CHOICES)],
+            hint='ptx = "none" builds only the listed targets',
+        )
     code = [t if isinstance(t, CudaTarget) else parse_cuda_target(t) for t in targets]
     if not code:
         raise ConfigError(["no NVIDIA code target to build for"], hint="give targets, e.g. sm_90")
@@ -65,8 +75,10 @@ def torch_arch_list(code: Sequence[CudaTarget]) -> tuple[str, list[str]]:
     for number, suffix in sorted(sass | ptx):
         cc = CudaTarget(number, suffix).cc
         if suffix == "f":
-            notes.append(f"TORCH_CUDA_ARCH_LIST has no family targets (PyTorch 2.11 refuses {cc}): "
-                         f"{cc[:-1]} stands for it there, and NVCC_APPEND_FLAGS adds the {cc} code")
+            notes.append(
+                f"TORCH_CUDA_ARCH_LIST has no family targets (PyTorch 2.11 refuses {cc}): "
+                f"{cc[:-1]} stands for it there, and NVCC_APPEND_FLAGS adds the {cc} code"
+            )
             items.append(cc[:-1])  # never +PTX: plain PTX would also load on newer majors
             continue
         if (number, suffix) in ptx:
@@ -94,8 +106,9 @@ def gencode_flags(code: Sequence[CudaTarget]) -> list[str]:
     return [t.gencode() for t in sort_cuda(code)]
 
 
-def cuda_knobs(targets: Sequence[CudaTarget | str], ptx: str = "none",
-               user_env: dict[str, str] | None = None) -> CudaKnobs:
+def cuda_knobs(
+    targets: Sequence[CudaTarget | str], ptx: str = "none", user_env: dict[str, str] | None = None
+) -> CudaKnobs:
     """Every generic CUDA knob for these targets. ``user_env`` keeps the user's other nvcc flags."""
     code = with_ptx(targets, ptx)
     torch_list, notes = torch_arch_list(code)

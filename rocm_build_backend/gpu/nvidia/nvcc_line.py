@@ -40,7 +40,7 @@ def _option(argv: Sequence[str], i: int, names: Sequence[str]) -> tuple[str, int
         if arg == name:
             return (argv[i + 1], i + 2) if i + 1 < len(argv) else ("", i + 1)
         if arg.startswith(name + "="):
-            return arg[len(name) + 1:], i + 1
+            return arg[len(name) + 1 :], i + 1
     return None
 
 
@@ -57,9 +57,9 @@ def _gencode(value: str) -> tuple[str, list[str]] | None:
     if arch_at < 0 or code_at < 0:
         return None
     if arch_at < code_at:
-        arch, code = value[arch_at + 5:code_at].rstrip(","), value[code_at + 5:]
+        arch, code = value[arch_at + 5 : code_at].rstrip(","), value[code_at + 5 :]
     else:
-        code, arch = value[code_at + 5:arch_at].rstrip(","), value[arch_at + 5:]
+        code, arch = value[code_at + 5 : arch_at].rstrip(","), value[arch_at + 5 :]
     arch = arch.strip().strip("\"'").lower()
     codes = _codes(code)
     return (arch, codes) if arch and codes else None
@@ -175,7 +175,7 @@ def risky(arg: str) -> bool:
         return True
     for prefix in ("sm_", "compute_", "lto_"):
         at = low.find(prefix)
-        if at >= 0 and low[at + len(prefix):at + len(prefix) + 1].isdigit():
+        if at >= 0 and low[at + len(prefix) : at + len(prefix) + 1].isdigit():
             return True
     return low.split("=", 1)[-1].strip("\"'").endswith(INPUT_SUFFIXES)
 

@@ -124,10 +124,16 @@ exit 127
 def render_nvidia_smi(targets: Sequence[CudaTarget | str]) -> str:
     """The script text (POSIX sh)."""
     gpus = pinned_gpus(targets)
-    chosen = " ".join(str(t) for t in sort_cuda(
-        t if isinstance(t, CudaTarget) else parse_cuda_target(t) for t in targets)) or "(none)"
-    return (_SCRIPT.replace("@CHOSEN@", chosen).replace("@VALUES@", _value_cases(gpus))
-            .replace("@INDICES@", " ".join(str(i) for i in range(len(gpus)))).replace("@FIELDS@", "|".join(FIELDS)))
+    chosen = (
+        " ".join(str(t) for t in sort_cuda(t if isinstance(t, CudaTarget) else parse_cuda_target(t) for t in targets))
+        or "(none)"
+    )
+    return (
+        _SCRIPT.replace("@CHOSEN@", chosen)
+        .replace("@VALUES@", _value_cases(gpus))
+        .replace("@INDICES@", " ".join(str(i) for i in range(len(gpus))))
+        .replace("@FIELDS@", "|".join(FIELDS))
+    )
 
 
 def write_nvidia_smi(directory: Path, targets: Sequence[CudaTarget | str]) -> Path:

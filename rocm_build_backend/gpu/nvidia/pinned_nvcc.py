@@ -40,7 +40,16 @@ import sys
 
 # <nvcc_line>
 from rocm_build_backend.gpu.nvidia.nvcc_line import (
-    ARCH, CODE, CUDA_SUFFIXES, GENCODE, SPECIAL, Options, Refused, Unreadable, expand, read_targets,
+    ARCH,
+    CODE,
+    CUDA_SUFFIXES,
+    GENCODE,
+    SPECIAL,
+    Options,
+    Refused,
+    Unreadable,
+    expand,
+    read_targets,
 )
 # </nvcc_line>
 
@@ -50,10 +59,23 @@ if TYPE_CHECKING:
 
 RECORD_VAR = "ROCM_BUILD_BACKEND_ENFORCE_RECORD"
 CACHE_VAR = "ROCM_BUILD_BACKEND_CACHE_PROGRAM"  # the compiler cache to run a decided compile through
-INFO = frozenset({"--version", "-V", "--help", "-h", "--list-gpu-code", "-code-ls", "--list-gpu-arch",
-                  "-arch-ls", "-dryrun", "--dryrun"})
-NOT_COMPILES = frozenset({"-E", "--preprocess", "-M", "--generate-dependencies", "-MM",
-                          "--generate-nonsystem-dependencies"})
+INFO = frozenset(
+    {
+        "--version",
+        "-V",
+        "--help",
+        "-h",
+        "--list-gpu-code",
+        "-code-ls",
+        "--list-gpu-arch",
+        "-arch-ls",
+        "-dryrun",
+        "--dryrun",
+    }
+)
+NOT_COMPILES = frozenset(
+    {"-E", "--preprocess", "-M", "--generate-dependencies", "-MM", "--generate-nonsystem-dependencies"}
+)
 
 
 def decide(argv: Sequence[str], config: dict[str, Any]) -> tuple[str, list[str], list[str], list[str]]:
@@ -132,6 +154,7 @@ def _probe(paths: Sequence[str]) -> bool:
 def json_line(line: dict[str, Any]) -> bytes:
     """One JSON object of strings and lists of strings, and a newline (``json`` is not imported:
     it would cost more than the rest of this program)."""
+
     def text(value: object) -> str:
         out = ['"']
         for ch in str(value):
@@ -163,7 +186,8 @@ def _refuse(option: str, record: str | None, sources: list[str]) -> None:
         f"nvcc (pinned by rocm-build-backend): error: unknown option {option!r} could name a GPU target or an "
         "input file, so the targets of this compile cannot be held to the build's\n"
         "hint: spell it as an nvcc option this program knows (-gencode, -arch, -code, --options-file), "
-        "or build with enforce = false under [tool.rocm-build-backend]\n")
+        "or build with enforce = false under [tool.rocm-build-backend]\n"
+    )
     raise SystemExit(2)
 
 

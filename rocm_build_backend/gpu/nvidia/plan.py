@@ -68,7 +68,9 @@ def nvidia_build_env(targets: Sequence[GpuTarget | CudaTarget | str], inputs: Bu
         key = "cmake.define.CMAKE_CUDA_ARCHITECTURES"
         given = out.config_settings.get(key, out.config_settings.get("skbuild." + key))
         if given is not None and not _same("CMAKE_CUDA_ARCHITECTURES", str(given), knobs.code):
-            raise ConfigError([f"-C {key}={given} conflicts with the targets {arches}"],
-                              hint="drop the -C cmake.define setting, or set the same targets")
+            raise ConfigError(
+                [f"-C {key}={given} conflicts with the targets {arches}"],
+                hint="drop the -C cmake.define setting, or set the same targets",
+            )
         out.config_settings.setdefault(key, arches)
     return out

@@ -34,12 +34,12 @@ _ABSENT = "not installed (no NVIDIA driver library libnvidia-ml.so.1, no nvidia-
 
 def _runner(probing: Probing) -> Any:
     """(argv) -> (status, text) within the deadline, through ``probing.run`` when given."""
+
     def run(argv: Sequence[str]) -> tuple[int, str]:
         left = max(0.5, min(20.0, probing.time_left()))
         if probing.run is None:
             return run_text(argv, timeout=left, limit=CAP, env=probing.env)
-        proc = probing.run(list(argv), capture_output=True, text=True, timeout=left, check=False,
-                           env=dict(probing.env))
+        proc = probing.run(list(argv), capture_output=True, text=True, timeout=left, check=False, env=dict(probing.env))
         return proc.returncode, (proc.stdout or "") + (proc.stderr or "")
 
     return run
@@ -49,19 +49,28 @@ def _devices(found: NvidiaDetection, probe: str) -> list[Device]:
     out = []
     for g in found.all_gpus:
         shown = g in found.gpus
-        out.append(Device(
-            target=GpuTarget(str(g.target)), physical=None, name=g.name, kind="dgpu", included=shown,
-            reason="visible" if shown else "hidden by CUDA_VISIBLE_DEVICES", source=probe,
-            node=g.index, uuid=g.uuid,
-        ))
+        out.append(
+            Device(
+                target=GpuTarget(str(g.target)),
+                physical=None,
+                name=g.name,
+                kind="dgpu",
+                included=shown,
+                reason="visible" if shown else "hidden by CUDA_VISIBLE_DEVICES",
+                source=probe,
+                node=g.index,
+                uuid=g.uuid,
+            )
+        )
     return out
 
 
 def _failed(probe: str, summary: str, cause: str, warnings: list[str] | None = None) -> VendorDetection:
     result = ProbeResult(probe, [], summary, error="not_found" if cause == "nvidia_not_found" else "tool_failed")
     label = "NVML and nvidia-smi" if probe == "nvidia" else probe
-    return VendorDetection(VENDOR, results={probe: result}, warnings=list(warnings or []), causes=[cause],
-                           labels={probe: label})
+    return VendorDetection(
+        VENDOR, results={probe: result}, warnings=list(warnings or []), causes=[cause], labels={probe: label}
+    )
 
 
 def detect_vendor(probing: Probing) -> VendorDetection:
@@ -70,8 +79,11 @@ def detect_vendor(probing: Probing) -> VendorDetection:
     if recorded is not None:
         if "nvidia-smi" not in recorded:
             return VendorDetection(VENDOR)  # nothing of NVIDIA's was recorded: no probe ran
-        kw.update(smi_output=recorded["nvidia-smi"], smi_list_output=recorded.get("nvidia-smi -L"),
-                  where="recorded nvidia-smi output")
+        kw.update(
+            smi_output=recorded["nvidia-smi"],
+            smi_list_output=recorded.get("nvidia-smi -L"),
+            where="recorded nvidia-smi output",
+        )
     else:
         smi = shutil.which("nvidia-smi", path=probing.env.get("PATH"))
         kw.update(run=_runner(probing), smi=smi or "nvidia-smi")
@@ -88,8 +100,13 @@ def detect_vendor(probing: Probing) -> VendorDetection:
         if recorded is None and kw["run"] is _not_installed and "cannot be loaded" in exc.message:
             # no NVIDIA driver library and no nvidia-smi: no NVIDIA stack, said as such
             result = ProbeResult(probe, [], _ABSENT, error="not_found")
-            return VendorDetection(VENDOR, results={probe: result}, causes=["nvidia_not_found"],
-                                   labels={probe: "NVML and nvidia-smi"}, present=False)
+            return VendorDetection(
+                VENDOR,
+                results={probe: result},
+                causes=["nvidia_not_found"],
+                labels={probe: "NVML and nvidia-smi"},
+                present=False,
+            )
         return _failed(probe, exc.message, "nvidia_not_found")
     except FormatError as exc:
         return _failed(probe, exc.message, "tool_failed")
@@ -97,8 +114,12 @@ def detect_vendor(probing: Probing) -> VendorDetection:
     devices = _devices(found, probe)
     summary = ", ".join(f"{g.name} {g.cc}" for g in found.all_gpus)
     return VendorDetection(
-        VENDOR, results={probe: ProbeResult(probe, devices, summary)}, decided=probe, devices=devices,
-        targets=[GpuTarget(str(t)) for t in found.targets()], warnings=list(found.notes),
+        VENDOR,
+        results={probe: ProbeResult(probe, devices, summary)},
+        decided=probe,
+        devices=devices,
+        targets=[GpuTarget(str(t)) for t in found.targets()],
+        warnings=list(found.notes),
         labels={probe: "NVML" if probe == "nvml" else "nvidia-smi"},
     )
 
@@ -114,4 +135,3 @@ def _no_nvml(name: str) -> Any:
 
 def _not_installed(argv: Sequence[str]) -> tuple[int, str]:
     raise FileNotFoundError(2, "not on PATH", argv[0])
-

@@ -29,5 +29,10 @@ def values(target: GpuTarget, options: Mapping[str, str]) -> dict[str, str] | No
     code = options.get("code", "sass")
     if code != "all" and t.ptx != (code == "ptx"):
         return None
-    return {"target": str(t), "number": f"{t.number}{t.suffix}", "cc": t.cc, "virtual": t.virtual,
-            "cmake": f"{t.number}{t.suffix}-{'virtual' if t.ptx else 'real'}"}
+    return {
+        "target": str(t),
+        "number": f"{t.number}{t.suffix}",
+        "cc": t.cc,
+        "virtual": t.virtual,
+        "cmake": f"{t.number}{t.suffix}-{'virtual' if t.ptx else 'real'}",
+    }

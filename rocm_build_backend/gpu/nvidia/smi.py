@@ -51,14 +51,21 @@ class NvidiaGpu:
         return f"{self.major}.{self.minor}"
 
     def to_json(self) -> dict[str, object]:
-        return {"index": self.index, "name": self.name, "compute_capability": self.cc,
-                "target": str(self.target), "uuid": self.uuid, "mig": list(self.mig)}
+        return {
+            "index": self.index,
+            "name": self.name,
+            "compute_capability": self.cc,
+            "target": str(self.target),
+            "uuid": self.uuid,
+            "mig": list(self.mig),
+        }
 
 
 def _lines(text: str, where: str) -> list[str]:
     if len(text) > CAP:
-        raise FormatError(f"{where}: more than {CAP} bytes of nvidia-smi output",
-                          hint="give the output of one nvidia-smi query")
+        raise FormatError(
+            f"{where}: more than {CAP} bytes of nvidia-smi output", hint="give the output of one nvidia-smi query"
+        )
     lines = [ln.rstrip("\r") for ln in text.splitlines() if ln.strip()]
     if len(lines) > MAX_LINES:
         raise FormatError(f"{where}: {len(lines)} lines, more than {MAX_LINES}")
@@ -72,8 +79,10 @@ def parse_query_csv(text: str, where: str = "nvidia-smi output") -> list[NvidiaG
         if line.lower().startswith("index,"):
             continue  # the csv header
         if "not a valid field" in line:
-            raise FormatError(f"{where}: this nvidia-smi cannot report compute_cap ({line.strip()})",
-                              hint="compute_cap needs NVIDIA driver 510 or newer")
+            raise FormatError(
+                f"{where}: this nvidia-smi cannot report compute_cap ({line.strip()})",
+                hint="compute_cap needs NVIDIA driver 510 or newer",
+            )
         fields = [f.strip() for f in line.split(",")]
         if len(fields) < 3 or not fields[0].isdigit():
             raise FormatError(f"{where} line {n}: expected 'index, name, compute_cap[, uuid]', got {line[:120]!r}")
@@ -82,8 +91,15 @@ def parse_query_csv(text: str, where: str = "nvidia-smi output") -> list[NvidiaG
         m = re.fullmatch(_CC, body[-1])
         if not m:
             raise FormatError(f"{where} line {n}: compute capability {body[-1][:40]!r} is not X.Y")
-        gpus.append(NvidiaGpu(index=int(fields[0]), name=", ".join(body[:-1])[:200],
-                              major=int(m.group(1)), minor=int(m.group(2)), uuid=uuid))
+        gpus.append(
+            NvidiaGpu(
+                index=int(fields[0]),
+                name=", ".join(body[:-1])[:200],
+                major=int(m.group(1)),
+                minor=int(m.group(2)),
+                uuid=uuid,
+            )
+        )
     if len({g.index for g in gpus}) != len(gpus):
         raise FormatError(f"{where}: a GPU index appears twice")
     return gpus
@@ -114,4 +130,3 @@ def with_mig(gpus: Sequence[NvidiaGpu], listing: dict[str, tuple[int, str]]) -> 
         migs = tuple(u for u, (i, _) in listing.items() if i == g.index and u.startswith("MIG-"))
         out.append(NvidiaGpu(g.index, g.name, g.major, g.minor, g.uuid, migs or g.mig))
     return out
-

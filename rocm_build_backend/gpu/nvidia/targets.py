@@ -50,8 +50,7 @@ TORCH_NAMED_ARCHES: tuple[tuple[str, str], ...] = (
 )
 
 # Compute capabilities NVIDIA has shipped (the SM numbers of the target table).
-KNOWN_SM = frozenset({50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90,
-                      100, 101, 103, 110, 120, 121})
+KNOWN_SM = frozenset({50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121})
 
 
 class CudaTarget(NamedTuple):  # ordered by (number, suffix, ptx), as the dataclass it was
@@ -192,17 +191,23 @@ def parse_cmake_architectures(
     text = value.strip()
     low = text.lower()
     if low in ("off", "false", "0", ""):
-        raise ConfigError([f"CMAKE_CUDA_ARCHITECTURES={value!r} builds for no architecture"],
-                          hint="give the architectures, e.g. 90 or 90-real")
+        raise ConfigError(
+            [f"CMAKE_CUDA_ARCHITECTURES={value!r} builds for no architecture"],
+            hint="give the architectures, e.g. 90 or 90-real",
+        )
     if low == "native":
         if not native:
-            raise ConfigError(["CMAKE_CUDA_ARCHITECTURES=native needs a detected NVIDIA GPU"],
-                              hint="give the architectures, e.g. 90-real")
+            raise ConfigError(
+                ["CMAKE_CUDA_ARCHITECTURES=native needs a detected NVIDIA GPU"],
+                hint="give the architectures, e.g. 90-real",
+            )
         return sort_cuda(t.as_sass() for t in native)
     if low in ("all", "all-major"):
         if not nvcc_codes:
-            raise ConfigError([f"CMAKE_CUDA_ARCHITECTURES={low} needs nvcc's list of targets"],
-                              hint="give the architectures, e.g. 90-real")
+            raise ConfigError(
+                [f"CMAKE_CUDA_ARCHITECTURES={low} needs nvcc's list of targets"],
+                hint="give the architectures, e.g. 90-real",
+            )
         sass = [t for t in nvcc_codes if not t.ptx and not t.suffix]
         if low == "all-major":
             sass = [t for t in sass if t.minor == 0]

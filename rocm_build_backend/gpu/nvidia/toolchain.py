@@ -28,9 +28,26 @@ _CACHE = "nvcc-v1.json"
 _RELEASE = r"release (\d+)\.(\d+), (V[\d.]+)"  # compiled on first use
 # First CUDA release that emits each SM (NVIDIA's CUDA toolkit release notes).
 FIRST_CUDA: dict[int, tuple[int, int]] = {
-    50: (6, 0), 52: (6, 5), 53: (7, 0), 60: (8, 0), 61: (8, 0), 62: (8, 0), 70: (9, 0), 72: (10, 0),
-    75: (10, 0), 80: (11, 0), 86: (11, 1), 87: (11, 4), 89: (11, 8), 90: (11, 8),
-    100: (12, 8), 101: (12, 8), 103: (12, 9), 110: (13, 0), 120: (12, 8), 121: (12, 9),
+    50: (6, 0),
+    52: (6, 5),
+    53: (7, 0),
+    60: (8, 0),
+    61: (8, 0),
+    62: (8, 0),
+    70: (9, 0),
+    72: (10, 0),
+    75: (10, 0),
+    80: (11, 0),
+    86: (11, 1),
+    87: (11, 4),
+    89: (11, 8),
+    90: (11, 8),
+    100: (12, 8),
+    101: (12, 8),
+    103: (12, 9),
+    110: (13, 0),
+    120: (12, 8),
+    121: (12, 9),
 }
 # Last release: CUDA 13.0 dropped Maxwell, Pascal and Volta and renamed sm_101 to sm_110.
 DROPPED_IN: dict[int, tuple[int, int]] = {n: (13, 0) for n in (50, 52, 53, 60, 61, 62, 70, 72, 101)}
@@ -54,8 +71,14 @@ class Nvcc(NamedTuple):
         return f"nvcc ({self.path}) is CUDA {self.version}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"compiler": "nvcc", "path": self.path, "version": self.version, "release": self.release,
-                "codes": list(self.codes), "archs": list(self.archs)}
+        return {
+            "compiler": "nvcc",
+            "path": self.path,
+            "version": self.version,
+            "release": self.release,
+            "codes": list(self.codes),
+            "archs": list(self.archs),
+        }
 
 
 def find_nvcc(env: Mapping[str, str]) -> str | None:
@@ -76,8 +99,9 @@ def parse_version(text: str) -> tuple[str, str]:
     m = re.search(_RELEASE, text)
     if not m:
         first = text.strip().splitlines()[-1][:200] if text.strip() else "no output"
-        raise ToolchainError(f"nvcc --version printed no CUDA release ({first})",
-                             hint="check that nvcc is NVIDIA's CUDA compiler")
+        raise ToolchainError(
+            f"nvcc --version printed no CUDA release ({first})", hint="check that nvcc is NVIDIA's CUDA compiler"
+        )
     return f"{m.group(1)}.{m.group(2)}", m.group(3)
 
 
@@ -115,17 +139,24 @@ def _ask(path: str, run: Callable[[Sequence[str]], tuple[int, str]]) -> Nvcc:
     for flag in ("--version", "--list-gpu-code", "--list-gpu-arch"):
         status, text = run([path, flag])
         if status != 0:
-            raise ToolchainError(f"{path} {flag} failed (exit status {status}): {text.strip()[:200]}",
-                                 hint="check the CUDA installation, or set CUDA_HOME")
+            raise ToolchainError(
+                f"{path} {flag} failed (exit status {status}): {text.strip()[:200]}",
+                hint="check the CUDA installation, or set CUDA_HOME",
+            )
         out[flag] = text
     version, release = parse_version(out["--version"])
-    return Nvcc(path=path, version=version, release=release,
-                codes=tuple(w for w in out["--list-gpu-code"].split() if w.startswith("sm_")),
-                archs=tuple(w for w in out["--list-gpu-arch"].split() if w.startswith("compute_")))
+    return Nvcc(
+        path=path,
+        version=version,
+        release=release,
+        codes=tuple(w for w in out["--list-gpu-code"].split() if w.startswith("sm_")),
+        archs=tuple(w for w in out["--list-gpu-arch"].split() if w.startswith("compute_")),
+    )
 
 
-def probe_nvcc(path: str, env: Mapping[str, str],
-               run: Callable[[Sequence[str]], tuple[int, str]] | None = None) -> Nvcc:
+def probe_nvcc(
+    path: str, env: Mapping[str, str], run: Callable[[Sequence[str]], tuple[int, str]] | None = None
+) -> Nvcc:
     """nvcc's release and lists, from the cache when this very nvcc was asked before."""
     file, key = _cache_file(env), _key(path)
     data = _load(file)
@@ -163,18 +194,25 @@ def problem(target: CudaTarget, nvcc: Nvcc) -> str | None:
     return None
 
 
-def check_nvcc(targets: Sequence[CudaTarget | str], env: Mapping[str, str], *,
-               run: Callable[[Sequence[str]], tuple[int, str]] | None = None,
-               nvcc: str | None = None) -> Nvcc:
+def check_nvcc(
+    targets: Sequence[CudaTarget | str],
+    env: Mapping[str, str],
+    *,
+    run: Callable[[Sequence[str]], tuple[int, str]] | None = None,
+    nvcc: str | None = None,
+) -> Nvcc:
     """The nvcc the build will use, after checking it can emit every target. ToolchainError if not."""
     path = nvcc or find_nvcc(env)
     if path is None:
-        raise ToolchainError("no nvcc found (looked at $NVCC, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, /usr/local/cuda/bin)",
-                             hint="install the CUDA toolkit, or set CUDA_HOME to it")
+        raise ToolchainError(
+            "no nvcc found (looked at $NVCC, $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, /usr/local/cuda/bin)",
+            hint="install the CUDA toolkit, or set CUDA_HOME to it",
+        )
     found = probe_nvcc(path, env, run)
     code = [t if isinstance(t, CudaTarget) else parse_cuda_target(t) for t in targets]
     problems = [p for p in (problem(t, found) for t in code) if p]
     if problems:
-        raise ToolchainError("; ".join(problems),
-                             hint="use a CUDA toolkit that has these targets (set CUDA_HOME), or other targets")
+        raise ToolchainError(
+            "; ".join(problems), hint="use a CUDA toolkit that has these targets (set CUDA_HOME), or other targets"
+        )
     return found

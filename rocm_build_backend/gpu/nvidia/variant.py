@@ -64,8 +64,10 @@ class NvidiaProvider:
     # uv 0.13.9 matches its vendored provider by this plugin-api and package and installs
     # nothing (without them it ignores the variants: tested with empty requires, "builtin", and
     # no plugin-api)
-    provider: Mapping[str, Any] = {"requires": ["nvidia-variant-provider>=0.0.0a0,<1.0.0"],
-                                   "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin"}
+    provider: Mapping[str, Any] = {
+        "requires": ["nvidia-variant-provider>=0.0.0a0,<1.0.0"],
+        "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin",
+    }
 
     def values(self, codes: Sequence[str], serves_all: Callable[[Iterable[str]], bool]) -> list[str]:
         found = sorted({v for v in (nvidia_value(t) for t in codes) if v})

@@ -37,10 +37,16 @@ class _Nvidia:
     # and cuSPARSELt ship kernel modules per GPU and pick them by the device (seen on an H200)
     per_module_loading = True
     recorded_outputs: tuple[RecordedOutput, ...] = (
-        RecordedOutput("nvidia-smi", "--nvidia-smi-output", "use this recorded output of "
-                       "`nvidia-smi --query-gpu=index,name,compute_cap,uuid --format=csv,noheader`"),
-        RecordedOutput("nvidia-smi -L", "--nvidia-smi-list-output",
-                       "use this recorded `nvidia-smi -L` output (MIG devices for CUDA_VISIBLE_DEVICES)"),
+        RecordedOutput(
+            "nvidia-smi",
+            "--nvidia-smi-output",
+            "use this recorded output of `nvidia-smi --query-gpu=index,name,compute_cap,uuid --format=csv,noheader`",
+        ),
+        RecordedOutput(
+            "nvidia-smi -L",
+            "--nvidia-smi-list-output",
+            "use this recorded `nvidia-smi -L` output (MIG devices for CUDA_VISIBLE_DEVICES)",
+        ),
     )
 
     def owns(self, processor: str) -> bool:

@@ -114,8 +114,9 @@ def ask_uv(uv: list[str], env: Mapping[str, str], cwd: Path) -> Path | None:
     return _one_path(_answer([*uv, "cache", "dir"], env, cwd), cwd)
 
 
-def ask_both(pip: list[str] | None, uv: list[str] | None, env: Mapping[str, str],
-             cwd: Path) -> tuple[PipAnswer | None, Path | None]:
+def ask_both(
+    pip: list[str] | None, uv: list[str] | None, env: Mapping[str, str], cwd: Path
+) -> tuple[PipAnswer | None, Path | None]:
     """pip's and uv's answers, asked at the same time (each tool's start-up is the cost)."""
     with ThreadPoolExecutor(1) as pool:
         uv_dir = pool.submit(ask_uv, uv, env, cwd) if uv else None
@@ -127,8 +128,7 @@ def pip_wheels(pip: list[str], cache: Path, env: Mapping[str, str]) -> list[Path
     """The ``.whl`` files pip keeps under ``cache/wheels`` (``pip cache list --format=abspath``);
     None when pip cannot say. Only paths inside ``cache/wheels`` are taken, named through
     ``cache`` as given."""
-    text = _answer([*pip, "cache", "list", "--format=abspath", "--cache-dir", str(cache)], env,
-                   cache, LIST_LIMIT)
+    text = _answer([*pip, "cache", "list", "--format=abspath", "--cache-dir", str(cache)], env, cache, LIST_LIMIT)
     if text is None:
         return None
     root = Path(os.path.abspath(cache / "wheels"))

@@ -152,8 +152,9 @@ def _pip_values(files: list[Path]) -> dict[tuple[str, str], tuple[str, str]]:
 _PIP_COMMANDS = ("install", "wheel", "download")
 
 
-def pip_cache_dirs_by_command(env: Mapping[str, str], home: Path, platform: str, prefix: Path,
-                              root: Path = Path("/")) -> dict[str, CacheLocation]:
+def pip_cache_dirs_by_command(
+    env: Mapping[str, str], home: Path, platform: str, prefix: Path, root: Path = Path("/")
+) -> dict[str, CacheLocation]:
     """Where ``pip install``, ``pip wheel`` and ``pip download`` keep their caches (each reads
     ``[global]`` and its own section); ``PIP_CACHE_DIR`` overrides every file. Read from the
     files: pip has no command that answers for another command's section (``ask.py``)."""
@@ -173,8 +174,9 @@ def pip_cache_dirs_by_command(env: Mapping[str, str], home: Path, platform: str,
     return out
 
 
-def pip_cache_dirs(env: Mapping[str, str], home: Path, platform: str, prefix: Path,
-                   root: Path = Path("/")) -> list[CacheLocation]:
+def pip_cache_dirs(
+    env: Mapping[str, str], home: Path, platform: str, prefix: Path, root: Path = Path("/")
+) -> list[CacheLocation]:
     """``pip_cache_dirs_by_command``'s folders, each once, ``pip install``'s first."""
     out: list[CacheLocation] = []
     for loc in pip_cache_dirs_by_command(env, home, platform, prefix, root).values():
@@ -227,8 +229,7 @@ def _uv_config_files(env: Mapping[str, str], home: Path, platform: str, cwd: Pat
     return files
 
 
-def uv_cache_dir(env: Mapping[str, str], home: Path, platform: str, cwd: Path,
-                 root: Path = Path("/")) -> CacheLocation:
+def uv_cache_dir(env: Mapping[str, str], home: Path, platform: str, cwd: Path, root: Path = Path("/")) -> CacheLocation:
     """Where uv keeps its cache: ``UV_CACHE_DIR``, else the first ``cache-dir`` in its settings
     files, else its default. A relative path is relative to the working folder and ``~`` is
     not expanded, as uv does."""
@@ -263,8 +264,9 @@ def find_caches(
     about: then only the files are read, as with ``ask=False``.
     """
     real_env = os.environ if env is None else env
-    real = ask and (platform in (None, sys.platform) and root == Path("/")
-            and (home is None or str(home) == real_env.get("HOME")))
+    real = ask and (
+        platform in (None, sys.platform) and root == Path("/") and (home is None or str(home) == real_env.get("HOME"))
+    )
     platform = sys.platform if platform is None else platform
     home = _home(real_env, home)
     cwd = Path.cwd() if cwd is None else Path(cwd)
@@ -276,8 +278,7 @@ def find_caches(
     pip = pip_command(prefix, platform) if pip_read else None
     uv = uv_command(real_env) if uv_read else None
     pip_answer, uv_dir = ask_both(pip, uv, real_env, cwd)
-    return (_pip_asked(pip_answer, pip_read, home, cwd)
-            + [_uv_asked(uv_dir, loc, cwd) for loc in uv_read])
+    return _pip_asked(pip_answer, pip_read, home, cwd) + [_uv_asked(uv_dir, loc, cwd) for loc in uv_read]
 
 
 def _same(a: Path, b: Path, cwd: Path) -> bool:
@@ -301,8 +302,7 @@ def _unique(locs: list[CacheLocation], cwd: Path) -> list[CacheLocation]:
     return out
 
 
-def _pip_asked(answer: PipAnswer | None, read: dict[str, CacheLocation], home: Path,
-               cwd: Path) -> list[CacheLocation]:
+def _pip_asked(answer: PipAnswer | None, read: dict[str, CacheLocation], home: Path, cwd: Path) -> list[CacheLocation]:
     """pip's own answers for ``pip install``, ``pip wheel`` and ``pip download``, in that order.
 
     A section's ``cache-dir`` comes from ``pip config list``; what none sets from ``pip cache
@@ -323,8 +323,11 @@ def _pip_asked(answer: PipAnswer | None, read: dict[str, CacheLocation], home: P
         else:  # [cache] (or nothing) answers `pip cache dir`: pip's default is read here
             out.append(ours)
             continue
-        out.append(CacheLocation("pip", ours.path, f"{ours.source} (pip agrees)") if _same(ours.path, path, cwd)
-                   else CacheLocation("pip", path, said))
+        out.append(
+            CacheLocation("pip", ours.path, f"{ours.source} (pip agrees)")
+            if _same(ours.path, path, cwd)
+            else CacheLocation("pip", path, said)
+        )
     return _unique(out, cwd)
 
 

@@ -74,8 +74,10 @@ class CacheReport:
         return {
             "schema_version": SCHEMA_VERSION,
             "targets": list(self.targets),
-            "caches": [{"tool": t, "path": str(p), "summary": s, "source": src}
-                       for (t, p, s), src in zip(self.caches, self.sources)],
+            "caches": [
+                {"tool": t, "path": str(p), "summary": s, "source": src}
+                for (t, p, s), src in zip(self.caches, self.sources)
+            ],
             "mode": ("purge" if self.yes else "purge (dry run)") if self.purge else "list",
             "entries": [e.to_json() for e in self.entries],
             "notes": list(self.notes),

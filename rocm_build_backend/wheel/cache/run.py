@@ -60,8 +60,9 @@ _MAX_POINTER = 1 << 20
 # reading entries
 
 
-def _judge(entry: CacheEntry, read: Callable[[], WheelTargets], targets: Sequence[GpuTarget],
-           generic_ok: bool | None) -> None:
+def _judge(
+    entry: CacheEntry, read: Callable[[], WheelTargets], targets: Sequence[GpuTarget], generic_ok: bool | None
+) -> None:
     try:
         facts = read()
     except RocmBuildBackendError as exc:
@@ -95,8 +96,9 @@ def _pip_wheels(cache: Path, env: Mapping[str, str]) -> list[Path]:
     return sorted(wheels_dir.rglob("*.whl")) if wheels_dir.is_dir() else []
 
 
-def _scan_pip(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
-              audit: bool, env: Mapping[str, str]) -> tuple[list[CacheEntry], str]:
+def _scan_pip(
+    cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None, audit: bool, env: Mapping[str, str]
+) -> tuple[list[CacheEntry], str]:
     entries = []
     found = _pip_wheels(cache, env)
     for whl in found:
@@ -180,8 +182,9 @@ def _uv_refs(cache: Path) -> tuple[dict[str, Path], dict[str, list[Path]], list[
     return archives, refs, built
 
 
-def _scan_uv(cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None,
-             audit: bool, env: Mapping[str, str]) -> tuple[list[CacheEntry], str]:
+def _scan_uv(
+    cache: Path, targets: Sequence[GpuTarget], generic_ok: bool | None, audit: bool, env: Mapping[str, str]
+) -> tuple[list[CacheEntry], str]:
     """uv's unpacked wheels and built wheel files. Read from the layout: uv has no command that
     lists its cache's entries (``uv cache`` has ``dir``, ``clean``, ``prune`` and ``size``)."""
     archives, refs, built = _uv_refs(cache)
@@ -293,8 +296,14 @@ def purge_cache(
     package, every version and build. Both would remove wheels this command judged to fit.
     """
     report = list_cache(
-        targets, cache_dirs=cache_dirs, tools=tools, env=env, home=home,
-        generic_ok=generic_ok, audit=audit, notes=notes,
+        targets,
+        cache_dirs=cache_dirs,
+        tools=tools,
+        env=env,
+        home=home,
+        generic_ok=generic_ok,
+        audit=audit,
+        notes=notes,
     )
     report.purge, report.yes = True, yes
     for e in report.entries:

@@ -33,7 +33,11 @@ class AuditCache:
         try:
             if path.stat().st_size <= _MAX_CACHE:
                 data = json.loads(path.read_text("utf-8"))
-                if isinstance(data, dict) and data.get("version") == self.VERSION and isinstance(data.get("files"), dict):
+                if (
+                    isinstance(data, dict)
+                    and data.get("version") == self.VERSION
+                    and isinstance(data.get("files"), dict)
+                ):
                     self.entries = data["files"]
         except (OSError, ValueError):
             pass
@@ -54,8 +58,11 @@ class AuditCache:
             return dict(hit["facts"])
         report = audit_file(path)
 
-        facts: dict[str, Any] = {"targets": list(report.targets), "complete": list(report.complete),
-                                 "modules": modules_to_json(report.modules)}
+        facts: dict[str, Any] = {
+            "targets": list(report.targets),
+            "complete": list(report.complete),
+            "modules": modules_to_json(report.modules),
+        }
         if report.unread:
             facts["unread"] = modules_to_json(report.unread)
         if report.problems:

@@ -27,8 +27,13 @@ _SKIP_SUFFIXES = frozenset(
 _MAGICS = (ELF_MAGIC, magic.BUNDLE, magic.CCOB, magic.OFFLOAD, magic.FATBIN)
 # the section names the audit reads device code from (binary/audit.py _DEVICE_SECTIONS, and
 # the -fgpu-rdc bundle sections); an ELF library whose section names hold none has no device code
-_DEVICE_SECTION_NAMES = (b".hip_fatbin", b".nv_fatbin", b"__nv_relfatbin", b".llvm.offloading",
-                         b"__CLANG_OFFLOAD_BUNDLE__")
+_DEVICE_SECTION_NAMES = (
+    b".hip_fatbin",
+    b".nv_fatbin",
+    b"__nv_relfatbin",
+    b".llvm.offloading",
+    b"__CLANG_OFFLOAD_BUNDLE__",
+)
 
 
 _SKIP_TUPLE = tuple(sorted(_SKIP_SUFFIXES | {x.upper() for x in _SKIP_SUFFIXES}))

@@ -52,8 +52,11 @@ def finder_mapping(path: Path) -> dict[str, str]:
     except (SyntaxError, ValueError):
         return {}
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        target = (
+            node.target
+            if isinstance(node, ast.AnnAssign)
+            else (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        )
         value = getattr(node, "value", None)
         if isinstance(target, ast.Name) and target.id == "MAPPING" and value is not None:
             try:
@@ -97,8 +100,11 @@ def _importable(folder: Path, budget: list[int]) -> list[str]:
     files in it, and those of the folders below it whose names are identifiers)."""
     out: list[str] = []
     for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d.isidentifier() and d != "__pycache__"
-                             and not os.path.islink(os.path.join(dirpath, d)))
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if d.isidentifier() and d != "__pycache__" and not os.path.islink(os.path.join(dirpath, d))
+        )
         for name in sorted(filenames):
             if budget[0] <= 0:
                 return out

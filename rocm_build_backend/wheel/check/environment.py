@@ -149,9 +149,16 @@ class DistCheck:
         return sorted_targets(t for f in self.files.values() for t in f["targets"])
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.dist.name, "version": self.dist.version, "location": str(self.dist.location),
-                "status": self.status, "reason": self.reason, "notes": list(self.notes),
-                "targets": self.targets, "files": self.files}
+        return {
+            "name": self.dist.name,
+            "version": self.dist.version,
+            "location": str(self.dist.location),
+            "status": self.status,
+            "reason": self.reason,
+            "notes": list(self.notes),
+            "targets": self.targets,
+            "files": self.files,
+        }
 
 
 @dataclass
@@ -187,8 +194,14 @@ class EnvReport:
         }
 
 
-def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], generic_ok: bool | None,
-           cache: AuditCache, strict: bool = False) -> DistCheck | None:
+def _judge(
+    dist: Distribution,
+    paths: Sequence[Path],
+    devices: Sequence[Any],
+    generic_ok: bool | None,
+    cache: AuditCache,
+    strict: bool = False,
+) -> DistCheck | None:
     files: dict[str, dict[str, Any]] = {}
     facts = WheelTargets(path=dist.dist_info, name=dist.name, version=dist.version, audited=True)
     for path in paths:
@@ -198,9 +211,16 @@ def _judge(dist: Distribution, paths: Sequence[Path], devices: Sequence[Any], ge
         inside = Path(os.path.abspath(path)).is_relative_to(dist.location)
         rel = os.path.relpath(path, dist.location).replace(os.sep, "/") if inside else str(path)
         files[rel] = entry
-        facts.files.append(DeviceFile(rel, tuple(entry["targets"]), tuple(entry["complete"]),
-                                      tuple(entry.get("problems", ())), modules_from_json(entry.get("modules")),
-                                      modules_from_json(entry.get("unread")) or ()))
+        facts.files.append(
+            DeviceFile(
+                rel,
+                tuple(entry["targets"]),
+                tuple(entry["complete"]),
+                tuple(entry.get("problems", ())),
+                modules_from_json(entry.get("modules")),
+                modules_from_json(entry.get("unread")) or (),
+            )
+        )
     if not files:
         return None
     check = DistCheck(dist, files)
@@ -259,8 +279,13 @@ def check_environment(
                 checks.append(check)
     progress.step("checking distributions", n_dists, n_dists)  # done
     cache.save()
-    scanned = {"distributions": n_dists, "files": n_files, "opened": n_opened, "audited": n_candidates,
-               "cached": cache.hits}
+    scanned = {
+        "distributions": n_dists,
+        "files": n_files,
+        "opened": n_opened,
+        "audited": n_candidates,
+        "cached": cache.hits,
+    }
     notes = list(notes)
     unlisted = unchecked(dirs)
     if unlisted:

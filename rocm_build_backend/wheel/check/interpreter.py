@@ -38,8 +38,10 @@ def _venv_cfg(cfg: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise RocmBuildBackendError(f"cannot read {cfg}: {exc.strerror or exc}",
-                                    hint="a venv's pyvenv.cfg is a small text file; repair or recreate the venv") from None
+        raise RocmBuildBackendError(
+            f"cannot read {cfg}: {exc.strerror or exc}",
+            hint="a venv's pyvenv.cfg is a small text file; repair or recreate the venv",
+        ) from None
 
 
 def venv_site(python: str) -> list[Path] | None:
@@ -65,8 +67,9 @@ def interpreter_command(python: str) -> str:
     if os.sep not in python and (os.altsep is None or os.altsep not in python):
         found = shutil.which(python)
         if found is None:
-            raise RocmBuildBackendError(f"cannot run {python}: no such command on PATH",
-                                        hint="give the path of a Python interpreter")
+            raise RocmBuildBackendError(
+                f"cannot run {python}: no such command on PATH", hint="give the path of a Python interpreter"
+            )
         python = found
     return os.path.abspath(python)
 
@@ -116,10 +119,15 @@ def _ask(python: str) -> dict[str, Any]:
         data = json.loads(ran.stdout.decode("utf-8", "replace"))
     except ValueError:
         raise RocmBuildBackendError(f"{python} answered something that is not JSON", hint=hint) from None
-    if (not isinstance(data, dict) or not isinstance(data.get("python"), str)
-            or not isinstance(data.get("dirs"), list) or not all(isinstance(d, str) for d in data["dirs"])):
-        raise RocmBuildBackendError(f"{python} answered something that is not what a Python interpreter says",
-                                    hint=hint)
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("python"), str)
+        or not isinstance(data.get("dirs"), list)
+        or not all(isinstance(d, str) for d in data["dirs"])
+    ):
+        raise RocmBuildBackendError(
+            f"{python} answered something that is not what a Python interpreter says", hint=hint
+        )
     return data
 
 
@@ -131,7 +139,6 @@ def site_dirs(python: str | None = None) -> tuple[str, list[Path]]:
         if fast is not None:
             return python, fast
     if python is None:
-
         paths = sysconfig.get_paths()
         dirs = [paths["purelib"], paths["platlib"]]
         if site.ENABLE_USER_SITE:

@@ -218,4 +218,3 @@ def host_rocm_version(*, root: Path = Path("/"), env: Mapping[str, str] | None =
             if text:
                 return text.split("-")[0]
     return None
-

@@ -104,8 +104,9 @@ def session(lay: Layout, result: IndexResult, variants: bool) -> Iterator[Sessio
             raise write_failed(exc if isinstance(exc, OSError) else OSError(28, str(exc)), out) from None
         try:
             if damaged:
-                result.warnings.append(f"the state file is damaged ({damaged}): rebuilt from the folder; "
-                                       "nothing it listed was removed")
+                result.warnings.append(
+                    f"the state file is damaged ({damaged}): rebuilt from the folder; nothing it listed was removed"
+                )
             recovering = store.meta("dirty") == "1"
             for rel in sweep(out, everywhere=recovering):
                 result.removed.append(rel)
@@ -113,8 +114,10 @@ def session(lay: Layout, result: IndexResult, variants: bool) -> Iterator[Sessio
         except sqlite3.Error as exc:
             if disk_error(exc):
                 raise write_failed(OSError(28, "No space left on device"), out, out / store.path.name) from None
-            raise RocmBuildBackendError(f"the index's state in {out} cannot be used: {exc}",
-                                        hint=f"remove {store.path} and run again (it is rebuilt)") from None
+            raise RocmBuildBackendError(
+                f"the index's state in {out} cannot be used: {exc}",
+                hint=f"remove {store.path} and run again (it is rebuilt)",
+            ) from None
         except OSError as exc:
             raise write_failed(exc, out) from None
         finally:
@@ -128,8 +131,9 @@ def plan(s: Session, opts: Options, new: list[Record]) -> list[IndexDef]:
     if opts.targets is not None:
         wanted = index_plan(opts.targets, opts.family, [])
     else:
-        records: list[dict[str, Any]] = [{"files": [[None, None, codes]] if device else []}
-                                         for device, codes in s.store.codes()]
+        records: list[dict[str, Any]] = [
+            {"files": [[None, None, codes]] if device else []} for device, codes in s.store.codes()
+        ]
         records += [rec for rec in new if "variant" not in rec]
         if opts.variants and not any(rec["files"] for rec in records):
             wanted = {}  # only variant wheels (or none with device code): no per-target index
@@ -144,22 +148,38 @@ def plan(s: Session, opts: Options, new: list[Record]) -> list[IndexDef]:
     for name, devices in wanted.items():
         old = stored.get(name)
         full = old is None or old[0] != [str(t) for t in devices] or old[1] != opts.generic_ok or not old[2]
-        out.append(IndexDef(name, devices, opts.generic_ok, full or s.href_changed, requested=opts.targets is not None,
-                            new=old is None and not s.recovering))
+        out.append(
+            IndexDef(
+                name,
+                devices,
+                opts.generic_ok,
+                full or s.href_changed,
+                requested=opts.targets is not None,
+                new=old is None and not s.recovering,
+            )
+        )
     for name, (devices_, generic_ok, built) in stored.items():
         if name not in wanted and name != VARIANTS:
-            out.append(IndexDef(name, [parse_target(d) for d in devices_], generic_ok,
-                                not built or s.href_changed))
+            out.append(IndexDef(name, [parse_target(d) for d in devices_], generic_ok, not built or s.href_changed))
     if opts.variants:
         old = stored.get(VARIANTS)
-        out.append(IndexDef(VARIANTS, [], True, old is None or not old[2] or s.href_changed,
-                            new=old is None and not s.recovering))
+        out.append(
+            IndexDef(
+                VARIANTS, [], True, old is None or not old[2] or s.href_changed, new=old is None and not s.recovering
+            )
+        )
     return out
 
 
-def apply(s: Session, opts: Options, reads: dict[str, Read], *, gone: dict[str, str],
-          meta: dict[str, str] | None = None,
-          before_commit: Callable[[], None] | None = None) -> list[IndexDef]:
+def apply(
+    s: Session,
+    opts: Options,
+    reads: dict[str, Read],
+    *,
+    gone: dict[str, str],
+    meta: dict[str, str] | None = None,
+    before_commit: Callable[[], None] | None = None,
+) -> list[IndexDef]:
     """Commit one run's changes (the three steps above); the indexes maintained.
 
     ``reads``: fn -> what reading it gave (a wheel read again whose bytes are the same gets its
@@ -191,8 +211,12 @@ def apply(s: Session, opts: Options, reads: dict[str, Read], *, gone: dict[str, 
         for r in new:
             if r.item.indexed or r.item.fn in gone:  # replaces a wheel: its old files may go
                 store.check_hosted_of(r.item.fn)
-        store.add_hosted((lay.rel(p), r.item.fn, str(r.rec["sha256"]))
-                         for r in new if r.rec is not None for p in hosted_files(lay, r.item.fn, r.rec))
+        store.add_hosted(
+            (lay.rel(p), r.item.fn, str(r.rec["sha256"]))
+            for r in new
+            if r.rec is not None
+            for p in hosted_files(lay, r.item.fn, r.rec)
+        )
         store.commit()
     except BaseException:
         drop_stages(reads)
@@ -200,8 +224,9 @@ def apply(s: Session, opts: Options, reads: dict[str, Read], *, gone: dict[str, 
     result.files_written += host(lay, new)
     if new:
         store.begin()  # 2. wheels
-        store.put_wheels((r.item.fn, r.item.project, r.rec, r.item.fp, r.item.racy, r.item.bucket)
-                         for r in new if r.rec is not None)
+        store.put_wheels(
+            (r.item.fn, r.item.project, r.rec, r.item.fp, r.item.racy, r.item.bucket) for r in new if r.rec is not None
+        )
         store.commit()
     store.begin()  # 3. pages
     todo = store.todo()

@@ -58,19 +58,29 @@ def write_failed(exc: OSError, out_dir: Path, path: Path | str | None = None) ->
         rel = str(where)
     if rel == ".":
         return WriteFailed(
-            printable(f"cannot write in {out_dir}: {exc.strerror or exc}; the pages still link only files that "
-                      "exist, and the next run finishes what this one began"),
-            hint="free space on (or make writable) the filesystem that holds the output folder, then run again")
+            printable(
+                f"cannot write in {out_dir}: {exc.strerror or exc}; the pages still link only files that "
+                "exist, and the next run finishes what this one began"
+            ),
+            hint="free space on (or make writable) the filesystem that holds the output folder, then run again",
+        )
     head, _, name = rel.rpartition("/")
     parts = name.split(".")
     if name.startswith(".") and name.endswith(".tmp") and len(parts) > 4:  # a temporary name: say what for
         target = ".".join(parts[1:-3])
-        rel = f"a copy of {target} into {FILES_DIR}/" if head.endswith(INCOMING) else (f"{head}/" if head else "") + target
+        rel = (
+            f"a copy of {target} into {FILES_DIR}/"
+            if head.endswith(INCOMING)
+            else (f"{head}/" if head else "") + target
+        )
 
     return WriteFailed(
-        printable(f"cannot write {rel} in {out_dir}: {exc.strerror or exc}; the pages still link only "
-                  "files that exist, and the next run finishes what this one began"),
-        hint="free space on (or make writable) the filesystem that holds the output folder, then run again")
+        printable(
+            f"cannot write {rel} in {out_dir}: {exc.strerror or exc}; the pages still link only "
+            "files that exist, and the next run finishes what this one began"
+        ),
+        hint="free space on (or make writable) the filesystem that holds the output folder, then run again",
+    )
 
 
 def parallel(fn: Callable[[T], R], items: list[T], key: Callable[[T], K]) -> dict[K, R]:
@@ -238,9 +248,17 @@ def _record(fh: Any, path: Path, h: Any, st: os.stat_result) -> tuple[Record, by
         "stamped": wt.stamped,
         "problems": list(wt.problems),
         # [path, targets, complete, problems, modules, unread]; modules null when not known
-        "files": [[f.path, list(f.targets), list(f.complete), list(f.problems),
-                   None if f.modules is None else modules_to_json(f.modules), modules_to_json(f.unread)]
-                  for f in wt.files],
+        "files": [
+            [
+                f.path,
+                list(f.targets),
+                list(f.complete),
+                list(f.problems),
+                None if f.modules is None else modules_to_json(f.modules),
+                modules_to_json(f.unread),
+            ]
+            for f in wt.files
+        ],
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,
     }
@@ -277,8 +295,8 @@ class Layout:
 
     def rel(self, path: Path) -> str:
         text, top = str(path), str(self.out_dir) + os.sep
-        if text.startswith(top) and os.sep + ".." not in text[len(top) - 1:]:
-            return text[len(top):].replace(os.sep, "/")  # the usual case, without resolving anything
+        if text.startswith(top) and os.sep + ".." not in text[len(top) - 1 :]:
+            return text[len(top) :].replace(os.sep, "/")  # the usual case, without resolving anything
         return os.path.relpath(path, self.out_dir).replace(os.sep, "/")
 
     def host_for(self, fn: str, rec: Record) -> Path | None:
@@ -340,5 +358,7 @@ def prepare_out(out_dir: Path) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise RocmBuildBackendError(f"cannot write the index into {out_dir}: {exc.strerror or exc}",
-                                    hint="pick an output folder you can write to") from None
+        raise RocmBuildBackendError(
+            f"cannot write the index into {out_dir}: {exc.strerror or exc}",
+            hint="pick an output folder you can write to",
+        ) from None

@@ -69,8 +69,9 @@ def named_targets(value: str | Sequence[str | GpuTarget]) -> list[str]:
     it names none (``";;"``, ``""``), which would otherwise mean "do nothing" and succeed."""
     names = split_targets(value if isinstance(value, str) else [str(v) for v in value])
     if not names:
-        raise ConfigError([f"--targets {value!r} names no GPU target"],
-                          hint="name one or more, e.g. --targets gfx90a,gfx942")
+        raise ConfigError(
+            [f"--targets {value!r} names no GPU target"], hint="name one or more, e.g. --targets gfx90a,gfx942"
+        )
     return names
 
 

@@ -38,7 +38,9 @@ def parse_spec(spec: str) -> tuple[str, str]:
     """``NAME==VERSION`` -> (normalised name, version); ConfigError for anything else."""
     m = _SPEC.match(spec)
     if not m:
-        raise ConfigError([f"--remove {spec!r} is not NAME==VERSION"], hint="for example: --remove my-ext==1.2.0+gfx942")
+        raise ConfigError(
+            [f"--remove {spec!r} is not NAME==VERSION"], hint="for example: --remove my-ext==1.2.0+gfx942"
+        )
     return normalize(m.group(1)), m.group(2)
 
 
@@ -66,14 +68,21 @@ def _resolve(s: Session, given: Options) -> Options:
     if not stored:
         return given
     was = Options.from_key(stored)
-    differ = [what for what, conflict in (
-        ("--targets", given.targets is not None and given.targets != was.targets),
-        ("--family", given.family and not was.family),
-        ("--variants", given.variants and not was.variants),
-        ("generic code", not given.generic_ok and was.generic_ok)) if conflict]
+    differ = [
+        what
+        for what, conflict in (
+            ("--targets", given.targets is not None and given.targets != was.targets),
+            ("--family", given.family and not was.family),
+            ("--variants", given.variants and not was.variants),
+            ("generic code", not given.generic_ok and was.generic_ok),
+        )
+        if conflict
+    ]
     if differ:
-        raise ConfigError([f"{s.lay.out_dir} was published with other {', '.join(differ)}"],
-                          hint="pass the options of the first run into this output (or none of them)")
+        raise ConfigError(
+            [f"{s.lay.out_dir} was published with other {', '.join(differ)}"],
+            hint="pass the options of the first run into this output (or none of them)",
+        )
     return was
 
 
@@ -83,7 +92,8 @@ def _check_mode(s: Session) -> None:
         raise RocmBuildBackendError(
             f"{s.lay.out_dir} mirrors a folder of wheels: its next run would undo this",
             hint="put the wheel into that folder and run `rocm-build-backend index WHEEL_DIR -o OUT_DIR`, "
-                 "or publish into another output folder")
+            "or publish into another output folder",
+        )
 
 
 def _recovered(lay: Layout) -> dict[str, Path]:
@@ -159,8 +169,11 @@ def _matching(s: Session, specs: list[tuple[str, str, str]]) -> dict[str, str]:
     gone: dict[str, str] = {}
     for spec, project, version in specs:
         want = version_key(version)
-        hits = [fn for fn, rec in s.store.project_records(project).items()
-                if (version_key(str(rec.get("version")))[1] == want[1] if want[0] else rec.get("version") == version)]
+        hits = [
+            fn
+            for fn, rec in s.store.project_records(project).items()
+            if (version_key(str(rec.get("version")))[1] == want[1] if want[0] else rec.get("version") == version)
+        ]
         if not hits:
             s.result.skipped[spec] = f"{s.lay.out_dir} holds no wheel of {project} {version}"
         gone.update((fn, project) for fn in hits)

@@ -102,8 +102,7 @@ __all__ = [
 ]
 
 
-def options(targets: Sequence[str | GpuTarget] | str | None, family: bool, generic_ok: bool,
-            variants: bool) -> Options:
+def options(targets: Sequence[str | GpuTarget] | str | None, family: bool, generic_ok: bool, variants: bool) -> Options:
     """The plan options of a run, with the named targets checked (a usage error before any write)."""
     names = None
     if targets is not None:
@@ -142,18 +141,16 @@ def build_index(
     result = IndexResult(out_dir=lay.out_dir, metadata_upload=lay.files_dir if lay.base_url is not None else None)
     with session(lay, result, variants) as s:
         if s.store.meta("mode") == "publish":
-
             raise RocmBuildBackendError(
                 f"{lay.out_dir} holds wheels published with --add: a run from one folder would remove them",
-                hint=f"add these with: rocm-build-backend index --add {lay.wheel_dir}/*.whl -o {lay.out_dir}")
+                hint=f"add these with: rocm-build-backend index --add {lay.wheel_dir}/*.whl -o {lay.out_dir}",
+            )
         used: set[str] = set()
         if split:
-
             lay.sources, used = split_sources(lay.wheel_dir, lay.out_dir, result.skipped, known=_known(s))
         _mirror(s, opts)
         load_lists(s, lists)
         if split:
-
             result.removed += prune(lay.out_dir, used)
     return result
 
@@ -173,8 +170,12 @@ def _mirror(s: Session, opts: Options) -> None:
     store, result = s.store, s.result
     args = opts.key()
     listing = list_folder(s.lay, json.dumps([DB_VERSION, s.href, opts.variants]))
-    if (not s.recovering and store.meta("args") == args and store.meta("href") == s.href
-            and store.bucket_digests() == listing.digests):
+    if (
+        not s.recovering
+        and store.meta("args") == args
+        and store.meta("href") == s.href
+        and store.bucket_digests() == listing.digests
+    ):
         _unchanged(s, len(listing.entries))
         return
     d = diff(store, listing, opts.variants, force=s.href_changed)
@@ -192,8 +193,7 @@ def _mirror(s: Session, opts: Options) -> None:
         store.set_bucket_digests(digests)
         store.set_skipped(d.buckets, failed)
 
-    apply(s, opts, reads, gone=gone, meta={"mode": "mirror", "args": args},
-          before_commit=record)
+    apply(s, opts, reads, gone=gone, meta={"mode": "mirror", "args": args}, before_commit=record)
 
 
 def _unchanged(s: Session, n: int) -> None:

@@ -54,8 +54,9 @@ def _read_marker(folder: Path) -> list[str] | None:
         names = json.loads((folder / MARKER).read_text(encoding="utf-8"))["wheels"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not isinstance(names, list) or not all(isinstance(n, str) and "/" not in n and n.endswith(".whl")
-                                              for n in names):
+    if not isinstance(names, list) or not all(
+        isinstance(n, str) and "/" not in n and n.endswith(".whl") for n in names
+    ):
         return None
     return names
 
@@ -73,8 +74,9 @@ def _split_one(path: Path, final: Path) -> list[str]:
     return names
 
 
-def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str],
-                  known: Callable[[str, os.stat_result], bool] | None = None) -> tuple[dict[str, Path], set[str]]:
+def split_sources(
+    wheel_dir: Path, out_dir: Path, skipped: dict[str, str], known: Callable[[str, os.stat_result], bool] | None = None
+) -> tuple[dict[str, Path], set[str]]:
     """File name -> path of every wheel to index, fat wheels replaced by their split wheels;
     and the split folders in use (for ``prune``). A fat wheel that cannot be split is skipped.
     ``known(name, stat)``: whether the index already holds that very file as it is (then it is
@@ -92,7 +94,7 @@ def split_sources(wheel_dir: Path, out_dir: Path, skipped: dict[str, str],
             continue
         try:
             st = path.stat()
-            folder = top / f"{path.name[:-len('.whl')]}-{st.st_size}-{st.st_mtime_ns}"
+            folder = top / f"{path.name[: -len('.whl')]}-{st.st_size}-{st.st_mtime_ns}"
             names = _read_marker(folder)
             if names is None:
                 if (known is not None and known(path.name, st)) or _units(path) < 2:

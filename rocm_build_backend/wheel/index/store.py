@@ -149,12 +149,25 @@ class Store:
             kind = f"{1 if rec.get('files') else 0} " + " ".join(codes)
             if "variant" not in rec:
                 kinds.add(kind)
-            rows.append((fn, project, rec["sha256"], 1 if "variant" in rec else 0, kind, bucket, fp, 1 if racy else 0,
-                         json.dumps(rec, sort_keys=True, separators=(",", ":"))))
+            rows.append(
+                (
+                    fn,
+                    project,
+                    rec["sha256"],
+                    1 if "variant" in rec else 0,
+                    kind,
+                    bucket,
+                    fp,
+                    1 if racy else 0,
+                    json.dumps(rec, sort_keys=True, separators=(",", ":")),
+                )
+            )
         self.conn.executemany("INSERT OR IGNORE INTO codes(codes) VALUES(?)", ((k,) for k in sorted(kinds)))
         self.conn.executemany(
             "INSERT OR REPLACE INTO wheels(fn, project, sha256, variant, codes, bucket, fp, racy, rec) "
-            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
     def set_fingerprint(self, fn: str, fp: str, racy: bool) -> None:
         self.conn.execute("UPDATE wheels SET fp=?, racy=? WHERE fn=?", (fp, 1 if racy else 0, fn))
@@ -167,8 +180,10 @@ class Store:
 
     def project_records(self, project: str) -> dict[str, Record]:
         """fn -> record of every wheel of one project."""
-        return {str(fn): _record(rec) for fn, rec in
-                self.conn.execute("SELECT fn, rec FROM wheels WHERE project=?", (project,))}
+        return {
+            str(fn): _record(rec)
+            for fn, rec in self.conn.execute("SELECT fn, rec FROM wheels WHERE project=?", (project,))
+        }
 
     def all_records(self) -> Iterator[tuple[str, dict[str, Record]]]:
         """(project, fn -> record) for every project, in project order: for a full rebuild."""
@@ -200,8 +215,9 @@ class Store:
         wanted = sorted(set(buckets))
         if not wanted:
             return {}
-        cur = self.conn.execute(f"SELECT fn, reason FROM skipped WHERE bucket IN ({','.join('?' * len(wanted))})",
-                                wanted)
+        cur = self.conn.execute(
+            f"SELECT fn, reason FROM skipped WHERE bucket IN ({','.join('?' * len(wanted))})", wanted
+        )
         return {str(fn): str(why) for fn, why in cur}
 
     def set_skipped(self, buckets: Iterable[int], skipped: dict[str, tuple[int, str]]) -> None:
@@ -209,49 +225,68 @@ class Store:
         wanted = sorted(set(buckets))
         if wanted:
             self.conn.execute(f"DELETE FROM skipped WHERE bucket IN ({','.join('?' * len(wanted))})", wanted)
-        self.conn.executemany("INSERT OR REPLACE INTO skipped(fn, bucket, reason) VALUES(?, ?, ?)",
-                              ((fn, b, why) for fn, (b, why) in skipped.items()))
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO skipped(fn, bucket, reason) VALUES(?, ?, ?)",
+            ((fn, b, why) for fn, (b, why) in skipped.items()),
+        )
 
     # ---------------------------------------------------------------------- indexes
 
     def index_defs(self) -> dict[str, tuple[list[str], bool, bool]]:
         """name -> (devices, generic_ok, built) of every index this output holds."""
-        return {str(n): (json.loads(d), bool(g), bool(b))
-                for n, d, g, b in self.conn.execute("SELECT name, devices, generic_ok, built FROM indexes")}
+        return {
+            str(n): (json.loads(d), bool(g), bool(b))
+            for n, d, g, b in self.conn.execute("SELECT name, devices, generic_ok, built FROM indexes")
+        }
 
     def set_index(self, name: str, devices: list[str], generic_ok: bool, built: bool) -> None:
-        self.conn.execute("INSERT OR IGNORE INTO indexes(name, devices, generic_ok, built) VALUES(?, ?, ?, ?)",
-                          (name, "[]", 1, 0))
-        self.conn.execute("UPDATE indexes SET devices=?, generic_ok=?, built=? WHERE name=?",
-                          (json.dumps(devices), 1 if generic_ok else 0, 1 if built else 0, name))
+        self.conn.execute(
+            "INSERT OR IGNORE INTO indexes(name, devices, generic_ok, built) VALUES(?, ?, ?, ?)", (name, "[]", 1, 0)
+        )
+        self.conn.execute(
+            "UPDATE indexes SET devices=?, generic_ok=?, built=? WHERE name=?",
+            (json.dumps(devices), 1 if generic_ok else 0, 1 if built else 0, name),
+        )
 
     def listed(self, idx: str, project: str) -> dict[str, str]:
-        return {str(fn): str(sha) for fn, sha in
-                self.conn.execute("SELECT fn, sha256 FROM listed WHERE idx=? AND project=?", (idx, project))}
+        return {
+            str(fn): str(sha)
+            for fn, sha in self.conn.execute("SELECT fn, sha256 FROM listed WHERE idx=? AND project=?", (idx, project))
+        }
 
     def set_listed(self, idx: str, project: str, files: dict[str, str], before: dict[str, str]) -> None:
         """Replace what one page links (``before``: what it linked); the index's count follows."""
         self.conn.execute("DELETE FROM listed WHERE idx=? AND project=?", (idx, project))
-        self.conn.executemany("INSERT INTO listed(idx, project, fn, sha256) VALUES(?, ?, ?, ?)",
-                              ((idx, project, fn, sha) for fn, sha in files.items()))
+        self.conn.executemany(
+            "INSERT INTO listed(idx, project, fn, sha256) VALUES(?, ?, ?, ?)",
+            ((idx, project, fn, sha) for fn, sha in files.items()),
+        )
         delta = sum(fn.endswith(".whl") for fn in files) - sum(fn.endswith(".whl") for fn in before)
         if delta:
             self.conn.execute("UPDATE indexes SET wheels=wheels+? WHERE name=?", (delta, idx))
 
     def add_rows(self, rows: list[tuple[str, str, dict[str, str], str]]) -> None:
         """(index, project, fn -> sha256 its page links, display name) of pages new to an index."""
-        self.conn.executemany("INSERT OR REPLACE INTO listed(idx, project, fn, sha256) VALUES(?, ?, ?, ?)",
-                              ((idx, project, fn, sha) for idx, project, links, _d in rows for fn, sha in links.items()))
-        self.conn.executemany("INSERT OR REPLACE INTO projects(idx, project, display) VALUES(?, ?, ?)",
-                              ((idx, project, display) for idx, project, _links, display in rows))
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO listed(idx, project, fn, sha256) VALUES(?, ?, ?, ?)",
+            ((idx, project, fn, sha) for idx, project, links, _d in rows for fn, sha in links.items()),
+        )
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO projects(idx, project, display) VALUES(?, ?, ?)",
+            ((idx, project, display) for idx, project, _links, display in rows),
+        )
         counts: dict[str, int] = {}
         for idx, _project, links, _d in rows:
             counts[idx] = counts.get(idx, 0) + sum(fn.endswith(".whl") for fn in links)
-        self.conn.executemany("UPDATE indexes SET wheels=wheels+? WHERE name=?", ((n, idx) for idx, n in counts.items()))
+        self.conn.executemany(
+            "UPDATE indexes SET wheels=wheels+? WHERE name=?", ((n, idx) for idx, n in counts.items())
+        )
 
     def listed_wheels(self, idx: str) -> list[str]:
-        return [str(fn) for (fn,) in self.conn.execute(
-            "SELECT fn FROM listed WHERE idx=? AND fn LIKE '%.whl' ORDER BY fn", (idx,))]
+        return [
+            str(fn)
+            for (fn,) in self.conn.execute("SELECT fn FROM listed WHERE idx=? AND fn LIKE '%.whl' ORDER BY fn", (idx,))
+        ]
 
     def count_listed(self, idx: str) -> int:
         got = self.conn.execute("SELECT wheels FROM indexes WHERE name=?", (idx,)).fetchone()
@@ -259,8 +294,10 @@ class Store:
 
     def index_projects(self, idx: str) -> list[tuple[str, str]]:
         """(project, display name) of one index's root page, in order."""
-        return [(str(p), str(d)) for p, d in self.conn.execute(
-            "SELECT project, display FROM projects WHERE idx=? ORDER BY project", (idx,))]
+        return [
+            (str(p), str(d))
+            for p, d in self.conn.execute("SELECT project, display FROM projects WHERE idx=? ORDER BY project", (idx,))
+        ]
 
     def project_names(self, idx: str) -> set[str]:
         return {str(p) for (p,) in self.conn.execute("SELECT project FROM projects WHERE idx=?", (idx,))}
@@ -273,8 +310,9 @@ class Store:
         if display is None:
             self.conn.execute("DELETE FROM projects WHERE idx=? AND project=?", (idx, project))
         else:
-            self.conn.execute("INSERT OR REPLACE INTO projects(idx, project, display) VALUES(?, ?, ?)",
-                              (idx, project, display))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO projects(idx, project, display) VALUES(?, ?, ?)", (idx, project, display)
+            )
 
     # ---------------------------------------------------------------------- hosted files
 
@@ -291,11 +329,14 @@ class Store:
         self.conn.execute(
             "UPDATE hosted SET pending=0 WHERE pending=1 AND sha256 != '' AND ("
             "EXISTS(SELECT 1 FROM listed l WHERE l.fn=hosted.fn AND l.sha256=hosted.sha256) OR "
-            "EXISTS(SELECT 1 FROM wheels w WHERE w.fn=hosted.fn AND w.sha256=hosted.sha256))")
+            "EXISTS(SELECT 1 FROM wheels w WHERE w.fn=hosted.fn AND w.sha256=hosted.sha256))"
+        )
 
     def pending_hosted(self) -> list[tuple[str, str, str]]:
-        return [(str(p), str(f), str(s)) for p, f, s in
-                self.conn.execute("SELECT path, fn, sha256 FROM hosted WHERE pending=1 ORDER BY path")]
+        return [
+            (str(p), str(f), str(s))
+            for p, f, s in self.conn.execute("SELECT path, fn, sha256 FROM hosted WHERE pending=1 ORDER BY path")
+        ]
 
     def settle_hosted(self, path: str, keep: bool) -> None:
         if keep:

@@ -65,23 +65,33 @@ def facts_of(rec: Record) -> WheelTargets:
 
     def device_file(row: list[Any]) -> DeviceFile:
         path, targets, complete, problems, *more = row  # records written before modules have 4
-        return DeviceFile(path, tuple(targets), tuple(complete), tuple(problems),
-                          modules_from_json(more[0] if more else None),
-                          modules_from_json(more[1] if len(more) > 1 else None) or ())
+        return DeviceFile(
+            path,
+            tuple(targets),
+            tuple(complete),
+            tuple(problems),
+            modules_from_json(more[0] if more else None),
+            modules_from_json(more[1] if len(more) > 1 else None) or (),
+        )
 
     return WheelTargets(
-        path=Path(str(rec.get("name"))), name=rec.get("name"), version=rec.get("version"),
-        stamped=rec.get("stamped", False), audited=not rec.get("stamped", False),
+        path=Path(str(rec.get("name"))),
+        name=rec.get("name"),
+        version=rec.get("version"),
+        stamped=rec.get("stamped", False),
+        audited=not rec.get("stamped", False),
         files=[device_file(row) for row in rec.get("files", [])],
-        problems=list(rec.get("problems", [])), known=rec.get("known", True),
+        problems=list(rec.get("problems", [])),
+        known=rec.get("known", True),
     )
 
 
 class _Run:
     """The page work of one run (one object, so the steps share their caches and counters)."""
 
-    def __init__(self, lay: Layout, store: Store, plan: list[IndexDef], todo: set[str], recovering: bool,
-                 result: IndexResult) -> None:
+    def __init__(
+        self, lay: Layout, store: Store, plan: list[IndexDef], todo: set[str], recovering: bool, result: IndexResult
+    ) -> None:
         self.lay, self.store, self.plan, self.todo, self.result = lay, store, plan, todo, result
         self.recovering = recovering
         self.roots = {d.name for d in plan if d.full or recovering}
@@ -98,8 +108,9 @@ class _Run:
         what its files hold, not what they are called)."""
         kind = self.kinds.get(fn)
         if kind is None:
-            kind = self.kinds[fn] = repr((rec.get("known", True), rec.get("problems", []),
-                                          [row[1:] for row in rec.get("files", [])]))
+            kind = self.kinds[fn] = repr(
+                (rec.get("known", True), rec.get("problems", []), [row[1:] for row in rec.get("files", [])])
+            )
         key = (d.name, kind)
         got = self.verdicts.get(key)
         if got is None:
@@ -116,14 +127,15 @@ class _Run:
 
     def page_dir(self, index: str, project: str) -> Path | None:
         if not _INDEX.match(index) or not _PROJECT.match(project):
-            self.result.warnings.append(f"the state names the project {project!r} in {index!r}, which is not a "
-                                        "page this index writes: left alone")
+            self.result.warnings.append(
+                f"the state names the project {project!r} in {index!r}, which is not a "
+                "page this index writes: left alone"
+            )
             return None
         return self.lay.out_dir / index / "simple" / project
 
     def entries(self, d: IndexDef, project: str, recs: dict[str, Record], page_dir: Path) -> list[Entry]:
         if d.name == VARIANTS:
-
             # the variant wheels and, as the fallback, the plain wheels of their projects; a wheel whose
             # variant.json fails its checks is skipped (the others are listed)
             files, extra, kept = json_files(self.lay, recs, variants_listed(recs), self.result.skipped)
@@ -134,8 +146,10 @@ class _Run:
                     self.result.files_written.append(self.lay.rel(path))
             more = extra.get(project, [])
         else:
-            fns = sorted((fn for fn, rec in recs.items() if "variant" not in rec and self.loads(d, fn, rec)),
-                         key=lambda f: self.order(f, recs[f]))
+            fns = sorted(
+                (fn for fn, rec in recs.items() if "variant" not in rec and self.loads(d, fn, rec)),
+                key=lambda f: self.order(f, recs[f]),
+            )
             more = []
         return [(fn, recs[fn], self.lay.href(fn, recs[fn], page_dir)) for fn in fns] + more
 
@@ -262,8 +276,9 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def update_pages(lay: Layout, store: Store, plan: list[IndexDef], todo: set[str], recovering: bool,
-                 result: IndexResult) -> list[str]:
+def update_pages(
+    lay: Layout, store: Store, plan: list[IndexDef], todo: set[str], recovering: bool, result: IndexResult
+) -> list[str]:
     """Render and write the pages this run changes; the pages no index produces any more (to be
     removed once the root pages no longer list them)."""
     run = _Run(lay, store, plan, todo, recovering, result)
@@ -306,8 +321,9 @@ def _ours(path: Path) -> bool:
         return False
 
 
-def remove_unlinked(lay: Layout, store: Store, doomed: list[str], result: IndexResult,
-                    note: Callable[[str | None, str], None]) -> None:
+def remove_unlinked(
+    lay: Layout, store: Store, doomed: list[str], result: IndexResult, note: Callable[[str | None, str], None]
+) -> None:
     """Remove the pages no index produces, then every pending hosted file no page links; the
     rows follow (inside the caller's transaction)."""
     for rel in doomed:

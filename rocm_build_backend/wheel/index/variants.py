@@ -94,8 +94,9 @@ def _checked(wheels: dict[str, Record], listed: list[str], skipped: dict[str, st
     return groups
 
 
-def json_files(lay: Layout, wheels: dict[str, Record], listed: list[str], skipped: dict[str, str]) -> tuple[
-        dict[Path, bytes], dict[str, list[Entry]], list[str]]:
+def json_files(
+    lay: Layout, wheels: dict[str, Record], listed: list[str], skipped: dict[str, str]
+) -> tuple[dict[Path, bytes], dict[str, list[Entry]], list[str]]:
     """The variants JSON files of the listed variant wheels, their entries per project page,
     and the wheels to list (the plain fallback wheels among ``listed`` stay). A wheel whose
     variant.json fails, or reuses an earlier wheel's label for other properties, goes to
@@ -114,8 +115,9 @@ def json_files(lay: Layout, wheels: dict[str, Record], listed: list[str], skippe
         version = jfn[: -len(JSON_SUFFIX)].rsplit("-", 1)[1]
         norm = normalize(str(wheels[fns[0]]["name"]))
         page_dir = lay.out_dir / INDEX / "simple" / norm
-        pages.setdefault(norm, []).append((jfn, {"sha256": sha, "size": len(data), "version": version},
-                                           _href(lay, jfn, path, page_dir)))
+        pages.setdefault(norm, []).append(
+            (jfn, {"sha256": sha, "size": len(data), "version": version}, _href(lay, jfn, path, page_dir))
+        )
     return files, pages, sorted(kept)
 
 

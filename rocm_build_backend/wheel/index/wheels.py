@@ -53,8 +53,10 @@ RACY_NS = 2_000_000_000  # coarser than any timestamp granularity in use (FAT: 2
 # a valid project name (PEP 508; the core metadata's Name): ASCII letters and digits, with
 # ".", "_" and "-" inside. packaging's file name parser accepts any Unicode letter.
 _VALID_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", re.ASCII)
-NAME_RULE = ("a valid project name has ASCII letters and digits only, with '.', '_' or '-' inside "
-             "(PEP 508): no index page can be written for it")
+NAME_RULE = (
+    "a valid project name has ASCII letters and digits only, with '.', '_' or '-' inside "
+    "(PEP 508): no index page can be written for it"
+)
 
 
 @dataclass
@@ -235,10 +237,19 @@ def _read(lay: Layout, item: Item) -> Read:
         if exc.errno in WRITE_ERRORS:
             raise write_failed(exc, lay.out_dir, stage) from None
         return Read(item, why=f"cannot be read ({exc.strerror or exc})")
-    except (RocmBuildBackendError, zipfile.BadZipFile, ValueError, EOFError, KeyError,
-            zlib.error, RuntimeError, NotImplementedError) as exc:
-        return Read(item, why=exc.message if isinstance(exc, RocmBuildBackendError)
-                    else f"not a readable wheel ({exc})")
+    except (
+        RocmBuildBackendError,
+        zipfile.BadZipFile,
+        ValueError,
+        EOFError,
+        KeyError,
+        zlib.error,
+        RuntimeError,
+        NotImplementedError,
+    ) as exc:
+        return Read(
+            item, why=exc.message if isinstance(exc, RocmBuildBackendError) else f"not a readable wheel ({exc})"
+        )
     finally:
         if stage is not None:
             try:

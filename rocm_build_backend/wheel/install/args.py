@@ -20,24 +20,90 @@ from typing import Sequence
 from rocm_build_backend.errors import RocmBuildBackendError
 
 #: pip options that take a value (``--opt VALUE`` or ``--opt=VALUE``), for splitting arguments
-VALUE_OPTIONS = frozenset({
-    "-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement",
-    "-c", "--constraint", "--build-constraint", "--requirements-from-script", "-e", "--editable",
-    "--cache-dir", "-C", "--config-settings", "--config-setting", "--global-option", "--build-option",
-    "--install-option", "--no-binary", "--only-binary", "--all-releases", "--only-final", "--platform",
-    "--python-version", "--implementation", "--abi", "--progress-bar", "--proxy", "--retries",
-    "--timeout", "--exists-action", "--trusted-host", "--cert", "--client-cert", "--log",
-    "--keyring-provider", "--src", "--upgrade-strategy", "--target", "-t", "--prefix", "--root",
-    "--root-user-action", "--python", "--group", "--use-feature", "--use-deprecated", "--resume-retries",
-    "--refresh-package", "--uploaded-prior-to", "--report", "-w", "--wheel-dir",
-})
+VALUE_OPTIONS = frozenset(
+    {
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+        "-r",
+        "--requirement",
+        "-c",
+        "--constraint",
+        "--build-constraint",
+        "--requirements-from-script",
+        "-e",
+        "--editable",
+        "--cache-dir",
+        "-C",
+        "--config-settings",
+        "--config-setting",
+        "--global-option",
+        "--build-option",
+        "--install-option",
+        "--no-binary",
+        "--only-binary",
+        "--all-releases",
+        "--only-final",
+        "--platform",
+        "--python-version",
+        "--implementation",
+        "--abi",
+        "--progress-bar",
+        "--proxy",
+        "--retries",
+        "--timeout",
+        "--exists-action",
+        "--trusted-host",
+        "--cert",
+        "--client-cert",
+        "--log",
+        "--keyring-provider",
+        "--src",
+        "--upgrade-strategy",
+        "--target",
+        "-t",
+        "--prefix",
+        "--root",
+        "--root-user-action",
+        "--python",
+        "--group",
+        "--use-feature",
+        "--use-deprecated",
+        "--resume-retries",
+        "--refresh-package",
+        "--uploaded-prior-to",
+        "--report",
+        "-w",
+        "--wheel-dir",
+    }
+)
 #: options that only ``pip install`` knows: they go to the final install, not to ``pip wheel``
-INSTALL_ONLY = frozenset({
-    "-t", "--target", "--prefix", "--root", "--user", "-U", "--upgrade", "--upgrade-strategy",
-    "--force-reinstall", "-I", "--ignore-installed", "--no-warn-script-location",
-    "--no-warn-conflicts", "--break-system-packages", "--no-compile", "--compile",
-    "--require-virtualenv", "--python", "--root-user-action", "--install-option",
-})
+INSTALL_ONLY = frozenset(
+    {
+        "-t",
+        "--target",
+        "--prefix",
+        "--root",
+        "--user",
+        "-U",
+        "--upgrade",
+        "--upgrade-strategy",
+        "--force-reinstall",
+        "-I",
+        "--ignore-installed",
+        "--no-warn-script-location",
+        "--no-warn-conflicts",
+        "--break-system-packages",
+        "--no-compile",
+        "--compile",
+        "--require-virtualenv",
+        "--python",
+        "--root-user-action",
+        "--install-option",
+    }
+)
 #: ``pip install``'s options for another platform's wheels, which ``pip wheel`` lacks: they stay
 #: with the collect (``pip wheel`` says it has no such option; with ``--tool uv``, uv takes its own)
 OTHER_PLATFORM = frozenset({"--platform", "--python-version", "--implementation", "--abi"})
@@ -46,9 +112,18 @@ NOT_HERE = frozenset({"--dry-run", "--report"})
 #: options install cannot take: it collects into a folder of its own
 REFUSED = {"-w": "--wheel-dir", "--wheel-dir": "--wheel-dir"}
 # options the single-project rebuild does not repeat (they name other projects or caches)
-_NOT_FOR_REBUILD = {"-r", "--requirement", "--requirements-from-script", "--group", "-e", "--editable",
-                    "--cache-dir", "--no-binary", "--only-binary",
-                    "--no-deps"}  # the rebuild says --no-deps itself (uv refuses it twice)
+_NOT_FOR_REBUILD = {
+    "-r",
+    "--requirement",
+    "--requirements-from-script",
+    "--group",
+    "-e",
+    "--editable",
+    "--cache-dir",
+    "--no-binary",
+    "--only-binary",
+    "--no-deps",
+}  # the rebuild says --no-deps itself (uv refuses it twice)
 
 
 @dataclass
@@ -86,9 +161,11 @@ def _normal(args: Sequence[str]) -> list[str]:
             raise RocmBuildBackendError("-- is given twice", hint="put -- once, before pip's arguments")
         name = arg.split("=", 1)[0]
         if name in REFUSED or arg[:2] in REFUSED:
-            raise RocmBuildBackendError(f"pip's {REFUSED.get(name, REFUSED.get(arg[:2]))} is not taken here: "
-                                        "install collects the wheels into a folder of its own",
-                                        hint="leave it out (pip wheel -w DIR keeps wheels in a folder)")
+            raise RocmBuildBackendError(
+                f"pip's {REFUSED.get(name, REFUSED.get(arg[:2]))} is not taken here: "
+                "install collects the wheels into a folder of its own",
+                hint="leave it out (pip wheel -w DIR keeps wheels in a folder)",
+            )
         if len(arg) > 2 and arg[0] == "-" and arg[1] != "-" and arg[:2] in VALUE_OPTIONS:
             out += [arg[:2], arg[2:]]
         else:
@@ -105,12 +182,13 @@ def split_args(args: Sequence[str]) -> SplitArgs:
         arg = args[i]
         name = arg.split("=", 1)[0] if arg.startswith("--") else arg
         if name in NOT_HERE:
-            raise RocmBuildBackendError(f"{name} is not a pip option here",
-                                        hint="use rocm-build-backend install --dry-run to see the table")
+            raise RocmBuildBackendError(
+                f"{name} is not a pip option here", hint="use rocm-build-backend install --dry-run to see the table"
+            )
         takes = name in VALUE_OPTIONS and "=" not in arg
         if takes and i + 1 >= len(args):
             raise RocmBuildBackendError(f"pip option {arg} needs a value", hint="see pip install --help")
-        chunk = args[i:i + 2] if takes else [arg]
+        chunk = args[i : i + 2] if takes else [arg]
         if not arg.startswith("-"):
             out.requirements.append(arg)
         elif name in INSTALL_ONLY:

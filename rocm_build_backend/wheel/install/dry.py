@@ -63,13 +63,17 @@ def _from_file(path: Path, depth: int) -> list[str]:
     """What a requirements file (and the files it names) would build."""
 
     if depth > _MAX_DEPTH:
-        raise DryRunCannotTell(f"{path}: requirement files nest more than {_MAX_DEPTH} levels",
-                               hint="a dry run reads requirement files to see what pip would build")
+        raise DryRunCannotTell(
+            f"{path}: requirement files nest more than {_MAX_DEPTH} levels",
+            hint="a dry run reads requirement files to see what pip would build",
+        )
     try:
         text = read_regular(path, _MAX_FILE).decode("utf-8", "replace")
     except OSError as exc:
-        raise RocmBuildBackendError(f"cannot read the requirements file {path}: {exc.strerror or exc}",
-                                    hint="give a requirements file (a small text file)") from None
+        raise RocmBuildBackendError(
+            f"cannot read the requirements file {path}: {exc.strerror or exc}",
+            hint="give a requirements file (a small text file)",
+        ) from None
     out: list[str] = []
     for line in text.replace("\\\n", " ").splitlines():
         line = line.split(" #", 1)[0].strip()
@@ -103,8 +107,10 @@ def refuse_sources(split: SplitArgs) -> None:
     found = source_requirements(split)
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-        raise DryRunCannotTell(f"a dry run builds nothing, and {found[0]}{more} would be built from source",
-                               hint="run without --dry-run to build and check it, or name a wheel of it")
+        raise DryRunCannotTell(
+            f"a dry run builds nothing, and {found[0]}{more} would be built from source",
+            hint="run without --dry-run to build and check it, or name a wheel of it",
+        )
 
 
 def no_wheel(output: str) -> str | None:

@@ -79,15 +79,21 @@ def _ask(python: str, prefix: str, user: bool) -> list[str]:
     """Where ``python`` installs packages: asked isolated (``-I -S``: none of its ``.pth`` files
     runs), output and time capped like every interpreter query (``gpu.programs.run_capped``)."""
     try:
-        ran = run_capped([python, "-I", "-S", "-c", _PATHS, prefix, "1" if user else "0"], env=os.environ,
-                         timeout=_ASK_TIMEOUT, limit=_ASK_LIMIT)
+        ran = run_capped(
+            [python, "-I", "-S", "-c", _PATHS, prefix, "1" if user else "0"],
+            env=os.environ,
+            timeout=_ASK_TIMEOUT,
+            limit=_ASK_LIMIT,
+        )
         ok = ran.returncode == 0 and not (ran.too_large or ran.timed_out)
         dirs = json.loads(ran.stdout.decode("utf-8", "replace")) if ok else None
     except (OSError, ValueError):
         dirs = None
     if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
-        raise RocmBuildBackendError(f"{python} could not say where it installs packages",
-                                    hint="give the path of a Python interpreter with --python")
+        raise RocmBuildBackendError(
+            f"{python} could not say where it installs packages",
+            hint="give the path of a Python interpreter with --python",
+        )
     return [str(d) for d in dirs]
 
 
@@ -104,12 +110,14 @@ class Installed:
 
     def describe(self) -> str:
         held = ", ".join(self.targets) or "no device code"
-        return {"missing": "not installed",
-                "other-version": f"{self.version} installed ({held})"}.get(self.status, f"{self.version} ({held})")
+        return {"missing": "not installed", "other-version": f"{self.version} installed ({held})"}.get(
+            self.status, f"{self.version} ({held})"
+        )
 
 
-def read_back(wanted: Sequence[tuple[str, str]], dirs: Sequence[Path], devices: Sequence[Any], *,
-              generic_ok: bool | None) -> dict[str, Installed]:
+def read_back(
+    wanted: Sequence[tuple[str, str]], dirs: Sequence[Path], devices: Sequence[Any], *, generic_ok: bool | None
+) -> dict[str, Installed]:
     """(name, version) -> what is installed of it in ``dirs``: the first folder holding it wins,
     as on ``sys.path``. Keyed by the canonical name."""
     report = check_environment("", devices, generic_ok=generic_ok, locations=[d for d in dirs if d.is_dir()])
@@ -143,8 +151,13 @@ def _normal(version: str) -> str:
         return version
 
 
-def verify_installed(result: InstallResult, install_options: Sequence[str], python: str, generic_ok: bool | None,
-                     reinstall: Callable[[list[Row]], object]) -> None:
+def verify_installed(
+    result: InstallResult,
+    install_options: Sequence[str],
+    python: str,
+    generic_ok: bool | None,
+    reinstall: Callable[[list[Row]], object],
+) -> None:
     """Step 5: read back what is installed; reinstall (``reinstall(rows)``) the distributions
     that are missing, of another version, or whose installed files do not load where their
     checked wheel does; read back again. Fills ``result.where``, each row's ``installed`` and

@@ -37,11 +37,20 @@ class Row:
     kept: str | None = None  # what the installer left in place instead (before the reinstall)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "wheel": self.wheel.name, "origin": self.origin,
-                "targets": list(self.targets), "status": self.status, "reason": self.reason,
-                "refused": self.refused, "build_lines": list(self.build_lines),
-                "replaced": None if self.was is None else {"origin": self.was_origin, "targets": self.was},
-                "installed_as": self.installed, "kept": self.kept}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "wheel": self.wheel.name,
+            "origin": self.origin,
+            "targets": list(self.targets),
+            "status": self.status,
+            "reason": self.reason,
+            "refused": self.refused,
+            "build_lines": list(self.build_lines),
+            "replaced": None if self.was is None else {"origin": self.was_origin, "targets": self.was},
+            "installed_as": self.installed,
+            "kept": self.kept,
+        }
 
 
 @dataclass
@@ -65,10 +74,18 @@ class InstallResult:
 
     def to_json(self) -> dict[str, Any]:
         """The ``install --json`` document."""
-        return {"schema_version": SCHEMA_VERSION, "tool": self.tool, "devices": list(self.devices),
-                "notes": list(self.notes), "distributions": [r.to_json() for r in self.rows],
-                "dry_run": self.dry_run, "installed": self.installed, "read_back_from": list(self.where),
-                "unloaded": list(self.unloaded), "exit_code": self.exit_code}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": self.tool,
+            "devices": list(self.devices),
+            "notes": list(self.notes),
+            "distributions": [r.to_json() for r in self.rows],
+            "dry_run": self.dry_run,
+            "installed": self.installed,
+            "read_back_from": list(self.where),
+            "unloaded": list(self.unloaded),
+            "exit_code": self.exit_code,
+        }
 
 
 _SHIM_LINE = re.compile(r"rocm-build-backend: ((?:error|hint): .*)$")

@@ -53,8 +53,17 @@ from rocm_build_backend.wheel.install.runner import bounded_run, probe_python
 from rocm_build_backend.wheel.install.sources import ToBuild, build, build_all, fetch, pip_report, rest, settings
 from rocm_build_backend.wheel.install.uv import install_with_uv
 
-__all__ = ["InstallResult", "Row", "Runner", "SplitArgs", "collect", "install_inspected",
-           "judge", "rebuild", "split_args"]
+__all__ = [
+    "InstallResult",
+    "Row",
+    "Runner",
+    "SplitArgs",
+    "collect",
+    "install_inspected",
+    "judge",
+    "rebuild",
+    "split_args",
+]
 
 
 # --------------------------------------------------------------------------- collecting
@@ -64,14 +73,23 @@ def _name_version(wheel: Path) -> tuple[str, str]:
     try:
         name, version, _, _ = parse_wheel_filename(wheel.name)
     except InvalidWheelFilename as exc:  # a legacy (non-PEP 440) version, made by an old pip
-        raise RocmBuildBackendError(f"pip collected {wheel.name}, which is not a valid wheel name ({exc})",
-                                    hint="a wheel's version must be a PEP 440 version; "
-                                         "pin a version of that project that has one") from None
+        raise RocmBuildBackendError(
+            f"pip collected {wheel.name}, which is not a valid wheel name ({exc})",
+            hint="a wheel's version must be a PEP 440 version; pin a version of that project that has one",
+        ) from None
     return str(name), str(version)
 
 
-def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str, str], run: Runner,
-            dry_run: bool = False, from_source: Collection[str] = ()) -> list[Row]:
+def collect(
+    split: SplitArgs,
+    wheel_dir: Path,
+    *,
+    python: str,
+    env: Mapping[str, str],
+    run: Runner,
+    dry_run: bool = False,
+    from_source: Collection[str] = (),
+) -> list[Row]:
     """Resolve and collect every wheel the install needs into ``wheel_dir`` (``pip wheel``);
     a dry run takes wheels only (``install.dry``). ``from_source``: the names of the projects
     pip builds from source here (its report), each ``built``, or ``cache`` when pip's wheel
@@ -84,12 +102,16 @@ def collect(split: SplitArgs, wheel_dir: Path, *, python: str, env: Mapping[str,
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     output = (proc.stdout or "") + (proc.stderr or "")
     if proc.returncode != 0 and dry_run and no_wheel(output):
-        raise DryRunCannotTell(f"a dry run builds nothing, and {no_wheel(output)} has no wheel pip could take "
-                               "without building one (from its sdist, or an earlier build in its cache)",
-                               hint="run without --dry-run to build and check it")
+        raise DryRunCannotTell(
+            f"a dry run builds nothing, and {no_wheel(output)} has no wheel pip could take "
+            "without building one (from its sdist, or an earlier build in its cache)",
+            hint="run without --dry-run to build and check it",
+        )
     if proc.returncode != 0:
-        raise RocmBuildBackendError(f"pip could not collect the wheels (exit {proc.returncode}): {last_error(proc)}",
-                                    hint="the same arguments must work with pip wheel")
+        raise RocmBuildBackendError(
+            f"pip could not collect the wheels (exit {proc.returncode}): {last_error(proc)}",
+            hint="the same arguments must work with pip wheel",
+        )
     rows = []
     for wheel in sorted(wheel_dir.glob("*.whl")):
         name, version = _name_version(wheel)
@@ -134,8 +156,14 @@ def rebuild(row: Row, split: SplitArgs, out_dir: Path, *, python: str, env: Mapp
         row.refused, row.build_lines = True, new.build_lines
         row.reason = f"{row.reason or 'its device code does not load here'}; its rebuild failed, the build said:"
         return row
-    return Row(row.name, row.version, new.wheel, "rebuilt", was=", ".join(row.targets) or "no device code",
-               was_origin=row.origin)
+    return Row(
+        row.name,
+        row.version,
+        new.wheel,
+        "rebuilt",
+        was=", ".join(row.targets) or "no device code",
+        was_origin=row.origin,
+    )
 
 
 def _interpreter(python: str | None, split: SplitArgs, dry_run: bool) -> str:
@@ -168,13 +196,23 @@ def install_inspected(
     run = run or bounded_run
     env = dict(os.environ if env is None else env)
     split = split_args(args)
-    if not split.requirements and not any(a in ("-r", "--requirement") or a.startswith("--requirement=")
-                                          for a in split.options):
+    if not split.requirements and not any(
+        a in ("-r", "--requirement") or a.startswith("--requirement=") for a in split.options
+    ):
         raise RocmBuildBackendError("nothing to install", hint="give requirements, e.g. install torch")
     python = _interpreter(python, split, dry_run)
     if tool == "uv":
-        return install_with_uv(split, devices, work_dir=work_dir, generic_ok=generic_ok, notes=notes,
-                               dry_run=dry_run, python=python, env=env, run=run)
+        return install_with_uv(
+            split,
+            devices,
+            work_dir=work_dir,
+            generic_ok=generic_ok,
+            notes=notes,
+            dry_run=dry_run,
+            python=python,
+            env=env,
+            run=run,
+        )
     # what pip would build from source (a dry run builds nothing and takes wheels only)
     items = [] if dry_run else pip_report(split, work_dir, python=python, env=env, run=run)
     built = build_all(items, split, work_dir, python=python, env=env, run=run) if devices else []
@@ -182,8 +220,15 @@ def install_inspected(
         return InstallResult(built, [str(d) for d in devices], list(notes))
     progress.step("collecting wheels with pip", 0)
     by_shim = {canonicalize_name(r.name) for r in built}
-    rows = collect(rest(split, built), work_dir / "collected", python=python, env=env, run=run, dry_run=dry_run,
-                   from_source=[i.name for i in items if canonicalize_name(i.name) not in by_shim])
+    rows = collect(
+        rest(split, built),
+        work_dir / "collected",
+        python=python,
+        env=env,
+        run=run,
+        dry_run=dry_run,
+        from_source=[i.name for i in items if canonicalize_name(i.name) not in by_shim],
+    )
     progress.step("checking wheels against this machine's GPUs", 0, len(rows))
     for i, row in enumerate(rows):
         rows[i] = next((b for b in built if canonicalize_name(b.name) == canonicalize_name(row.name)), row)
@@ -191,7 +236,6 @@ def install_inspected(
     judge(rows, devices, generic_ok=generic_ok)
     for i, row in enumerate(rows):
         if row.status == "fails" and dry_run:  # what an install would do, without building
-
             row.refused, row.reason = True, f"{row.reason or 'it does not load here'}; {DRY_REBUILD}"
         elif row.status == "fails":
             new = rebuild(row, split, work_dir / "rebuilt" / row.name, python=python, env=env, run=run)
@@ -209,19 +253,26 @@ def install_inspected(
     progress.step("installing with pip", 0, len(rows))
     _pip_install(rows, split.install, python=python, env=env, run=run)
     result.installed = True
-    verify_installed(result, split.install, python, generic_ok,
-                     lambda wrong: _pip_install(wrong, [*split.install, *_force(split.install)],
-                                                python=python, env=env, run=run))
+    verify_installed(
+        result,
+        split.install,
+        python,
+        generic_ok,
+        lambda wrong: _pip_install(wrong, [*split.install, *_force(split.install)], python=python, env=env, run=run),
+    )
     return result
 
 
-def _pip_install(rows: Sequence[Row], options: Sequence[str], *, python: str, env: Mapping[str, str],
-                 run: Runner) -> None:
+def _pip_install(
+    rows: Sequence[Row], options: Sequence[str], *, python: str, env: Mapping[str, str], run: Runner
+) -> None:
     argv = [python, "-m", "pip", "install", "--no-deps", "--no-index", *options, *[str(r.wheel) for r in rows]]
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RocmBuildBackendError(f"pip install of the checked wheels failed (exit {proc.returncode}): "
-                                    f"{last_error(proc)}", hint="run the same pip install to see its whole output")
+        raise RocmBuildBackendError(
+            f"pip install of the checked wheels failed (exit {proc.returncode}): {last_error(proc)}",
+            hint="run the same pip install to see its whole output",
+        )
 
 
 def _force(options: Sequence[str]) -> list[str]:
@@ -229,6 +280,7 @@ def _force(options: Sequence[str]) -> list[str]:
     and into a --target folder (where pip skips existing folders) --upgrade as well."""
     extra = ["--force-reinstall"]
     if any(o in ("-t", "--target") or o.startswith("--target=") for o in options) and not any(
-            o in ("-U", "--upgrade") for o in options):
+        o in ("-U", "--upgrade") for o in options
+    ):
         extra.append("--upgrade")
     return extra

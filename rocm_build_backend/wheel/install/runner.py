@@ -39,12 +39,20 @@ def probe_python(python: str) -> str:
     exe = interpreter_command(python)
     hint = "give the path of a Python interpreter that has pip"
     try:
-        ran = run_capped([exe, "-I", "-S", "-c", "import sys; print('python', *sys.version_info[:2])"],
-                         env=os.environ, timeout=PROBE_TIMEOUT, limit=PROBE_LIMIT)
+        ran = run_capped(
+            [exe, "-I", "-S", "-c", "import sys; print('python', *sys.version_info[:2])"],
+            env=os.environ,
+            timeout=PROBE_TIMEOUT,
+            limit=PROBE_LIMIT,
+        )
     except OSError as exc:
         raise RocmBuildBackendError(f"cannot run {python}: {exc.strerror or exc}", hint=hint) from None
     if ran.too_large or ran.timed_out:
-        why = f"printed more than {PROBE_LIMIT:,} bytes" if ran.too_large else f"did not answer within {PROBE_TIMEOUT:.0f} s"
+        why = (
+            f"printed more than {PROBE_LIMIT:,} bytes"
+            if ran.too_large
+            else f"did not answer within {PROBE_TIMEOUT:.0f} s"
+        )
         raise RocmBuildBackendError(f"--python {python} {why} when asked its version; it was stopped", hint=hint)
     words = ran.stdout.decode("utf-8", "replace").split()
     if ran.returncode != 0 or len(words) != 3 or words[0] != "python" or words[1] != "3":
@@ -76,12 +84,19 @@ class _Stream:
         return body.decode("utf-8", "replace")
 
 
-def bounded_run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, **_: Any) -> "subprocess.CompletedProcess[str]":
+def bounded_run(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, **_: Any
+) -> "subprocess.CompletedProcess[str]":
     """Run ``argv`` (a ``Runner``: ``capture_output``/``text`` are implied); see the module docstring."""
 
-
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=None if env is None else dict(env), start_new_session=True)
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=None if env is None else dict(env),
+        start_new_session=True,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     fd_out, fd_err = proc.stdout.fileno(), proc.stderr.fileno()
     streams = {fd_out: _Stream(), fd_err: _Stream()}
@@ -100,8 +115,10 @@ def bounded_run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, **
                     streams[key.fd].feed(chunk)
                     if total > OUTPUT_LIMIT:
                         kill_group(proc)
-                        raise RocmBuildBackendError(f"{argv[0]} printed more than {OUTPUT_LIMIT >> 20} MiB; it was stopped",
-                                                    hint="run the same command yourself to see what it prints")
+                        raise RocmBuildBackendError(
+                            f"{argv[0]} printed more than {OUTPUT_LIMIT >> 20} MiB; it was stopped",
+                            hint="run the same command yourself to see what it prints",
+                        )
         code = proc.wait()
     finally:
         reap(proc)  # stopped here (an error, Ctrl-C, SIGTERM): its whole process group goes too

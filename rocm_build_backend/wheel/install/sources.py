@@ -73,25 +73,41 @@ def to_build(report: Mapping[str, Any]) -> list[ToBuild]:
         else:
             kind, vcs = "archive", None
         sha = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
-        out.append(ToBuild(str(meta["name"]), str(meta.get("version", "")), url, kind,
-                           bool(item.get("is_direct")), sha, vcs))
+        out.append(
+            ToBuild(str(meta["name"]), str(meta.get("version", "")), url, kind, bool(item.get("is_direct")), sha, vcs)
+        )
     return out
 
 
 def pip_report(split: SplitArgs, work: Path, *, python: str, env: Mapping[str, str], run: Runner) -> list[ToBuild]:
     """What pip would build for this install (``pip install --dry-run --report``)."""
     path = work / "report.json"
-    argv = [python, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed", "--report", str(path),
-            *split.options, *split.requirements]
+    argv = [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--quiet",
+        "--ignore-installed",
+        "--report",
+        str(path),
+        *split.options,
+        *split.requirements,
+    ]
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RocmBuildBackendError(f"pip could not resolve the install (exit {proc.returncode}): {last_error(proc)}",
-                                    hint="the same arguments must work with pip install")
+        raise RocmBuildBackendError(
+            f"pip could not resolve the install (exit {proc.returncode}): {last_error(proc)}",
+            hint="the same arguments must work with pip install",
+        )
     try:
         report = json.loads(read_regular(path, _REPORT_LIMIT))
     except (OSError, ValueError) as exc:
-        raise RocmBuildBackendError(f"cannot read pip's installation report: {exc}",
-                                    hint="install needs pip 22.2 or later (pip install --report)") from None
+        raise RocmBuildBackendError(
+            f"cannot read pip's installation report: {exc}",
+            hint="install needs pip 22.2 or later (pip install --report)",
+        ) from None
     return to_build(report if isinstance(report, dict) else {})
 
 
@@ -110,19 +126,33 @@ def fetch(item: ToBuild, split: SplitArgs, into: Path, *, python: str, env: Mapp
         return local
     into.mkdir(parents=True, exist_ok=True)
     what = item.vcs if item.kind == "vcs" else item.url if item.direct else f"{item.name}=={item.version}"
-    argv = [python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--dest", str(into),
-            *_without(split.for_rebuild(), _NOT_DOWNLOAD), str(what)]
+    argv = [
+        python,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--dest",
+        str(into),
+        *_without(split.for_rebuild(), _NOT_DOWNLOAD),
+        str(what),
+    ]
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     found = [p for p in into.iterdir() if p.is_file() and p.name.endswith(_ARCHIVES)]
     if proc.returncode != 0 or len(found) != 1:
-        raise RocmBuildBackendError(f"pip could not download the sdist of {item.name} {item.version} "
-                                    f"(exit {proc.returncode}): {last_error(proc)}",
-                                    hint=f"pip download --no-deps --no-binary :all: {what} must work "
-                                         "with the same index options")
+        raise RocmBuildBackendError(
+            f"pip could not download the sdist of {item.name} {item.version} "
+            f"(exit {proc.returncode}): {last_error(proc)}",
+            hint=f"pip download --no-deps --no-binary :all: {what} must work with the same index options",
+        )
     if item.sha256 and _sha256(found[0]) != item.sha256:
-        raise RocmBuildBackendError(f"the sdist pip downloaded for {item.name} {item.version} is not the file "
-                                    "its resolution named (sha256 differs)",
-                                    hint="the index changed while install ran: run it again")
+        raise RocmBuildBackendError(
+            f"the sdist pip downloaded for {item.name} {item.version} is not the file "
+            "its resolution named (sha256 differs)",
+            hint="the index changed while install ran: run it again",
+        )
     return found[0]
 
 
@@ -155,12 +185,20 @@ def _own_lines(stderr: str) -> list[str]:
     lines = [ln.rstrip() for ln in stderr.splitlines()]
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith("error: "):
-            return lines[i:i + 2] if i + 1 < len(lines) and lines[i + 1].startswith("hint: ") else lines[i:i + 1]
+            return lines[i : i + 2] if i + 1 < len(lines) and lines[i + 1].startswith("hint: ") else lines[i : i + 1]
     return []
 
 
-def build(item: ToBuild, source: Path, out: Path, *, python: str, env: Mapping[str, str], run: Runner,
-          config: Sequence[str] = ()) -> Row:
+def build(
+    item: ToBuild,
+    source: Path,
+    out: Path,
+    *,
+    python: str,
+    env: Mapping[str, str],
+    run: Runner,
+    config: Sequence[str] = (),
+) -> Row:
     """``item`` built from ``source`` through the shim (``config``: ``-C`` settings); a refused
     row when the build says no."""
     out.mkdir(parents=True, exist_ok=True)
@@ -177,8 +215,11 @@ def build(item: ToBuild, source: Path, out: Path, *, python: str, env: Mapping[s
     own = _own_lines(proc.stderr or "")
     row.refused, row.status = True, "unknown" if proc.returncode == CANNOT_TELL else "fails"
     row.build_lines = own
-    row.reason = ("built through rocm-build-backend for the targets, the build said:" if own
-                  else f"its build through rocm-build-backend failed: {last_error(proc)}")
+    row.reason = (
+        "built through rocm-build-backend for the targets, the build said:"
+        if own
+        else f"its build through rocm-build-backend failed: {last_error(proc)}"
+    )
     # Python's own words for ``python -m`` of a module it cannot find (the exit status, 1, is a
     # refused build's too), only to say why in the row
     if "No module named rocm_build_backend" in (proc.stderr or ""):
@@ -186,8 +227,9 @@ def build(item: ToBuild, source: Path, out: Path, *, python: str, env: Mapping[s
     return row
 
 
-def build_all(items: Sequence[ToBuild], split: SplitArgs, work: Path, *, python: str, env: Mapping[str, str],
-              run: Runner) -> list[Row]:
+def build_all(
+    items: Sequence[ToBuild], split: SplitArgs, work: Path, *, python: str, env: Mapping[str, str], run: Runner
+) -> list[Row]:
     """Every sdist pip would build for this install (``pip_report``'s items), built through the
     shim (one row each)."""
     rows = []
@@ -195,8 +237,9 @@ def build_all(items: Sequence[ToBuild], split: SplitArgs, work: Path, *, python:
         progress.step("building sdists through rocm-build-backend", i, len(items))
         folder = f"{i}-{re.sub(r'[^A-Za-z0-9_-]', '_', item.name)[:64]}"  # a name from the sdist's metadata
         source = fetch(item, split, work / "sdists" / folder, python=python, env=env, run=run)
-        rows.append(build(item, source, work / "built" / folder, python=python, env=env, run=run,
-                          config=settings(split)))
+        rows.append(
+            build(item, source, work / "built" / folder, python=python, env=env, run=run, config=settings(split))
+        )
     if items:
         progress.step("building sdists through rocm-build-backend", len(items), len(items))
     return rows

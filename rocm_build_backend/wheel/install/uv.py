@@ -29,8 +29,10 @@ def _uv_exe(env: Mapping[str, str]) -> str:
 def _uv(argv: list[str], env: Mapping[str, str], run: Runner, what: str) -> "subprocess.CompletedProcess[str]":
     proc = run(argv, env=dict(env), capture_output=True, text=True)
     if proc.returncode != 0 and what:
-        raise RocmBuildBackendError(f"uv could not {what} (exit {proc.returncode}): {last_error(proc)}",
-                                    hint="the same arguments must work with uv pip install")
+        raise RocmBuildBackendError(
+            f"uv could not {what} (exit {proc.returncode}): {last_error(proc)}",
+            hint="the same arguments must work with uv pip install",
+        )
     return proc
 
 
@@ -54,8 +56,18 @@ def _staged_rows(stage: Path, output: str, devices: Sequence[Any], generic_ok: b
     return rows
 
 
-def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path, generic_ok: bool | None,
-                    notes: Sequence[str], dry_run: bool, python: str, env: Mapping[str, str], run: Runner) -> InstallResult:
+def install_with_uv(
+    split: SplitArgs,
+    devices: Sequence[Any],
+    *,
+    work_dir: Path,
+    generic_ok: bool | None,
+    notes: Sequence[str],
+    dry_run: bool,
+    python: str,
+    env: Mapping[str, str],
+    run: Runner,
+) -> InstallResult:
     """The same with uv, which has no ``pip wheel``: it installs into a staging folder (with the
     user's options and uv's cache), that folder is checked with the ``check --env`` reader; a
     distribution that does not load is built again with the shim's own settings for it alone
@@ -68,8 +80,12 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
     uv = _uv_exe(env)
     stage = work_dir / "staged"
     only = ONLY_BINARY if dry_run else []  # a dry run builds nothing
-    proc = _uv([uv, "pip", "install", "--python", python, "--target", str(stage), *split.options, *only,
-                *split.requirements], env, run, "collect the packages")
+    proc = _uv(
+        [uv, "pip", "install", "--python", python, "--target", str(stage), *split.options, *only, *split.requirements],
+        env,
+        run,
+        "collect the packages",
+    )
     rows = _staged_rows(stage, (proc.stdout or "") + (proc.stderr or ""), devices, generic_ok, "cache/index")
     extra: list[str] = []
     targets = env.get("ROCM_BUILD_BACKEND_TARGETS") or ";".join(map(str, devices))
@@ -82,11 +98,30 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
             row.refused, row.reason = True, f"{row.reason}; {DRY_REBUILD}"
             continue
         # -C keys uv's cache: the rebuild for these targets is kept apart from the first build
-        settings = [f"--config-settings-package={row.name}:rocm-build-backend.targets={targets}",
-                    "--no-binary", row.name]
+        settings = [
+            f"--config-settings-package={row.name}:rocm-build-backend.targets={targets}",
+            "--no-binary",
+            row.name,
+        ]
         again = work_dir / "rebuilt" / row.name
-        proc = _uv([uv, "pip", "install", "--python", python, "--target", str(again), "--no-deps", *settings,
-                    *split.for_rebuild(), f"{row.name}=={row.version}"], env, run, "")
+        proc = _uv(
+            [
+                uv,
+                "pip",
+                "install",
+                "--python",
+                python,
+                "--target",
+                str(again),
+                "--no-deps",
+                *settings,
+                *split.for_rebuild(),
+                f"{row.name}=={row.version}",
+            ],
+            env,
+            run,
+            "",
+        )
         if proc.returncode != 0:
             row.refused = True
             text = (proc.stdout or "") + (proc.stderr or "")
@@ -94,8 +129,9 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
             # a failed resolve has no machine-readable form; it only picks the words of the reason
             no_sdist = "no solution" in text.lower() or "not found" in text.lower()
             row.build_lines = [] if no_sdist else shim_lines(text)
-            failed = ("its rebuild failed, the build said:" if row.build_lines
-                      else f"its rebuild failed: {last_error(proc)}")
+            failed = (
+                "its rebuild failed, the build said:" if row.build_lines else f"its rebuild failed: {last_error(proc)}"
+            )
             why = "it has no sdist to build from" if no_sdist else failed
             row.reason = f"{row.reason}; {why}"
             continue
@@ -113,6 +149,16 @@ def install_with_uv(split: SplitArgs, devices: Sequence[Any], *, work_dir: Path,
     _uv(final, env, run, "install the checked packages")
     result.installed = True
     # uv keeps an installed distribution of the same version too: --reinstall-package replaces it
-    verify_installed(result, split.install, python, generic_ok, lambda wrong: _uv(
-        [*final, *[a for r in wrong for a in ("--reinstall-package", r.name)]], env, run, "reinstall the checked packages"))
+    verify_installed(
+        result,
+        split.install,
+        python,
+        generic_ok,
+        lambda wrong: _uv(
+            [*final, *[a for r in wrong for a in ("--reinstall-package", r.name)]],
+            env,
+            run,
+            "reinstall the checked packages",
+        ),
+    )
     return result

@@ -49,9 +49,14 @@ class MemberResult:
     layout_reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.name, "action": self.action, "kept": _sorted(self.kept),
-                               "dropped": _sorted(self.dropped), "size_before": self.size_before,
-                               "size_after": self.size_after}
+        out: dict[str, Any] = {
+            "path": self.name,
+            "action": self.action,
+            "kept": _sorted(self.kept),
+            "dropped": _sorted(self.dropped),
+            "size_before": self.size_before,
+            "size_after": self.size_after,
+        }
         if self.reason:
             out["reason"] = self.reason
         if self.layout:
@@ -86,13 +91,19 @@ class ThinResult:
         return DEFINITE_NO if self.kept_whole or self.missing else OK
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": 1, "source": str(self.source), "output": str(self.output),
-                "targets": list(self.targets), "source_targets": _sorted(self.had),
-                "source_sha256": self.sha256,
-                "wheel_size": {"before": self.wheel_before, "after": self.wheel_after},
-                "installed_size": {"before": self.installed_before, "after": self.installed_after},
-                "files": [m.to_json() for m in self.members],
-                "missing_targets": list(self.missing), "exit_code": self.exit_code}
+        return {
+            "schema_version": 1,
+            "source": str(self.source),
+            "output": str(self.output),
+            "targets": list(self.targets),
+            "source_targets": _sorted(self.had),
+            "source_sha256": self.sha256,
+            "wheel_size": {"before": self.wheel_before, "after": self.wheel_after},
+            "installed_size": {"before": self.installed_before, "after": self.installed_after},
+            "files": [m.to_json() for m in self.members],
+            "missing_targets": list(self.missing),
+            "exit_code": self.exit_code,
+        }
 
 
 def _sorted(targets: list[str]) -> list[str]:

@@ -53,8 +53,17 @@ from rocm_build_backend.wheel.thin.result import (
 )
 from rocm_build_backend.binary.rewrite_plan import CannotThin, Selector
 
-__all__ = ["thin_wheel", "output_name", "refuse_existing", "held_devices", "DamagedWheel", "MemberResult", "NoCodeForTarget",
-           "ThinInputError", "ThinResult"]
+__all__ = [
+    "thin_wheel",
+    "output_name",
+    "refuse_existing",
+    "held_devices",
+    "DamagedWheel",
+    "MemberResult",
+    "NoCodeForTarget",
+    "ThinInputError",
+    "ThinResult",
+]
 
 
 def _check_wheel(zf: zipfile.ZipFile, name: str) -> str:
@@ -62,8 +71,10 @@ def _check_wheel(zf: zipfile.ZipFile, name: str) -> str:
     try:
         parse_wheel_filename(name)
     except InvalidWheelFilename as exc:
-        raise ThinInputError(f"{name} is not a valid wheel file name ({exc})",
-                             hint="expected name-version[-build]-python-abi-platform.whl") from None
+        raise ThinInputError(
+            f"{name} is not a valid wheel file name ({exc})",
+            hint="expected name-version[-build]-python-abi-platform.whl",
+        ) from None
     infos = zf.infolist()
     names = [i.filename for i in infos]
     if len(set(names)) != len(names):
@@ -79,8 +90,10 @@ def _check_wheel(zf: zipfile.ZipFile, name: str) -> str:
         raise ThinInputError(f"{name} must hold exactly one .dist-info folder (found {len(dirs) or 'none'})")
     for sig in SIGNATURES:
         if f"{dirs[0]}/{sig}" in names:
-            raise ThinInputError(f"{name} is signed ({sig}); a thinned wheel would not match its signature",
-                                 hint="thin the unsigned wheel, then sign the result")
+            raise ThinInputError(
+                f"{name} is signed ({sig}); a thinned wheel would not match its signature",
+                hint="thin the unsigned wheel, then sign the result",
+            )
     for req in ("METADATA", "WHEEL", "RECORD"):
         if f"{dirs[0]}/{req}" not in names:
             raise ThinInputError(f"{name} has no {dirs[0]}/{req}", hint="rebuild the wheel")
@@ -107,8 +120,7 @@ def refuse_existing(dst: Path, src: Path, targets: list[str], force: bool) -> No
     """Refuse to replace the source, a name taken by anything but a regular file, a file thin
     did not write, or (without ``force``) a thin result for other targets."""
     if dst.resolve() == src.resolve():
-        raise ThinInputError(f"the thinned wheel would replace its source {src}",
-                             hint="give another --outdir")
+        raise ThinInputError(f"the thinned wheel would replace its source {src}", hint="give another --outdir")
     if not check_output_name(dst):
         return
     try:
@@ -116,15 +128,15 @@ def refuse_existing(dst: Path, src: Path, targets: list[str], force: bool) -> No
     except RocmBuildBackendError:
         stamp = {}
     if "thinned_from" not in stamp:
-        raise ThinInputError(f"{dst} exists and was not written by thin",
-                             hint="remove it or give another --outdir")
+        raise ThinInputError(f"{dst} exists and was not written by thin", hint="remove it or give another --outdir")
     requested = stamp.get("requested")
     before = requested.get("targets") if isinstance(requested, dict) else None
     if before != targets and not force:
         held = ", ".join(map(str, before)) if isinstance(before, list) else "other targets"
-        raise ThinInputError(f"{dst} is a thin result for {held}; it is not replaced by one for "
-                             f"{', '.join(targets)}",
-                             hint="give another --outdir, or --force to replace it")
+        raise ThinInputError(
+            f"{dst} is a thin result for {held}; it is not replaced by one for {', '.join(targets)}",
+            hint="give another --outdir, or --force to replace it",
+        )
 
 
 def held_devices(held: list[str]) -> list[GpuTarget]:
@@ -152,8 +164,15 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: str | os.PathLike[str],
-               *, new_version: str | None = None, force: bool = False, keep_layout: bool = False) -> ThinResult:
+def thin_wheel(
+    wheel: str | os.PathLike[str],
+    targets: list[GpuTarget],
+    outdir: str | os.PathLike[str],
+    *,
+    new_version: str | None = None,
+    force: bool = False,
+    keep_layout: bool = False,
+) -> ThinResult:
     """Write the thinned wheel into ``outdir``; see the module docstring. ``force``: replace
     an earlier thin result for other targets under the same name. ``keep_layout``: thinned
     libraries keep their size and layout (zeros where code was dropped), not compacted.
@@ -170,8 +189,9 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
     try:
         zf = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise DamagedWheel(f"{src.name} is not a readable zip archive ({exc})",
-                           hint="download or build the wheel again") from None
+        raise DamagedWheel(
+            f"{src.name} is not a readable zip archive ({exc})", hint="download or build the wheel again"
+        ) from None
     with zf, open(src, "rb") as raw:
         dist_info = _check_wheel(zf, src.name)
         dst = out / output_name(src.name, version)
@@ -203,8 +223,18 @@ def thin_wheel(wheel: str | os.PathLike[str], targets: list[GpuTarget], outdir: 
     return result
 
 
-def _write(zf: zipfile.ZipFile, raw: Any, fd: int, dist_info: str, targets: list[GpuTarget], result: ThinResult,
-           new_version: str | None, out: Path, *, compact: bool) -> None:
+def _write(
+    zf: zipfile.ZipFile,
+    raw: Any,
+    fd: int,
+    dist_info: str,
+    targets: list[GpuTarget],
+    result: ThinResult,
+    new_version: str | None,
+    out: Path,
+    *,
+    compact: bool,
+) -> None:
     """The member loop within the wheel's budget, every failure one error of ours."""
     name = result.source.name
     try:
@@ -214,16 +244,16 @@ def _write(zf: zipfile.ZipFile, raw: Any, fd: int, dist_info: str, targets: list
             os.fsync(fh.fileno())
         _settle(result, targets)
     except BudgetExceeded as exc:
-        raise DamagedWheel(exc.message, hint="a wheel may inflate to 64 times its size plus 64 MiB here; "
-                                             "nothing was written") from None
+        raise DamagedWheel(
+            exc.message, hint="a wheel may inflate to 64 times its size plus 64 MiB here; nothing was written"
+        ) from None
     except FormatError as exc:
         raise DamagedWheel(exc.message, hint="the wheel's device code is damaged; nothing was written") from None
     except (DamagedWheel, RecordMismatch):
         raise
     except WheelError as exc:
         raise DamagedWheel(exc.message, hint="the wheel is damaged; nothing was written") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError,
-            RuntimeError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError, RuntimeError) as exc:
         raise DamagedWheel(f"cannot thin {name}: {exc}", hint="nothing was written") from None
 
 
@@ -259,8 +289,9 @@ def _relabel_to_held(result: ThinResult) -> None:
         return
     if (result.output.parent / output_name(result.source.name, want)).resolve() == result.source.resolve():
         result.output.unlink()
-        raise ThinInputError(f"the thinned wheel would replace its source {result.source}",
-                             hint="give another --outdir")
+        raise ThinInputError(
+            f"the thinned wheel would replace its source {result.source}", hint="give another --outdir"
+        )
     result.output = rewrite_wheel(result.output, stamp=None, new_version=want)
 
 
@@ -282,14 +313,17 @@ def _settle(result: ThinResult, targets: list[GpuTarget]) -> None:
     the targets that have no code in it."""
 
     if not result.had:
-        raise ThinInputError(f"{result.source.name} holds no GPU device code; there is nothing to thin",
-                             hint="thin wheels with HIP or CUDA code; this one loads on any GPU as it is")
+        raise ThinInputError(
+            f"{result.source.name} holds no GPU device code; there is nothing to thin",
+            hint="thin wheels with HIP or CUDA code; this one loads on any GPU as it is",
+        )
     kept = [t for m in result.members for t in m.kept]
     if not kept:
         raise NoCodeForTarget(
             f"{result.source.name} holds device code for {', '.join(sorted_targets(result.had))}; "
             f"none of it loads on {', '.join(result.targets)}",
-            hint="pick targets the wheel has code for, or build the wheel for these targets")
+            hint="pick targets the wheel has code for, or build the wheel for these targets",
+        )
     for target in targets:
         try:
             served = any(Selector([target]).keeps(code) for code in set(kept))
@@ -297,4 +331,3 @@ def _settle(result: ThinResult, targets: list[GpuTarget]) -> None:
             served = False
         if not served:
             result.missing.append(str(target))
-

@@ -48,12 +48,23 @@ class SplitResult:
         return max((r.exit_code for r in self.wheels), default=0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": 1, "source": str(self.source), "per": self.per,
-                "wheels": [{"unit": unit, "targets": r.targets, "output": str(r.output),
-                            "wheel_size": r.wheel_after, "installed_size": r.installed_after,
-                            "kept_whole": [m.name for m in r.kept_whole]}
-                           for unit, r in zip(self.units, self.wheels)],
-                "exit_code": self.exit_code}
+        return {
+            "schema_version": 1,
+            "source": str(self.source),
+            "per": self.per,
+            "wheels": [
+                {
+                    "unit": unit,
+                    "targets": r.targets,
+                    "output": str(r.output),
+                    "wheel_size": r.wheel_after,
+                    "installed_size": r.installed_after,
+                    "kept_whole": [m.name for m in r.kept_whole],
+                }
+                for unit, r in zip(self.units, self.wheels)
+            ],
+            "exit_code": self.exit_code,
+        }
 
 
 def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
@@ -65,8 +76,14 @@ def units_for(held: list[str], per: str) -> dict[str, list[GpuTarget]]:
     return units
 
 
-def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *, per: str = "target",
-                force: bool = False, keep_layout: bool = False) -> SplitResult:
+def split_wheel(
+    wheel: str | os.PathLike[str],
+    outdir: str | os.PathLike[str],
+    *,
+    per: str = "target",
+    force: bool = False,
+    keep_layout: bool = False,
+) -> SplitResult:
     """One thinned wheel per unit in ``outdir``; every output name is checked before the first
     is written (``force``: replace earlier split results for other targets; ``keep_layout``: see
     ``thin_wheel``)."""
@@ -80,8 +97,9 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
     if problems:
         raise DamagedWheel(f"{src.name}: {problems[0]}", hint="the wheel is damaged; nothing was written")
     if not report.targets:
-        raise ThinInputError(f"{src.name} holds no GPU device code; there is nothing to split",
-                             hint="split wheels with HIP or CUDA code")
+        raise ThinInputError(
+            f"{src.name} holds no GPU device code; there is nothing to split", hint="split wheels with HIP or CUDA code"
+        )
     try:
         version = str(parse_wheel_filename(src.name)[1])
     except ValueError as exc:
@@ -94,6 +112,9 @@ def split_wheel(wheel: str | os.PathLike[str], outdir: str | os.PathLike[str], *
             refuse_existing(Path(outdir) / names[unit], src, [str(t) for t in targets], force)
     for unit, targets in units.items():
         result.units[unit] = [str(t) for t in targets]
-        result.wheels.append(thin_wheel(src, targets, outdir, new_version=relabel(version, targets), force=force,
-                                        keep_layout=keep_layout))
+        result.wheels.append(
+            thin_wheel(
+                src, targets, outdir, new_version=relabel(version, targets), force=force, keep_layout=keep_layout
+            )
+        )
     return result

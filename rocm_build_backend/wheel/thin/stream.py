@@ -27,16 +27,29 @@ from rocm_build_backend.errors import WheelError
 from rocm_build_backend.wheel import zipcopy
 from rocm_build_backend.wheel.zipcopy import CHUNK, new_info
 
-__all__ = ["MEMORY_CAP", "Buffer", "read_member", "head_of", "new_info", "copy_raw",
-           "copy_compressed", "write_buffer", "file_size", "charge_member", "need_space", "release",
-           "hash_member"]
+__all__ = [
+    "MEMORY_CAP",
+    "Buffer",
+    "read_member",
+    "head_of",
+    "new_info",
+    "copy_raw",
+    "copy_compressed",
+    "write_buffer",
+    "file_size",
+    "charge_member",
+    "need_space",
+    "release",
+    "hash_member",
+]
 
 MEMORY_CAP = 256 << 20  # a member larger than this (inflated) goes through a temporary file
 Buffer = Union[bytearray, mmap.mmap]
 
 
-def _chunks(zf: zipfile.ZipFile, raw: IO[bytes], info: zipfile.ZipInfo, total: int,
-            sink: Callable[[bytes], None]) -> int:
+def _chunks(
+    zf: zipfile.ZipFile, raw: IO[bytes], info: zipfile.ZipInfo, total: int, sink: Callable[[bytes], None]
+) -> int:
     """Feed the member's inflated bytes to ``sink(bytes)``, checking size and CRC. Returns the size."""
     if info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         read = zipcopy.reader_at(raw, zipcopy.data_start(raw, info, total))
@@ -84,8 +97,11 @@ def need_space(folder: str, size: int) -> None:
     except (OSError, AttributeError):
         return  # cannot tell: the writes will say
     if st.f_bavail * st.f_frsize < size:
-        raise OSError(errno.ENOSPC, f"No space left on device: {size:,} bytes needed for a temporary copy, "
-                                    f"{st.f_bavail * st.f_frsize:,} free", folder)
+        raise OSError(
+            errno.ENOSPC,
+            f"No space left on device: {size:,} bytes needed for a temporary copy, {st.f_bavail * st.f_frsize:,} free",
+            folder,
+        )
 
 
 class _Filler:
@@ -97,8 +113,7 @@ class _Filler:
         self.pos += len(data)
 
 
-def read_member(zf: zipfile.ZipFile, raw: IO[bytes], info: zipfile.ZipInfo, total: int,
-                tmpdir: str) -> Buffer:
+def read_member(zf: zipfile.ZipFile, raw: IO[bytes], info: zipfile.ZipInfo, total: int, tmpdir: str) -> Buffer:
     """The member's bytes in a writable buffer of exactly its size (checked)."""
     charge_member(info)
     if info.file_size > MEMORY_CAP:
@@ -141,14 +156,22 @@ def head_of(zf: zipfile.ZipFile, info: zipfile.ZipInfo, n: int = 64) -> bytes:
         raise WheelError(f"{info.filename} is damaged: {exc}") from None
 
 
-def copy_raw(zf: zipfile.ZipFile, raw: IO[bytes], total: int, info: zipfile.ZipInfo,
-             zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo, digest: Any) -> int:
+def copy_raw(
+    zf: zipfile.ZipFile,
+    raw: IO[bytes],
+    total: int,
+    info: zipfile.ZipInfo,
+    zout: zipfile.ZipFile,
+    zinfo: zipfile.ZipInfo,
+    digest: Any,
+) -> int:
     """Copy a stored or deflated member's compressed bytes unchanged (hashing the inflated
     bytes on the side); other compressions are recompressed through zipfile."""
     charge_member(info)
     if not zipcopy.can_copy_raw(zout, info):
         zinfo.file_size = info.file_size
         with zout.open(zinfo, "w", force_zip64=info.file_size > zipfile.ZIP64_LIMIT) as w:
+
             def sink(data: bytes) -> None:
                 digest.update(data)
                 w.write(data)
@@ -157,8 +180,15 @@ def copy_raw(zf: zipfile.ZipFile, raw: IO[bytes], total: int, info: zipfile.ZipI
     return zipcopy.copy_raw(raw, total, info, zout, zinfo, digest.update)
 
 
-def copy_compressed(raw: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zipfile.ZipFile,
-                    zinfo: zipfile.ZipInfo, buf: Buffer, digest: Any) -> int:
+def copy_compressed(
+    raw: IO[bytes],
+    total: int,
+    info: zipfile.ZipInfo,
+    zout: zipfile.ZipFile,
+    zinfo: zipfile.ZipInfo,
+    buf: Buffer,
+    digest: Any,
+) -> int:
     """A member already read (and checked) into ``buf``: hash ``buf``, copy the compressed
     bytes as they are when the compression allows, else write ``buf`` compressed again."""
     if not zipcopy.can_copy_raw(zout, info):
@@ -171,8 +201,7 @@ def copy_compressed(raw: IO[bytes], total: int, info: zipfile.ZipInfo, zout: zip
     return len(buf)
 
 
-def write_buffer(zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo, buf: Buffer | bytes, size: int,
-                 digest: Any) -> int:
+def write_buffer(zout: zipfile.ZipFile, zinfo: zipfile.ZipInfo, buf: Buffer | bytes, size: int, digest: Any) -> int:
     """Write ``buf[:size]`` as a new member, in chunks."""
     zinfo.file_size = size
     view = memoryview(buf)

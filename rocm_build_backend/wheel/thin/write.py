@@ -57,8 +57,17 @@ def _renamer(dist_info: str, new_version: str | None) -> Callable[[str], str]:
 
 
 class _Writer:
-    def __init__(self, zf: zipfile.ZipFile, raw: IO[bytes], zout: zipfile.ZipFile, sel: Selector,
-                 result: ThinResult, tmpdir: str, record: RecordCheck, compact: bool = True) -> None:
+    def __init__(
+        self,
+        zf: zipfile.ZipFile,
+        raw: IO[bytes],
+        zout: zipfile.ZipFile,
+        sel: Selector,
+        result: ThinResult,
+        tmpdir: str,
+        record: RecordCheck,
+        compact: bool = True,
+    ) -> None:
         self.zf, self.raw, self.zout, self.sel, self.record = zf, raw, zout, sel, record
         self.compact = compact
         self.total = os.fstat(raw.fileno()).st_size
@@ -111,8 +120,16 @@ class _Writer:
             thin_zip.release(buf)
 
     def _settle(self, info: zipfile.ZipInfo, name: str, res: FileResult, buf: thin_zip.Buffer) -> None:
-        m = MemberResult(info.filename, res.action, list(res.kept), list(res.dropped), res.reason,
-                         size_before=info.file_size, layout=res.layout, layout_reason=res.layout_reason)
+        m = MemberResult(
+            info.filename,
+            res.action,
+            list(res.kept),
+            list(res.dropped),
+            res.reason,
+            size_before=info.file_size,
+            layout=res.layout,
+            layout_reason=res.layout_reason,
+        )
         digest = hashlib.sha256()
         zinfo = thin_zip.new_info(info, name)
         if res.action == "dropped":
@@ -152,8 +169,18 @@ def _keeps(sel: Selector, target: str) -> bool:
         return False
 
 
-def write(zf: zipfile.ZipFile, raw: IO[bytes], fh: IO[bytes], dist_info: str, targets: list[GpuTarget],
-          result: ThinResult, new_version: str | None, tmpdir: str, *, compact: bool = True) -> None:
+def write(
+    zf: zipfile.ZipFile,
+    raw: IO[bytes],
+    fh: IO[bytes],
+    dist_info: str,
+    targets: list[GpuTarget],
+    result: ThinResult,
+    new_version: str | None,
+    tmpdir: str,
+    *,
+    compact: bool = True,
+) -> None:
     """Write the thinned wheel to ``fh``; fills ``result``. ``compact``: thinned libraries are
     compacted (smaller installed), else rewritten in place only."""
 
@@ -205,8 +232,9 @@ def _record_check(zf: zipfile.ZipFile, record: str, wheel: str) -> RecordCheck:
     return RecordCheck(read_named(zf, record, MAX_RECORD, "RECORD"), wheel, record)
 
 
-def _stamp(old: bytes | None, targets: list[GpuTarget], audit: dict[str, dict[str, list[str]]],
-           result: ThinResult) -> bytes:
+def _stamp(
+    old: bytes | None, targets: list[GpuTarget], audit: dict[str, dict[str, list[str]]], result: ThinResult
+) -> bytes:
     """The new stamp: the targets thinned to, the audit of the new files, where it came from;
     the build host and toolchain are kept from the old stamp when it has them."""
     prior: dict[str, Any] = {}
@@ -218,9 +246,17 @@ def _stamp(old: bytes | None, targets: list[GpuTarget], audit: dict[str, dict[st
             prior = {}
     host = prior.get("host", {}).get("gpus", []) if isinstance(prior.get("host"), dict) else []
     tool = prior.get("toolchain") if isinstance(prior.get("toolchain"), dict) else {}
-    stamp = make_stamp(requested=targets, source="thin", audit_files=audit,
-                       host_gpus=[g for g in host if isinstance(g, str)], toolchain=tool or {},
-                       version=__version__)
-    stamp["thinned_from"] = {"wheel": result.source.name, "sha256": result.sha256,
-                             "targets": sorted_targets(result.had)}
+    stamp = make_stamp(
+        requested=targets,
+        source="thin",
+        audit_files=audit,
+        host_gpus=[g for g in host if isinstance(g, str)],
+        toolchain=tool or {},
+        version=__version__,
+    )
+    stamp["thinned_from"] = {
+        "wheel": result.source.name,
+        "sha256": result.sha256,
+        "targets": sorted_targets(result.had),
+    }
     return stamp_bytes(stamp)

@@ -31,15 +31,19 @@ def check_claims(data: Mapping[str, Any], label: str, facts: "WheelTargets", whe
     claimed = properties_of(data["variants"][label], where)
     earned = properties_for(facts)
     if claimed != earned:
-        raise WheelError(f"{where}: its variant.json claims {', '.join(property_lines(claimed)) or 'no property'}; "
-                         f"its binaries earn {', '.join(property_lines(earned)) or 'none'}",
-                         hint="a variant wheel is published with the properties its device code earns; "
-                              "make it with rocm-build-backend variant")
+        raise WheelError(
+            f"{where}: its variant.json claims {', '.join(property_lines(claimed)) or 'no property'}; "
+            f"its binaries earn {', '.join(property_lines(earned)) or 'none'}",
+            hint="a variant wheel is published with the properties its device code earns; "
+            "make it with rocm-build-backend variant",
+        )
     known = {p.namespace: dict(p.provider) for _, p in providers()}
     for ns in claimed:
         if data["providers"].get(ns) != known.get(ns):
-            raise WheelError(f"{where}: its variant.json names another provider for {ns!r} than this package knows",
-                             hint="an installer would run that provider; rebuild the wheel with rocm-build-backend")
+            raise WheelError(
+                f"{where}: its variant.json names another provider for {ns!r} than this package knows",
+                hint="an installer would run that provider; rebuild the wheel with rocm-build-backend",
+            )
 
 
 def merge_checked(entries: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -52,12 +56,23 @@ def merge_checked(entries: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[dic
     providers: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     for wheel, data in entries:
-        conflict = next((f"its label {label!r} stands for {', '.join(property_lines(labels[label]))} in an "
-                         f"earlier wheel, here for {', '.join(property_lines(props))}"
-                         for label, props in data["variants"].items() if label in labels and labels[label] != props), None)
-        conflict = conflict or next((f"it declares the provider of {ns!r} differently from an earlier wheel"
-                                     for ns, info in data["providers"].items()
-                                     if ns in providers and providers[ns] != info), None)
+        conflict = next(
+            (
+                f"its label {label!r} stands for {', '.join(property_lines(labels[label]))} in an "
+                f"earlier wheel, here for {', '.join(property_lines(props))}"
+                for label, props in data["variants"].items()
+                if label in labels and labels[label] != props
+            ),
+            None,
+        )
+        conflict = conflict or next(
+            (
+                f"it declares the provider of {ns!r} differently from an earlier wheel"
+                for ns, info in data["providers"].items()
+                if ns in providers and providers[ns] != info
+            ),
+            None,
+        )
         if conflict:
             skipped[wheel] = conflict
             continue

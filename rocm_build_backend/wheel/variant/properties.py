@@ -86,8 +86,10 @@ def properties_for(facts: "WheelTargets") -> Properties:
     the wheel holds is not known.
     """
     if not facts.known:
-        raise WheelError(f"{facts.path.name}: cannot tell what it holds: " + "; ".join(facts.problems),
-                         hint="rebuild the wheel; its binaries could not be read")
+        raise WheelError(
+            f"{facts.path.name}: cannot tell what it holds: " + "; ".join(facts.problems),
+            hint="rebuild the wheel; its binaries could not be read",
+        )
     if not facts.has_device_code:
         return {}
     out: Properties = {}
@@ -125,14 +127,19 @@ def default_label(props: Mapping[str, Mapping[str, Iterable[str]]]) -> str:
 
 def check_label(label: str, props: Mapping[str, Any]) -> str:
     if not LABEL_RE.fullmatch(label):
-        raise RocmBuildBackendError(f"variant label {label!r} is not valid",
-                                    hint="use lower-case letters, digits, '.' and '_'")
+        raise RocmBuildBackendError(
+            f"variant label {label!r} is not valid", hint="use lower-case letters, digits, '.' and '_'"
+        )
     if len(label) > LABEL_MAX:
-        raise RocmBuildBackendError(f"variant label {label!r} is longer than {LABEL_MAX} characters",
-                                    hint="give a shorter label, or none for the default")
+        raise RocmBuildBackendError(
+            f"variant label {label!r} is longer than {LABEL_MAX} characters",
+            hint="give a shorter label, or none for the default",
+        )
     if (label == NULL_LABEL) != (not props):
-        raise RocmBuildBackendError(f"the label {NULL_LABEL!r} belongs to the variant without properties, "
-                                    f"and only to it (got {label!r})", hint="choose another label")
+        raise RocmBuildBackendError(
+            f"the label {NULL_LABEL!r} belongs to the variant without properties, and only to it (got {label!r})",
+            hint="choose another label",
+        )
     return label
 
 
@@ -183,15 +190,19 @@ def merge_variants(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     for data in entries:
         for label, props in (data.get("variants") or {}).items():
             if label in variants and variants[label] != props:
-                raise WheelError(f"variant label {label!r} stands for two property sets: "
-                                 f"{property_lines(variants[label])} and {property_lines(props)}",
-                                 hint="give each build its own label")
+                raise WheelError(
+                    f"variant label {label!r} stands for two property sets: "
+                    f"{property_lines(variants[label])} and {property_lines(props)}",
+                    hint="give each build its own label",
+                )
             variants[label] = props
         orders.append(list((data.get("default-priorities") or {}).get("namespace") or []))
         for ns, info in (data.get("providers") or {}).items():
             if ns in providers and providers[ns] != info:
-                raise WheelError(f"the wheels declare the provider of {ns!r} differently",
-                                 hint="build every variant with the same rocm-build-backend")
+                raise WheelError(
+                    f"the wheels declare the provider of {ns!r} differently",
+                    hint="build every variant with the same rocm-build-backend",
+                )
             providers[ns] = info
     longest = max(orders, key=len, default=[])
     if all(o == longest[: len(o)] for o in orders):
@@ -269,9 +280,15 @@ def read_variant(path: str | Path, filename: str | None = None) -> tuple[str, di
     return label, check_shape(data, label, filename or path.name)
 
 
-def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, label: str | None = None,
-                       namespaces: Iterable[str] | None = None, facts: "WheelTargets | None" = None,
-                       keep_original: bool = True) -> Path:
+def make_variant_wheel(
+    wheel: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    label: str | None = None,
+    namespaces: Iterable[str] | None = None,
+    facts: "WheelTargets | None" = None,
+    keep_original: bool = True,
+) -> Path:
     """Write a variant copy of ``wheel`` into ``out_dir`` (default: beside it); return its path.
 
     The properties come from the wheel's audit (``check.wheel_targets``; pass ``facts`` when
@@ -286,9 +303,10 @@ def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, 
         facts = wheel_targets(src)
     props = properties_for(facts)
     if facts.has_device_code and not props:
-        raise WheelError(f"{src.name}: no variant property describes where its code loads "
-                         f"(it holds {', '.join(facts.targets)})",
-                         hint="build it for a target a provider knows, or publish it without a variant")
+        raise WheelError(
+            f"{src.name}: no variant property describes where its code loads (it holds {', '.join(facts.targets)})",
+            hint="build it for a target a provider knows, or publish it without a variant",
+        )
     label = check_label(label or default_label(props), props)
     data = variant_json(label, props, namespaces=namespaces)
     out = Path(out_dir) if out_dir is not None else src.parent
@@ -301,8 +319,7 @@ def make_variant_wheel(wheel: str | Path, out_dir: str | Path | None = None, *, 
         copy = work / src.name
         shutil.copyfile(src, copy)
         with zipfile.ZipFile(copy) as zf:
-            dist_info = sorted({n.split("/", 1)[0] for n in zf.namelist()
-                                if n.split("/", 1)[0].endswith(".dist-info")})
+            dist_info = sorted({n.split("/", 1)[0] for n in zf.namelist() if n.split("/", 1)[0].endswith(".dist-info")})
         if len(dist_info) != 1:
             raise WheelError(f"{src.name} must hold exactly one .dist-info directory")
         done = rewrite_wheel(copy, stamp=None, extra_files={f"{dist_info[0]}/{DIST_INFO_NAME}": dumps(data)})

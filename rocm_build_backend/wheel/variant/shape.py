@@ -66,8 +66,9 @@ def check_shape(data: Any, label: str, where: str) -> dict[str, Any]:
         raise _bad(where, "has default-priorities that is not a table")
     order = _names(priorities.get("namespace"), where, "a namespace priority")
     providers = data.get("providers")
-    if not isinstance(providers, dict) or not all(NAME_RE.fullmatch(ns) and isinstance(p, dict)
-                                                  for ns, p in providers.items()):
+    if not isinstance(providers, dict) or not all(
+        NAME_RE.fullmatch(ns) and isinstance(p, dict) for ns, p in providers.items()
+    ):
         raise _bad(where, "has providers that are not a table of tables")
     missing = [ns for ns in props if ns not in order or ns not in providers]
     if missing:
