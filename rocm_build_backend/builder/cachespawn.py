@@ -41,10 +41,16 @@ def _classes() -> list[tuple[type, str]]:
         base = getattr(sys.modules.get(f"{package}.ccompiler"), "CCompiler", None)
         if not isinstance(base, type) or any(base is cls for cls, _ in found):
             continue
-        name = "call" if "call" in vars(base) else "spawn"
+        name = method_name(base)
         if name in vars(base):
             found.append((base, name))
     return found
+
+
+def method_name(cls: type) -> str:
+    """The ``CCompiler`` method every compile of this setuptools runs through: ``call`` where the
+    class defines it (setuptools 80 and later), else ``spawn``. The compile pool replaces the same one."""
+    return "call" if "call" in vars(cls) else "spawn"
 
 
 def cached_command(cmd: Sequence[str], choice: CacheChoice, pinned: Callable[[str], bool]) -> list[str]:

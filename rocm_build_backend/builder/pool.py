@@ -61,6 +61,7 @@ from functools import partial
 from typing import Any, Callable, Iterator, Sequence
 
 from rocm_build_backend.builder import poolscope
+from rocm_build_backend.builder.cachespawn import method_name
 from rocm_build_backend.builder.log import log
 from rocm_build_backend.builder.poolext import SideBySide
 from rocm_build_backend.builder.poolgate import Cost, Gate, Stopped, cost
@@ -275,7 +276,7 @@ def _replacements(
     for cls in found.bases:
         if compile is not None:
             put.append((cls, "compile", vars(cls)["compile"], compile))
-        name = "call" if "call" in vars(cls) else "spawn"
+        name = method_name(cls)
         put.append((cls, name, vars(cls)[name], processes.method(vars(cls)[name])))
     for cls in found.unix:
         for name in SCOPED:
